@@ -1,0 +1,143 @@
+//! `rampart`: the prompt firewall's command-line tool.
+
+mod human;
+mod rules_cmd;
+mod scan;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use rampart_core::{Pipeline, PipelineConfig, RulesLayerOptions};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit status for "allowed".
+pub const EXIT_ALLOW: u8 = 0;
+/// Exit status for a fatal error (bad configuration, unreadable file, input over the limits).
+pub const EXIT_ERROR: u8 = 1;
+/// Exit status for "sanitized".
+pub const EXIT_SANITIZE: u8 = 10;
+/// Exit status for "blocked".
+pub const EXIT_BLOCK: u8 = 20;
+/// Exit status for a batch in which some lines could not be scanned (error records printed).
+pub const EXIT_BATCH_ERRORS: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rampart",
+    version,
+    about = "Rampart: a prompt firewall. Every prompt gets ALLOW, SANITIZE or BLOCK with the evidence.",
+    after_help = "Exit status of `scan`: 0 ALLOW, 10 SANITIZE, 20 BLOCK (a batch: the strictest), \
+                  1 error, 2 usage error, 3 batch with per-line errors."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Scan text (argument, stdin, file) or a JSONL batch and print the decision.
+    Scan(scan::ScanArgs),
+    /// Validate, test, lint and list rule packs.
+    Rules {
+        #[command(subcommand)]
+        command: rules_cmd::RulesCommand,
+    },
+    /// Check or print pipeline configuration.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate a configuration file and build the pipeline it describes.
+    Check {
+        /// The file (default: the embedded default configuration).
+        path: Option<PathBuf>,
+    },
+    /// Print the embedded default configuration.
+    Show,
+}
+
+/// Options shared by commands that build a pipeline.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineArgs {
+    /// Pipeline configuration file (TOML). Default: the embedded configuration.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Add a rule pack to every rules layer (repeatable).
+    #[arg(long = "rules", value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// Do not load the embedded default rule pack.
+    #[arg(long)]
+    pub no_default_rules: bool,
+    /// On layer error or timeout, ALLOW (marked degraded) instead of BLOCK.
+    #[arg(long)]
+    pub fail_open: bool,
+}
+
+impl PipelineArgs {
+    /// Loads the configuration, applies the command-line overrides, builds the pipeline.
+    pub fn build(&self) -> Result<Pipeline> {
+        let mut config = match &self.config {
+            Some(p) => PipelineConfig::from_path(p)?,
+            None => PipelineConfig::default(),
+        };
+        if self.fail_open {
+            config.policy.fail_mode = rampart_core::FailMode::Open;
+        }
+        if !self.rules.is_empty() || self.no_default_rules {
+            for layer in config.layers.iter_mut().filter(|l| l.kind == "rules") {
+                let mut opts: RulesLayerOptions = toml::Value::Table(layer.options.clone())
+                    .try_into()
+                    .context("invalid rules layer options")?;
+                if self.no_default_rules {
+                    opts.default_pack = false;
+                }
+                opts.packs.extend(self.rules.iter().cloned());
+                let value = toml::Value::try_from(&opts).context("re-encoding rules options")?;
+                if let toml::Value::Table(t) = value {
+                    layer.options = t;
+                }
+            }
+        }
+        Pipeline::from_config(config).map_err(Into::into)
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Scan(args) => scan::run(&args),
+        Command::Rules { command } => rules_cmd::run(&command),
+        Command::Config { command } => config_cmd(&command),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("rampart: error: {e:#}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}
+
+fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
+    match cmd {
+        ConfigCommand::Show => {
+            print!("{}", rampart_core::DEFAULT_CONFIG_SRC);
+            Ok(0)
+        }
+        ConfigCommand::Check { path } => {
+            let config = match path {
+                Some(p) => PipelineConfig::from_path(p)?,
+                None => PipelineConfig::default(),
+            };
+            let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();
+            Pipeline::from_config(config)?;
+            println!("ok: layers {}", layers.join(" -> "));
+            Ok(0)
+        }
+    }
+}

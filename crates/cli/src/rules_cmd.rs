@@ -1,0 +1,130 @@
+//! `rampart rules check|test|lint|list|literals`.
+
+use anyhow::Result;
+use clap::Subcommand;
+use rampart_normalize::Normalizer;
+use rampart_rules::{MatcherBuilder, RulePack, lint, run_examples};
+use std::path::PathBuf;
+
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Parse and compile packs: schema, unknown fields, duplicate IDs, bad regexes (file:line:col).
+    Check(PackArgs),
+    /// Check, then run every rule's must_match / must_not_match examples.
+    Test(PackArgs),
+    /// Check, then print warnings about rules likely to misbehave.
+    Lint(PackArgs),
+    /// List the rules (ID, category, kind, strength, severity, pack).
+    List(PackArgs),
+    /// Print every distinct literal the compiled automata search for, one per line.
+    Literals(PackArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PackArgs {
+    /// Pack files. Without any, the embedded default pack.
+    pub packs: Vec<PathBuf>,
+    /// Also include the embedded default pack when files are given.
+    #[arg(long)]
+    pub with_default: bool,
+    /// For `lint`: exit non-zero when there are warnings.
+    #[arg(long)]
+    pub deny_warnings: bool,
+}
+
+fn load(args: &PackArgs) -> Result<Vec<RulePack>, String> {
+    let mut packs = Vec::new();
+    let mut errors = Vec::new();
+    if args.packs.is_empty() || args.with_default {
+        match RulePack::default_pack() {
+            Ok(p) => packs.push(p),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    for p in &args.packs {
+        match RulePack::from_path(p) {
+            Ok(p) => packs.push(p),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if errors.is_empty() { Ok(packs) } else { Err(errors.join("\n")) }
+}
+
+pub fn run(cmd: &RulesCommand) -> Result<u8> {
+    let args = match cmd {
+        RulesCommand::Check(a)
+        | RulesCommand::Test(a)
+        | RulesCommand::Lint(a)
+        | RulesCommand::List(a)
+        | RulesCommand::Literals(a) => a,
+    };
+    let packs = match load(args) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(1);
+        }
+    };
+    let n_rules: usize = packs.iter().map(|p| p.rules.len()).sum();
+    let names: Vec<String> = packs.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+    let mut builder = MatcherBuilder::new();
+    for p in &packs {
+        builder = builder.add_pack(p.clone());
+    }
+    let matcher = match builder.build() {
+        Ok(m) => m,
+        Err(errs) => {
+            for e in errs {
+                eprintln!("{e}");
+            }
+            return Ok(1);
+        }
+    };
+    match cmd {
+        RulesCommand::Check(_) => {
+            println!("ok: {n_rules} rules in {} pack(s): {}", packs.len(), names.join(", "));
+            Ok(0)
+        }
+        RulesCommand::Test(_) => {
+            let report = run_examples(&matcher, &Normalizer::default());
+            for f in &report.failures {
+                println!("FAIL {f}");
+            }
+            println!(
+                "{} passed, {} failed ({n_rules} rules)",
+                report.total - report.failures.len(),
+                report.failures.len()
+            );
+            Ok(if report.failures.is_empty() { 0 } else { 1 })
+        }
+        RulesCommand::Lint(a) => {
+            let warnings = lint(&packs);
+            for w in &warnings {
+                println!("{w}");
+            }
+            println!("{} warning(s) in {n_rules} rules", warnings.len());
+            Ok(if a.deny_warnings && !warnings.is_empty() { 1 } else { 0 })
+        }
+        RulesCommand::List(_) => {
+            for cr in matcher.rules() {
+                let r = &cr.rule;
+                println!(
+                    "{:<9} {:<21} {:<12} {:<7} {:<12} {}",
+                    r.id,
+                    r.category.name(),
+                    format!("{:?}", r.matcher.kind()).to_lowercase(),
+                    format!("{:?}", r.strength).to_lowercase(),
+                    r.severity.name(),
+                    cr.pack
+                );
+            }
+            Ok(0)
+        }
+        RulesCommand::Literals(_) => {
+            for l in matcher.literal_patterns() {
+                println!("{l}");
+            }
+            Ok(0)
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! `rampart scan`: one input, or a JSONL batch scanned in parallel.
+
+use crate::{EXIT_ALLOW, EXIT_BATCH_ERRORS, EXIT_BLOCK, EXIT_SANITIZE, PipelineArgs};
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rampart_core::{Action, Pipeline, ScanOutcome, ScanRequest, Segment};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::PathBuf;
+
+/// Lines read and scanned together; output order always follows input order.
+const CHUNK_LINES: usize = 2048;
+
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Text to scan (all arguments joined by spaces). Without text, --file or --jsonl, stdin
+    /// is read as one text.
+    pub text: Vec<String>,
+    /// Scan the contents of a file as one text.
+    #[arg(long, short = 'f', value_name = "FILE", conflicts_with_all = ["text", "jsonl"])]
+    pub file: Option<PathBuf>,
+    /// Scan a JSONL batch, `-` for stdin: `{"id":…,"text":…}` or
+    /// `{"id":…,"segments":[{"role":…,"text":…}]}` per line.
+    #[arg(long, value_name = "FILE", conflicts_with = "text")]
+    pub jsonl: Option<PathBuf>,
+    /// Print decisions as JSON (one per line).
+    #[arg(long)]
+    pub json: bool,
+    /// With --json, add the sanitized text to SANITIZE decisions (it is prompt text).
+    #[arg(long)]
+    pub include_sanitized: bool,
+    /// Worker threads for batches (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Never draw a progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+}
+
+/// One line of a JSONL batch. Dataset fields (label, category, …) are accepted and ignored
+/// so evaluation sets can be scanned as they are; anything else is an error.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchLine {
+    #[serde(default)]
+    id: Option<serde_json::Value>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    segments: Option<Vec<Segment>>,
+    #[serde(default, rename = "label")]
+    _label: Option<serde_json::Value>,
+    #[serde(default, rename = "category")]
+    _category: Option<serde_json::Value>,
+    #[serde(default, rename = "source")]
+    _source: Option<serde_json::Value>,
+    #[serde(default, rename = "split")]
+    _split: Option<serde_json::Value>,
+    #[serde(default, rename = "language")]
+    _language: Option<serde_json::Value>,
+    #[serde(default, rename = "meta")]
+    _meta: Option<serde_json::Value>,
+}
+
+#[derive(Debug, Serialize)]
+struct ErrorRecord<'a> {
+    line: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    error: &'a str,
+}
+
+fn exit_code(action: Action) -> u8 {
+    match action {
+        Action::Allow => EXIT_ALLOW,
+        Action::Sanitize => EXIT_SANITIZE,
+        Action::Block => EXIT_BLOCK,
+    }
+}
+
+pub fn run(args: &ScanArgs) -> Result<u8> {
+    let pipeline = args.pipeline.build()?;
+    if let Some(path) = &args.jsonl {
+        if let Some(n) = args.threads {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build_global()
+                .context("configuring worker threads")?;
+        }
+        return run_batch(&pipeline, args, path);
+    }
+    let limit = pipeline.config().limits.max_bytes;
+    let text = if let Some(path) = &args.file {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        read_bounded(f, limit).with_context(|| format!("reading {}", path.display()))?
+    } else if !args.text.is_empty() {
+        args.text.join(" ")
+    } else {
+        if io::stdin().is_terminal() {
+            eprintln!("rampart: reading the text to scan from stdin (end with Ctrl-D)");
+        }
+        read_bounded(io::stdin().lock(), limit).context("reading stdin")?
+    };
+    let outcome = pipeline.scan(&ScanRequest::text(text.clone()))?;
+    let mut out = io::stdout().lock();
+    if args.json {
+        write_json(&mut out, &outcome, args.include_sanitized)?;
+    } else {
+        let req = ScanRequest::text(text);
+        crate::human::write(&mut out, &outcome, &req)?;
+    }
+    out.flush()?;
+    Ok(exit_code(outcome.decision.action))
+}
+
+/// Reads at most `limit` bytes; more is an error (never a silent truncation), and memory
+/// stays bounded however large the input is.
+fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
+    let mut buf = Vec::new();
+    r.take(limit as u64 + 1).read_to_end(&mut buf)?;
+    if buf.len() > limit {
+        bail!("input is larger than the limit of {limit} bytes (limits.max_bytes); refusing to scan a truncated prompt");
+    }
+    String::from_utf8(buf).map_err(|e| {
+        anyhow::anyhow!(
+            "input is not valid UTF-8 (first bad byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })
+}
+
+fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bool) -> Result<()> {
+    if include_sanitized && outcome.sanitized.is_some() {
+        let mut v = serde_json::to_value(&outcome.decision)?;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.insert("sanitized".into(), serde_json::to_value(&outcome.sanitized)?);
+        }
+        serde_json::to_writer(&mut *out, &v)?;
+    } else {
+        serde_json::to_writer(&mut *out, &outcome.decision)?;
+    }
+    out.write_all(b"\n")?;
+    Ok(())
+}
+
+enum LineResult {
+    Outcome(Box<ScanOutcome>, Box<ScanRequest>),
+    Error { id: Option<String>, message: String },
+    Blank,
+}
+
+fn id_string(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
+    let text = match std::str::from_utf8(raw) {
+        Ok(t) => t,
+        Err(e) => {
+            return LineResult::Error {
+                id: None,
+                message: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
+            };
+        }
+    };
+    if text.trim().is_empty() {
+        return LineResult::Blank;
+    }
+    let line: BatchLine = match serde_json::from_str(text) {
+        Ok(l) => l,
+        Err(e) => {
+            return LineResult::Error {
+                id: None,
+                message: format!("invalid JSON record: {e}"),
+            };
+        }
+    };
+    let id = line.id.as_ref().map(id_string);
+    let segments = match (line.text, line.segments) {
+        (Some(t), None) => vec![Segment::new(rampart_core::Role::User, t)],
+        (None, Some(s)) => s,
+        _ => {
+            return LineResult::Error {
+                id,
+                message: "a record needs exactly one of `text` or `segments`".into(),
+            };
+        }
+    };
+    let mut req = ScanRequest::segments(segments);
+    req.id = id.clone();
+    match pipeline.scan(&req) {
+        Ok(o) => LineResult::Outcome(Box::new(o), Box::new(req)),
+        Err(e) => LineResult::Error {
+            id,
+            message: e.to_string(),
+        },
+    }
+}
+
+fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8> {
+    let (reader, total): (Box<dyn BufRead>, Option<u64>) = if path.as_os_str() == "-" {
+        (Box::new(BufReader::new(io::stdin().lock())), None)
+    } else {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(BufReader::with_capacity(1 << 20, f)), len)
+    };
+    let show = !args.no_progress && io::stderr().is_terminal();
+    let bar = match (show, total) {
+        (false, _) => ProgressBar::hidden(),
+        (true, Some(n)) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr())
+            .with_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ),
+        (true, None) => ProgressBar::new_spinner(),
+    };
+    // A JSON line can escape each input byte into up to 6 bytes; allow that much plus slack.
+    let max_line = pipeline
+        .config()
+        .limits
+        .max_bytes
+        .saturating_mul(6)
+        .saturating_add(64 * 1024);
+
+    let mut reader = reader;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut worst = Action::Allow;
+    let mut errors = 0usize;
+    let mut scanned = 0usize;
+    let mut line_no = 0usize;
+    let mut eof = false;
+    while !eof {
+        // Read one chunk of lines (raw bytes: invalid UTF-8 is an error for that line only).
+        let mut chunk: Vec<(usize, Result<Vec<u8>, String>)> = Vec::with_capacity(CHUNK_LINES);
+        let mut bytes = 0u64;
+        while chunk.len() < CHUNK_LINES {
+            let mut buf = Vec::new();
+            let (n, overflow) = read_line_bounded(&mut reader, &mut buf, max_line)?;
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            bytes += n as u64;
+            line_no += 1;
+            if overflow {
+                chunk.push((
+                    line_no,
+                    Err(format!("line longer than {max_line} bytes; skipped")),
+                ));
+            } else {
+                chunk.push((line_no, Ok(buf)));
+            }
+        }
+        let results: Vec<(usize, LineResult)> = chunk
+            .par_iter()
+            .map(|(n, raw)| {
+                let r = match raw {
+                    Ok(bytes) => scan_line(pipeline, bytes),
+                    Err(msg) => LineResult::Error {
+                        id: None,
+                        message: msg.clone(),
+                    },
+                };
+                (*n, r)
+            })
+            .collect();
+        for (n, r) in results {
+            match r {
+                LineResult::Blank => {}
+                LineResult::Error { id, message } => {
+                    errors += 1;
+                    if args.json {
+                        serde_json::to_writer(
+                            &mut out,
+                            &ErrorRecord {
+                                line: n,
+                                id,
+                                error: &message,
+                            },
+                        )?;
+                        out.write_all(b"\n")?;
+                    } else {
+                        writeln!(out, "line {n}: error: {message}")?;
+                    }
+                }
+                LineResult::Outcome(outcome, req) => {
+                    scanned += 1;
+                    worst = worst.max(outcome.decision.action);
+                    if args.json {
+                        write_json(&mut out, &outcome, args.include_sanitized)?;
+                    } else {
+                        crate::human::write(&mut out, &outcome, &req)?;
+                    }
+                }
+            }
+        }
+        bar.inc(bytes);
+        bar.set_message(format!("{scanned} scanned, {errors} errors"));
+    }
+    out.flush()?;
+    bar.finish_and_clear();
+    if !args.json || show {
+        eprintln!("rampart: {scanned} scanned, {errors} errors, strictest action {worst}");
+    }
+    if errors > 0 {
+        return Ok(EXIT_BATCH_ERRORS);
+    }
+    Ok(exit_code(worst))
+}
+
+/// Reads one line (without the newline) into `buf`, keeping at most `max` bytes; the rest of
+/// an over-long line is consumed and discarded. Returns (bytes consumed, overflowed).
+fn read_line_bounded(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<(usize, bool)> {
+    let mut consumed = 0;
+    let mut overflow = false;
+    loop {
+        let available = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if available.is_empty() {
+            break;
+        }
+        let (take, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        let content = if done { &available[..take - 1] } else { &available[..take] };
+        if !overflow {
+            if buf.len() + content.len() > max {
+                overflow = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(content);
+            }
+        }
+        r.consume(take);
+        consumed += take;
+        if done {
+            break;
+        }
+    }
+    if buf.last() == Some(&b'\r') {
+        buf.pop();
+    }
+    Ok((consumed, overflow))
+}

@@ -1,0 +1,292 @@
+//! Pipeline configuration: limits, normalization bounds, policy, hashing, and the layers.
+//! Strict TOML (`deny_unknown_fields` everywhere), versioned, with an embedded default.
+
+use crate::decision::Action;
+use crate::input::{Limits, Role, Trust};
+use crate::scoring::ScoringConfig;
+use rampart_rules::{Location, RiskClass};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The configuration schema version this build reads.
+pub const CONFIG_VERSION: u32 = 1;
+
+/// The embedded default configuration.
+pub const DEFAULT_CONFIG_SRC: &str = include_str!("default_config.toml");
+
+/// What happens when a layer fails or times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailMode {
+    /// The failed layer's action is BLOCK (the default).
+    Closed,
+    /// The failed layer's action is ALLOW; the decision is marked degraded and says why.
+    Open,
+}
+
+/// Which action each risk class maps to, trust per role, fail mode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// A version string recorded in every decision.
+    pub version: String,
+    /// Action for low risk. Default ALLOW.
+    pub low_risk: Action,
+    /// Action for medium risk. Default SANITIZE.
+    pub medium_risk: Action,
+    /// Action for high risk. Default BLOCK.
+    pub high_risk: Action,
+    /// Behaviour on layer error or timeout. Default closed.
+    pub fail_mode: FailMode,
+    /// Time budget per layer, in milliseconds. Default 2000.
+    pub layer_timeout_ms: u64,
+    /// Trust level per role.
+    pub trust: BTreeMap<Role, Trust>,
+    /// Replacement for each span SANITIZE removes; `{rule}` is replaced by the rule ID.
+    pub sanitize_marker: String,
+    /// The scoring table's tunables.
+    pub scoring: ScoringConfig,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        let trust = Role::ALL
+            .into_iter()
+            .map(|r| {
+                let t = match r {
+                    Role::System | Role::Developer => Trust::Trusted,
+                    _ => Trust::Untrusted,
+                };
+                (r, t)
+            })
+            .collect();
+        Self {
+            version: "default-1".into(),
+            low_risk: Action::Allow,
+            medium_risk: Action::Sanitize,
+            high_risk: Action::Block,
+            fail_mode: FailMode::Closed,
+            layer_timeout_ms: 2000,
+            trust,
+            sanitize_marker: "[removed:{rule}]".into(),
+            scoring: ScoringConfig::default(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// The action for a risk class.
+    pub fn action_for(&self, risk: RiskClass) -> Action {
+        match risk {
+            RiskClass::LowRisk => self.low_risk,
+            RiskClass::MediumRisk => self.medium_risk,
+            RiskClass::HighRisk => self.high_risk,
+        }
+    }
+
+    /// The trust level of a role (untrusted when the table omits it).
+    pub fn trust_of(&self, role: Role) -> Trust {
+        self.trust.get(&role).copied().unwrap_or(Trust::Untrusted)
+    }
+}
+
+/// Bounds of the normalization layer (see `rampart_normalize::NormalizeConfig`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NormalizeSection {
+    /// Maximum decoder nesting.
+    pub max_decode_depth: usize,
+    /// Maximum total view bytes as a multiple of the input.
+    pub max_expansion_ratio: f64,
+    /// Maximum number of views.
+    pub max_views: usize,
+}
+
+impl Default for NormalizeSection {
+    fn default() -> Self {
+        let d = rampart_normalize::NormalizeConfig::default();
+        Self {
+            max_decode_depth: d.max_decode_depth,
+            max_expansion_ratio: d.max_expansion_ratio,
+            max_views: d.max_views,
+        }
+    }
+}
+
+impl NormalizeSection {
+    /// The normalizer configuration.
+    pub fn to_config(&self) -> rampart_normalize::NormalizeConfig {
+        rampart_normalize::NormalizeConfig {
+            max_decode_depth: self.max_decode_depth,
+            max_expansion_ratio: self.max_expansion_ratio,
+            max_views: self.max_views.max(2),
+            ..Default::default()
+        }
+    }
+}
+
+/// Where the key for input hashes comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HashSection {
+    /// Name of an environment variable holding the key (any string; it is hashed into a
+    /// 32-byte key). Default `RAMPART_HASH_KEY`.
+    pub key_env: Option<String>,
+    /// The key itself (discouraged: prefer the environment).
+    pub key: Option<String>,
+}
+
+/// One layer of the pipeline. `kind` names a registered detector factory; the remaining
+/// keys are that factory's options, validated strictly by the factory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LayerConfig {
+    /// The factory name, e.g. `"rules"`.
+    pub kind: String,
+    /// Factory options.
+    #[serde(flatten)]
+    pub options: toml::Table,
+}
+
+/// Options of the built-in `rules` layer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RulesLayerOptions {
+    /// Include the embedded default pack. Default true.
+    #[serde(default = "yes")]
+    pub default_pack: bool,
+    /// Extra pack files.
+    #[serde(default)]
+    pub packs: Vec<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for RulesLayerOptions {
+    fn default() -> Self {
+        Self {
+            default_pack: true,
+            packs: Vec::new(),
+        }
+    }
+}
+
+/// The whole pipeline configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineConfig {
+    /// Must be [`CONFIG_VERSION`].
+    pub version: u32,
+    /// Input limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Normalization bounds.
+    #[serde(default)]
+    pub normalize: NormalizeSection,
+    /// Policy.
+    #[serde(default)]
+    pub policy: PolicyConfig,
+    /// Input hashing.
+    #[serde(default)]
+    pub hash: HashSection,
+    /// Layers, in order.
+    #[serde(default)]
+    pub layers: Vec<LayerConfig>,
+}
+
+impl Default for PipelineConfig {
+    fn default() -> Self {
+        // The embedded file is tested to parse; fall back to the equivalent literal.
+        PipelineConfig::parse(DEFAULT_CONFIG_SRC, "<embedded>/default_config.toml").unwrap_or(
+            PipelineConfig {
+                version: CONFIG_VERSION,
+                limits: Limits::default(),
+                normalize: NormalizeSection::default(),
+                policy: PolicyConfig::default(),
+                hash: HashSection::default(),
+                layers: vec![LayerConfig {
+                    kind: "rules".into(),
+                    options: toml::Table::new(),
+                }],
+            },
+        )
+    }
+}
+
+/// A configuration file that could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{origin}: cannot read configuration: {message}")]
+    Io {
+        /// The path.
+        origin: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Syntax error, unknown key, wrong type.
+    #[error("{location}: {message}")]
+    Syntax {
+        /// Where.
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// Semantically invalid.
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl PipelineConfig {
+    /// Parses and validates a configuration.
+    pub fn parse(src: &str, origin: &str) -> Result<PipelineConfig, ConfigError> {
+        let cfg: PipelineConfig = toml::from_str(src).map_err(|e| ConfigError::Syntax {
+            location: Location::from_span(origin, src, e.span().map(|s| s.start).unwrap_or(0)),
+            message: e.message().trim().to_string(),
+        })?;
+        let invalid = |message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            message,
+        };
+        if cfg.version != CONFIG_VERSION {
+            return Err(invalid(format!(
+                "unsupported version {} (this build reads {CONFIG_VERSION})",
+                cfg.version
+            )));
+        }
+        if cfg.limits.max_bytes == 0 || cfg.limits.max_segments == 0 {
+            return Err(invalid("limits must be greater than zero".into()));
+        }
+        if !(cfg.normalize.max_expansion_ratio >= 1.0) {
+            return Err(invalid("normalize.max_expansion_ratio must be >= 1".into()));
+        }
+        if cfg.policy.low_risk > cfg.policy.medium_risk || cfg.policy.medium_risk > cfg.policy.high_risk
+        {
+            return Err(invalid(
+                "policy actions must not decrease with risk (low <= medium <= high)".into(),
+            ));
+        }
+        if cfg.layers.is_empty() {
+            return Err(invalid("at least one layer is required".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn from_path(path: &std::path::Path) -> Result<PipelineConfig, ConfigError> {
+        let origin = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        PipelineConfig::parse(&src, &origin)
+    }
+}

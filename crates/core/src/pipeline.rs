@@ -1,0 +1,525 @@
+//! The pipeline: limits → normalization → layers in order → scoring → policy (ratchet).
+
+use crate::config::{FailMode, HashSection, LayerConfig, PipelineConfig, RulesLayerOptions};
+use crate::decision::{
+    Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
+    ScanOutcome, Span,
+};
+use crate::detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
+use crate::input::{InputError, ScanRequest, Trust};
+use crate::rules_layer::{RulesDetector, transform_findings};
+use crate::scoring::{category_scores, classify};
+use rampart_normalize::Normalizer;
+use rampart_rules::RiskClass;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Builds a detector from a layer's options. Crates that add detectors (classifiers, an LLM
+/// judge) register a factory so pipelines can be assembled from configuration.
+pub trait DetectorFactory: Send + Sync {
+    /// The `kind` this factory builds.
+    fn kind(&self) -> &str;
+    /// Builds the detector, validating the options strictly.
+    fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError>;
+}
+
+/// Known detector factories, by kind.
+pub struct Registry {
+    factories: BTreeMap<String, Box<dyn DetectorFactory>>,
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("kinds", &self.factories.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Default for Registry {
+    /// A registry with the built-in `rules` factory.
+    fn default() -> Self {
+        let mut r = Registry {
+            factories: BTreeMap::new(),
+        };
+        r.register(Box::new(RulesFactory));
+        r
+    }
+}
+
+impl Registry {
+    /// Adds (or replaces) a factory.
+    pub fn register(&mut self, factory: Box<dyn DetectorFactory>) {
+        self.factories.insert(factory.kind().to_string(), factory);
+    }
+
+    /// The registered kinds.
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.factories.keys().map(String::as_str)
+    }
+
+    fn build(&self, layer: &LayerConfig) -> Result<Arc<dyn Detector>, BuildError> {
+        let factory = self
+            .factories
+            .get(&layer.kind)
+            .ok_or_else(|| BuildError::UnknownLayer {
+                kind: layer.kind.clone(),
+                known: self.factories.keys().cloned().collect(),
+            })?;
+        factory.build(&layer.options)
+    }
+}
+
+struct RulesFactory;
+
+impl DetectorFactory for RulesFactory {
+    fn kind(&self) -> &str {
+        "rules"
+    }
+
+    fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
+        let opts: RulesLayerOptions = toml::Value::Table(options.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| BuildError::Options {
+                kind: "rules".into(),
+                message: e.message().trim().to_string(),
+            })?;
+        let det = RulesDetector::from_options(&opts).map_err(|e| BuildError::Layer {
+            kind: "rules".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Arc::new(det))
+    }
+}
+
+/// Why a pipeline could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No factory for a layer kind.
+    #[error("unknown layer kind {kind:?} (known: {})", known.join(", "))]
+    UnknownLayer {
+        /// The kind asked for.
+        kind: String,
+        /// The kinds registered.
+        known: Vec<String>,
+    },
+    /// A layer's options are invalid.
+    #[error("layer {kind:?}: invalid options: {message}")]
+    Options {
+        /// The layer kind.
+        kind: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A layer failed to build (e.g. a rule pack failed to compile).
+    #[error("layer {kind:?} failed to build:\n{message}")]
+    Layer {
+        /// The layer kind.
+        kind: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Two layers share a name.
+    #[error("two layers are named {0:?}")]
+    DuplicateLayer(String),
+}
+
+/// The assembled, immutable pipeline. `Send + Sync`; share it in an `Arc` and scan from any
+/// thread. Nothing is compiled on the request path.
+#[derive(Debug)]
+pub struct Pipeline {
+    config: PipelineConfig,
+    normalizer: Normalizer,
+    detectors: Vec<Arc<dyn Detector>>,
+    hash_key: [u8; 32],
+    hash_key_id: String,
+}
+
+impl Pipeline {
+    /// Builds the pipeline a configuration describes, with the built-in factories.
+    pub fn from_config(config: PipelineConfig) -> Result<Pipeline, BuildError> {
+        Pipeline::from_config_with(config, &Registry::default())
+    }
+
+    /// Builds the pipeline a configuration describes, with the given factories.
+    pub fn from_config_with(
+        config: PipelineConfig,
+        registry: &Registry,
+    ) -> Result<Pipeline, BuildError> {
+        let detectors = config
+            .layers
+            .iter()
+            .map(|l| registry.build(l))
+            .collect::<Result<Vec<_>, _>>()?;
+        Pipeline::with_detectors(config, detectors)
+    }
+
+    /// Builds a pipeline from already-built detectors (the config's `layers` are ignored).
+    pub fn with_detectors(
+        config: PipelineConfig,
+        detectors: Vec<Arc<dyn Detector>>,
+    ) -> Result<Pipeline, BuildError> {
+        let mut names = std::collections::BTreeSet::new();
+        names.insert("normalize".to_string());
+        for d in &detectors {
+            if !names.insert(d.name().to_string()) {
+                return Err(BuildError::DuplicateLayer(d.name().to_string()));
+            }
+        }
+        let hash_key = resolve_hash_key(&config.hash);
+        let hash_key_id = blake3::hash(&hash_key).to_hex()[..8].to_string();
+        Ok(Pipeline {
+            normalizer: Normalizer::new(config.normalize.to_config()),
+            config,
+            detectors,
+            hash_key,
+            hash_key_id,
+        })
+    }
+
+    /// The default pipeline: the embedded configuration and the embedded rule pack.
+    pub fn default_pipeline() -> Result<Pipeline, BuildError> {
+        Pipeline::from_config(PipelineConfig::default())
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &PipelineConfig {
+        &self.config
+    }
+
+    /// The detectors, in order.
+    pub fn detectors(&self) -> &[Arc<dyn Detector>] {
+        &self.detectors
+    }
+
+    /// Keyed BLAKE3 hash of a request's segments (roles and texts), hex.
+    pub fn input_hash(&self, req: &ScanRequest) -> String {
+        let mut h = blake3::Hasher::new_keyed(&self.hash_key);
+        for s in &req.segments {
+            h.update(s.role.name().as_bytes());
+            h.update(&[0]);
+            h.update(&(s.text.len() as u64).to_le_bytes());
+            h.update(s.text.as_bytes());
+        }
+        h.finalize().to_hex().to_string()
+    }
+
+    /// Scans plain text as one user segment.
+    pub fn scan_text(&self, text: &str) -> Result<ScanOutcome, InputError> {
+        self.scan(&ScanRequest::text(text))
+    }
+
+    /// Scans a request. Refuses (never truncates) requests over the limits. Every other
+    /// outcome is an explicit ALLOW, SANITIZE or BLOCK; a layer that fails or times out is
+    /// BLOCK unless the policy's fail mode is `open`.
+    pub fn scan(&self, req: &ScanRequest) -> Result<ScanOutcome, InputError> {
+        req.check(&self.config.limits)?;
+        let started = Instant::now();
+        let policy = &self.config.policy;
+        let budget = Duration::from_millis(policy.layer_timeout_ms);
+
+        // Normalization: once per segment, shared by every layer.
+        let t0 = Instant::now();
+        let segments: Vec<SegmentInput<'_>> = req
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(index, s)| SegmentInput {
+                index,
+                role: s.role,
+                trust: s.trust.unwrap_or_else(|| policy.trust_of(s.role)),
+                text: &s.text,
+                normalized: self.normalizer.normalize(&s.text),
+            })
+            .collect();
+        let mut findings: Vec<Finding> = Vec::new();
+        let mut transforms = Vec::new();
+        for seg in &segments {
+            transform_findings(seg, &mut findings);
+            transforms.extend(seg.normalized.transforms.iter().map(|t| AppliedTransform {
+                segment: seg.index,
+                kind: t.kind,
+                count: t.count,
+                span: Span::from(t.span.clone()),
+                depth: t.depth,
+            }));
+        }
+        let mut layers = vec![self.layer_result(
+            "normalize",
+            LayerStatus::Ok,
+            &findings,
+            None,
+            None,
+            t0.elapsed(),
+        )];
+
+        let mut input = ScanInput {
+            segments,
+            deadline: Instant::now() + budget,
+        };
+        for det in &self.detectors {
+            input.deadline = Instant::now() + budget;
+            let t = Instant::now();
+            let result = det.detect(&input);
+            let elapsed = t.elapsed();
+            let result = match result {
+                Ok(_) if elapsed > budget => Err(DetectorError::Timeout),
+                other => other,
+            };
+            match result {
+                Ok(Detection {
+                    findings: f,
+                    score,
+                    risk,
+                }) => {
+                    layers.push(self.layer_result(
+                        det.name(),
+                        LayerStatus::Ok,
+                        &f,
+                        score,
+                        risk,
+                        elapsed,
+                    ));
+                    findings.extend(f);
+                }
+                Err(e) => {
+                    let status = match e {
+                        DetectorError::Timeout => LayerStatus::Timeout {
+                            budget_ms: policy.layer_timeout_ms,
+                        },
+                        DetectorError::Failed(message) => LayerStatus::Error { message },
+                    };
+                    let (risk, action) = match policy.fail_mode {
+                        FailMode::Closed => (RiskClass::HighRisk, Action::Block),
+                        FailMode::Open => (RiskClass::LowRisk, Action::Allow),
+                    };
+                    layers.push(LayerResult {
+                        layer: det.name().to_string(),
+                        status,
+                        risk,
+                        action,
+                        score: None,
+                        categories: BTreeMap::new(),
+                        findings: 0,
+                        elapsed_us: micros(elapsed),
+                    });
+                }
+            }
+        }
+
+        findings.sort_by(|a, b| {
+            (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer)
+                .cmp(&(b.segment, &b.rule_id, b.span.start, b.span.end, &b.layer))
+        });
+        let categories = category_scores(&findings);
+        let combined_risk = classify(&categories, &policy.scoring);
+
+        // The ratchet: the final verdict is the maximum over the combined score and every
+        // layer's own verdict, so no layer can lower what an earlier one decided.
+        let mut risk = combined_risk;
+        let mut action = policy.action_for(combined_risk);
+        let mut reasons = Vec::new();
+        let mut degraded = false;
+        for l in &layers {
+            risk = risk.max(l.risk);
+            action = action.max(l.action);
+            match &l.status {
+                LayerStatus::Ok => {}
+                LayerStatus::Error { message } => {
+                    degraded = true;
+                    reasons.push(format!(
+                        "layer {} failed ({message}); fail mode {:?} gives {}",
+                        l.layer, policy.fail_mode, l.action
+                    ));
+                }
+                LayerStatus::Timeout { budget_ms } => {
+                    degraded = true;
+                    reasons.push(format!(
+                        "layer {} ran past its {budget_ms} ms budget; fail mode {:?} gives {}",
+                        l.layer, policy.fail_mode, l.action
+                    ));
+                }
+            }
+        }
+
+        let mut sanitized = None;
+        if action == Action::Sanitize {
+            let s = sanitize(req, &input.segments, &findings, &policy.sanitize_marker);
+            if s.iter().map(|s| s.removed).sum::<usize>() == 0 {
+                // Nothing could be neutralized: do not pass the input on as if it were clean.
+                action = Action::Block;
+                reasons.push("SANITIZE found no span to neutralize; escalated to BLOCK".into());
+            } else {
+                sanitized = Some(s);
+            }
+        }
+        reasons.splice(0..0, explain(&categories, combined_risk, &findings));
+
+        let decision = Decision {
+            id: req.id.clone(),
+            action,
+            risk,
+            categories,
+            layers,
+            findings,
+            transforms,
+            reasons,
+            degraded,
+            input_hash: self.input_hash(req),
+            hash_key_id: self.hash_key_id.clone(),
+            input_bytes: req.total_bytes(),
+            segments: req.segments.len(),
+            policy_version: policy.version.clone(),
+            elapsed_us: micros(started.elapsed()),
+        };
+        Ok(ScanOutcome {
+            decision,
+            sanitized,
+        })
+    }
+
+    fn layer_result(
+        &self,
+        name: &str,
+        status: LayerStatus,
+        findings: &[Finding],
+        score: Option<f32>,
+        asserted: Option<RiskClass>,
+        elapsed: Duration,
+    ) -> LayerResult {
+        let categories = category_scores(findings);
+        let mut risk = classify(&categories, &self.config.policy.scoring);
+        if let Some(a) = asserted {
+            risk = risk.max(a);
+        }
+        LayerResult {
+            layer: name.to_string(),
+            status,
+            risk,
+            action: self.config.policy.action_for(risk),
+            score,
+            categories,
+            findings: findings.len(),
+            elapsed_us: micros(elapsed),
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+fn explain(
+    categories: &BTreeMap<rampart_rules::Category, u8>,
+    risk: RiskClass,
+    findings: &[Finding],
+) -> Vec<String> {
+    if categories.is_empty() {
+        let uncounted = findings.iter().filter(|f| !f.counted).count();
+        return vec![if uncounted > 0 {
+            format!("no counted signal ({uncounted} finding(s) in trusted segments only)")
+        } else {
+            "no signal found".to_string()
+        }];
+    }
+    let cats: Vec<String> = categories.iter().map(|(c, s)| format!("{c}={s}")).collect();
+    let mut ids: Vec<&str> = findings
+        .iter()
+        .filter(|f| f.counted && f.points > 0)
+        .map(|f| f.rule_id.as_str())
+        .collect();
+    ids.dedup();
+    vec![format!(
+        "{risk}: {} from {}",
+        cats.join(", "),
+        ids.join(", ")
+    )]
+}
+
+/// Replaces the spans of counted strong findings in untrusted segments by the marker.
+/// Only those spans change; the rest of the text is kept byte for byte.
+fn sanitize(
+    req: &ScanRequest,
+    segments: &[SegmentInput<'_>],
+    findings: &[Finding],
+    marker: &str,
+) -> Vec<SanitizedSegment> {
+    let mut out = Vec::new();
+    for (seg, input) in req.segments.iter().zip(segments) {
+        if input.trust == Trust::Trusted {
+            continue;
+        }
+        let mut spans: Vec<(Span, &str)> = findings
+            .iter()
+            .filter(|f| f.segment == input.index && f.counted && f.points >= 2)
+            .map(|f| (f.span, f.rule_id.as_str()))
+            .collect();
+        if spans.is_empty() {
+            continue;
+        }
+        spans.sort();
+        // Merge overlapping spans; the first rule names the merged span.
+        let mut merged: Vec<(Span, &str)> = Vec::new();
+        for (span, id) in spans {
+            match merged.last_mut() {
+                Some((last, _)) if span.start <= last.end => last.end = last.end.max(span.end),
+                _ => merged.push((span, id)),
+            }
+        }
+        let text = &seg.text;
+        let mut result = String::with_capacity(text.len());
+        let mut pos = 0;
+        let mut removed = 0;
+        for (span, id) in &merged {
+            let (start, end) = (span.start.min(text.len()), span.end.min(text.len()));
+            if start < pos || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+                continue;
+            }
+            result.push_str(&text[pos..start]);
+            result.push_str(&marker.replace("{rule}", id));
+            pos = end;
+            removed += 1;
+        }
+        result.push_str(&text[pos..]);
+        out.push(SanitizedSegment {
+            segment: input.index,
+            role: seg.role,
+            text: result,
+            removed,
+        });
+    }
+    out
+}
+
+/// The 32-byte hash key: from the configured environment variable or literal, else a
+/// random per-process key (hashes then correlate only within one process).
+fn resolve_hash_key(section: &HashSection) -> [u8; 32] {
+    let material = section
+        .key_env
+        .as_deref()
+        .and_then(|name| std::env::var(name).ok())
+        .filter(|k| !k.is_empty())
+        .or_else(|| section.key.clone());
+    match material {
+        Some(k) => blake3::derive_key("rampart input hash v1", k.as_bytes()),
+        None => {
+            use std::hash::{BuildHasher, Hasher};
+            let mut seed = Vec::new();
+            for _ in 0..4 {
+                let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+                h.write_u128(
+                    std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map(|d| d.as_nanos())
+                        .unwrap_or(0),
+                );
+                h.write_u32(std::process::id());
+                seed.extend_from_slice(&h.finish().to_le_bytes());
+            }
+            blake3::derive_key("rampart input hash v1 (ephemeral)", &seed)
+        }
+    }
+}

@@ -1,0 +1,751 @@
+//! Decoders that undo encodings and obfuscations.
+//!
+//! Every decoder is linear in its input, never panics and returns `None` when it found
+//! nothing to undo. A [`Decoded`] carries the decoded text and an [`OffsetMap`] from it back
+//! to the decoder's *input* (compose it with the input's own map to reach the original).
+//!
+//! * Inline decoders rewrite a whole text, leaving everything else as it was:
+//!   [`url`], [`html`], [`unicode_escapes`].
+//! * Blob decoders pick runs out of a text and return only their decoded contents, joined
+//!   by `"\n"`, each blob mapped to its whole run: [`base64`], [`hex`].
+//! * Obfuscation undoers work on folded text: [`collapse_spacing`], [`leet`].
+//! * Pattern helpers for the rule compiler: [`rot13`], [`reverse`].
+
+use crate::TransformKind;
+use crate::map::{OffsetMap, OffsetMapBuilder};
+use base64::Engine as _;
+use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
+use std::ops::Range;
+
+/// Text produced by a decoder.
+#[derive(Debug, Clone)]
+pub struct Decoded {
+    /// Which decoder produced it.
+    pub kind: TransformKind,
+    /// The decoded text.
+    pub text: String,
+    /// Byte offsets in `text` → byte spans of the decoder's input.
+    pub map: OffsetMap,
+    /// How many encoded sequences, blobs or substitutions were undone.
+    pub count: usize,
+    /// Span in the decoder's input of the first thing undone.
+    pub first_span: Range<usize>,
+}
+
+/// Accumulates decoded output and its map.
+struct Out<'a> {
+    input: &'a str,
+    text: String,
+    b: OffsetMapBuilder,
+    /// Input bytes before this offset have been emitted.
+    copied: usize,
+    count: usize,
+    first: Option<Range<usize>>,
+}
+
+impl<'a> Out<'a> {
+    fn new(input: &'a str) -> Self {
+        Self {
+            input,
+            text: String::with_capacity(input.len()),
+            b: OffsetMapBuilder::new(input.len()),
+            copied: 0,
+            count: 0,
+            first: None,
+        }
+    }
+
+    /// Copies input up to `to` unchanged.
+    fn copy_to(&mut self, to: usize) {
+        if to > self.copied
+            && let Some(s) = self.input.get(self.copied..to)
+        {
+            self.text.push_str(s);
+            self.b.copy(self.copied, s);
+            self.copied = to;
+        }
+    }
+
+    /// Emits `s` as the decoding of input `span` (which must start at `self.copied`).
+    fn decoded(&mut self, s: &str, span: Range<usize>) {
+        self.copy_to(span.start);
+        self.text.push_str(s);
+        self.b.replace(s.len(), span.clone());
+        self.copied = self.copied.max(span.end);
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(span);
+        }
+    }
+
+    /// Emits a decoded byte run; `spans[i]` is the input span of byte `raw[i]`. Valid UTF-8
+    /// becomes text, invalid bytes keep their encoded form.
+    fn byte_run(&mut self, raw: &[u8], spans: &[Range<usize>]) {
+        let mut idx = 0;
+        for chunk in raw.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                let w = c.len_utf8();
+                let (Some(a), Some(z)) = (spans.get(idx), spans.get(idx + w - 1)) else {
+                    return;
+                };
+                let mut buf = [0u8; 4];
+                self.decoded(c.encode_utf8(&mut buf), a.start..z.end);
+                idx += w;
+            }
+            for _ in chunk.invalid() {
+                if let Some(sp) = spans.get(idx) {
+                    self.copy_to(sp.end);
+                }
+                idx += 1;
+            }
+        }
+    }
+
+    fn finish(mut self, kind: TransformKind) -> Option<Decoded> {
+        if self.count == 0 {
+            return None;
+        }
+        self.copy_to(self.input.len());
+        Some(Decoded {
+            kind,
+            text: self.text,
+            map: self.b.finish(),
+            count: self.count,
+            first_span: self.first.unwrap_or(0..0),
+        })
+    }
+}
+
+fn hex_val(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+fn hex_pair(bytes: &[u8], i: usize) -> Option<u8> {
+    let hi = hex_val(*bytes.get(i)?)?;
+    let lo = hex_val(*bytes.get(i + 1)?)?;
+    Some(hi << 4 | lo)
+}
+
+/// Parses `len` hex digits at `i` (exactly), as a number.
+fn hex_num(bytes: &[u8], i: usize, len: usize) -> Option<u32> {
+    let digits = bytes.get(i..i + len)?;
+    let mut v = 0u32;
+    for &d in digits {
+        v = v.checked_mul(16)?.checked_add(u32::from(hex_val(d)?))?;
+    }
+    Some(v)
+}
+
+/// Decodes URL percent-encoding (`%XX`) inline; `+` is left alone. Runs of `%XX` that
+/// form UTF-8 become text; bytes that are not valid UTF-8 keep their `%XX` form.
+pub fn url(text: &str) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    if !bytes.contains(&b'%') {
+        return None;
+    }
+    let mut out = Out::new(text);
+    let mut raw = Vec::new();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(v) = hex_pair(bytes, i + 1)
+        {
+            raw.clear();
+            spans.clear();
+            raw.push(v);
+            spans.push(i..i + 3);
+            i += 3;
+            while bytes.get(i) == Some(&b'%')
+                && let Some(v) = hex_pair(bytes, i + 1)
+            {
+                raw.push(v);
+                spans.push(i..i + 3);
+                i += 3;
+            }
+            out.byte_run(&raw, &spans);
+        } else {
+            i += 1;
+        }
+    }
+    out.finish(TransformKind::Url)
+}
+
+/// Decodes HTML character references inline: named (`&lt;`, `&amp;` … with the `;`) and
+/// numeric (`&#105;`, `&#x69;`, the `;` optional).
+pub fn html(text: &str) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    if !bytes.contains(&b'&') {
+        return None;
+    }
+    let mut out = Out::new(text);
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'&' {
+            i += 1;
+            continue;
+        }
+        if bytes.get(i + 1) == Some(&b'#') {
+            let hexa = matches!(bytes.get(i + 2), Some(b'x' | b'X'));
+            let ds = if hexa { i + 3 } else { i + 2 };
+            let max = if hexa { 6 } else { 7 };
+            let mut j = ds;
+            while j < bytes.len()
+                && j - ds < max
+                && (if hexa { bytes[j].is_ascii_hexdigit() } else { bytes[j].is_ascii_digit() })
+            {
+                j += 1;
+            }
+            if j > ds {
+                let v = text
+                    .get(ds..j)
+                    .and_then(|d| u32::from_str_radix(d, if hexa { 16 } else { 10 }).ok());
+                let end = if bytes.get(j) == Some(&b';') { j + 1 } else { j };
+                if let Some(c) = v.and_then(char::from_u32).filter(|&c| c != '\0') {
+                    let mut buf = [0u8; 4];
+                    out.decoded(c.encode_utf8(&mut buf), i..end);
+                    i = end;
+                    continue;
+                }
+            }
+            i += 1;
+            continue;
+        }
+        let ns = i + 1;
+        let mut j = ns;
+        while j < bytes.len() && j - ns < 32 && bytes[j].is_ascii_alphanumeric() {
+            j += 1;
+        }
+        if j > ns
+            && bytes.get(j) == Some(&b';')
+            && bytes[ns].is_ascii_alphabetic()
+            && let Some(ent) = text.get(i..=j)
+        {
+            let dec = htmlize::unescape(ent);
+            if dec != ent {
+                out.decoded(&dec, i..j + 1);
+                i = j + 1;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out.finish(TransformKind::Html)
+}
+
+/// Decodes `\uXXXX` (with UTF-16 surrogate pairs), `\u{X…}`, `\UXXXXXXXX` and `\xNN`
+/// escapes inline (runs of `\xNN` are decoded as UTF-8 bytes).
+pub fn unicode_escapes(text: &str) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    if !bytes.contains(&b'\\') {
+        return None;
+    }
+    let mut out = Out::new(text);
+    let mut raw = Vec::new();
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            i += 1;
+            continue;
+        }
+        match bytes.get(i + 1) {
+            Some(b'x') if hex_pair(bytes, i + 2).is_some() => {
+                raw.clear();
+                spans.clear();
+                while bytes.get(i) == Some(&b'\\')
+                    && bytes.get(i + 1) == Some(&b'x')
+                    && let Some(v) = hex_pair(bytes, i + 2)
+                {
+                    raw.push(v);
+                    spans.push(i..i + 4);
+                    i += 4;
+                }
+                out.byte_run(&raw, &spans);
+            }
+            Some(b'u') if bytes.get(i + 2) == Some(&b'{') => {
+                let ds = i + 3;
+                let mut j = ds;
+                while j < bytes.len() && j - ds < 6 && bytes[j].is_ascii_hexdigit() {
+                    j += 1;
+                }
+                let c = if j > ds && bytes.get(j) == Some(&b'}') {
+                    hex_num(bytes, ds, j - ds).and_then(char::from_u32)
+                } else {
+                    None
+                };
+                match c {
+                    Some(c) => {
+                        let mut buf = [0u8; 4];
+                        out.decoded(c.encode_utf8(&mut buf), i..j + 1);
+                        i = j + 1;
+                    }
+                    None => i += 1,
+                }
+            }
+            Some(b'u') => match hex_num(bytes, i + 2, 4) {
+                Some(hi @ 0xD800..=0xDBFF) => {
+                    let lo = (bytes.get(i + 6) == Some(&b'\\') && bytes.get(i + 7) == Some(&b'u'))
+                        .then(|| hex_num(bytes, i + 8, 4))
+                        .flatten()
+                        .filter(|lo| (0xDC00..=0xDFFF).contains(lo));
+                    match lo.and_then(|lo| char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))) {
+                        Some(c) => {
+                            let mut buf = [0u8; 4];
+                            out.decoded(c.encode_utf8(&mut buf), i..i + 12);
+                            i += 12;
+                        }
+                        None => i += 1,
+                    }
+                }
+                Some(v) => match char::from_u32(v) {
+                    Some(c) => {
+                        let mut buf = [0u8; 4];
+                        out.decoded(c.encode_utf8(&mut buf), i..i + 6);
+                        i += 6;
+                    }
+                    None => i += 1,
+                },
+                None => i += 1,
+            },
+            Some(b'U') => match hex_num(bytes, i + 2, 8).and_then(char::from_u32) {
+                Some(c) => {
+                    let mut buf = [0u8; 4];
+                    out.decoded(c.encode_utf8(&mut buf), i..i + 10);
+                    i += 10;
+                }
+                None => i += 1,
+            },
+            _ => i += 1,
+        }
+    }
+    out.finish(TransformKind::UnicodeEscape)
+}
+
+/// Whether decoded bytes look like text: valid UTF-8, at least 85% printable characters
+/// (whitespace counts as printable) and at least one alphanumeric character.
+fn printable_text(bytes: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(bytes).ok()?;
+    let mut total = 0usize;
+    let mut good = 0usize;
+    let mut alnum = false;
+    for c in s.chars() {
+        total += 1;
+        if !c.is_control() || matches!(c, '\n' | '\r' | '\t') {
+            good += 1;
+        }
+        alnum |= c.is_alphanumeric();
+    }
+    (total > 0 && alnum && good * 100 >= total * 85).then_some(s)
+}
+
+/// Collects decoded blobs into one text, joined by `"\n"`, each mapped to its run.
+struct Blobs {
+    text: String,
+    b: OffsetMapBuilder,
+    count: usize,
+    first: Option<Range<usize>>,
+    last: Range<usize>,
+}
+
+impl Blobs {
+    fn new(len: usize) -> Self {
+        Self {
+            text: String::new(),
+            b: OffsetMapBuilder::new(len),
+            count: 0,
+            first: None,
+            last: 0..0,
+        }
+    }
+
+    fn push(&mut self, s: &str, span: Range<usize>) {
+        if !self.text.is_empty() {
+            // The separator belongs to the previous blob.
+            self.text.push('\n');
+            self.b.replace(1, self.last.clone());
+        }
+        self.text.push_str(s);
+        self.b.replace(s.len(), span.clone());
+        self.last = span.clone();
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some(span);
+        }
+    }
+
+    fn finish(self, kind: TransformKind) -> Option<Decoded> {
+        let first = self.first?;
+        Some(Decoded {
+            kind,
+            text: self.text,
+            map: self.b.finish(),
+            count: self.count,
+            first_span: first,
+        })
+    }
+}
+
+const B64_CONFIG: GeneralPurposeConfig = GeneralPurposeConfig::new()
+    .with_decode_padding_mode(DecodePaddingMode::Indifferent)
+    .with_decode_allow_trailing_bits(true);
+const B64_STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, B64_CONFIG);
+const B64_URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, B64_CONFIG);
+
+fn is_b64(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+}
+
+/// Decodes base64 runs (standard or URL-safe alphabet, padding optional) of at least
+/// `min_len` characters.
+///
+/// A run is a maximal sequence of base64 characters plus up to two `=`. To avoid wasting
+/// time on ordinary words and identifiers, a run is only tried when it contains a digit,
+/// both upper- and lower-case letters, one of `+ / =`, or is at least 20 characters long;
+/// a run mixing both alphabets' special characters is skipped. A decoded run is kept only
+/// when it is valid UTF-8, at least 85% printable and contains an alphanumeric character,
+/// which rejects English words, hashes and random data in practice.
+pub fn base64(text: &str, min_len: usize) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let min_len = min_len.max(4);
+    let mut blobs = Blobs::new(n);
+    let mut buf = Vec::new();
+    let mut i = 0;
+    while i < n {
+        if !is_b64(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let mut s = i;
+        while i < n && is_b64(bytes[i]) {
+            i += 1;
+        }
+        let mut e = i;
+        while i < n && bytes[i] == b'=' && i - e < 2 {
+            i += 1;
+        }
+        let padded = i > e;
+        while s < e && matches!(bytes[s], b'-' | b'_') {
+            s += 1;
+        }
+        if !padded {
+            while e > s && matches!(bytes[e - 1], b'-' | b'_') {
+                e -= 1;
+            }
+        }
+        let Some(body) = bytes.get(s..e) else { continue };
+        if body.len() < min_len {
+            continue;
+        }
+        let (mut digit, mut upper, mut lower, mut std_c, mut url_c) =
+            (false, false, false, false, false);
+        for &c in body {
+            digit |= c.is_ascii_digit();
+            upper |= c.is_ascii_uppercase();
+            lower |= c.is_ascii_lowercase();
+            std_c |= matches!(c, b'+' | b'/');
+            url_c |= matches!(c, b'-' | b'_');
+        }
+        let plausible = digit || (upper && lower) || std_c || padded || body.len() >= 20;
+        if !plausible || (std_c && url_c) {
+            continue;
+        }
+        let body = if body.len() % 4 == 1 { &body[..body.len() - 1] } else { body };
+        let engine = if url_c { &B64_URL_SAFE } else { &B64_STANDARD };
+        buf.clear();
+        if engine.decode_vec(body, &mut buf).is_err() {
+            continue;
+        }
+        if let Some(s2) = printable_text(&buf) {
+            let end = if padded { i } else { e };
+            blobs.push(s2, s..end);
+        }
+    }
+    blobs.finish(TransformKind::Base64)
+}
+
+/// Decodes hex runs of at least `min_len` hex digits: contiguous (`69676e6f7265`,
+/// optionally after `0x`) or byte pairs separated by one of `space : - ,`
+/// (`69 67 6e 6f`). Kept only when the bytes are printable UTF-8 text (as for
+/// [`base64`]). `\xNN` escapes are handled by [`unicode_escapes`].
+pub fn hex(text: &str, min_len: usize) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let min_len = min_len.max(4);
+    let mut blobs = Blobs::new(n);
+    let mut raw = Vec::new();
+    let mut i = 0;
+    while i < n {
+        if !bytes[i].is_ascii_alphanumeric() {
+            i += 1;
+            continue;
+        }
+        // A token starts here (the previous byte, if any, is not alphanumeric).
+        let mut s = i;
+        if bytes[i] == b'0'
+            && matches!(bytes.get(i + 1), Some(b'x' | b'X'))
+            && bytes.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+        {
+            s = i + 2;
+        }
+        let mut j = s;
+        while j < n && bytes[j].is_ascii_hexdigit() {
+            j += 1;
+        }
+        if j < n && bytes[j].is_ascii_alphanumeric() {
+            // Not a clean hex token: skip the whole alphanumeric token.
+            while j < n && bytes[j].is_ascii_alphanumeric() {
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        raw.clear();
+        let mut end = j;
+        if j - s >= min_len && (j - s) % 2 == 0 {
+            let mut k = s;
+            while let Some(v) = hex_pair(bytes, k).filter(|_| k + 1 < j) {
+                raw.push(v);
+                k += 2;
+            }
+        } else if j - s == 2
+            && let Some(&sep) = bytes.get(j).filter(|b| matches!(b, b' ' | b':' | b'-' | b','))
+        {
+            if let Some(v) = hex_pair(bytes, s) {
+                raw.push(v);
+            }
+            let mut k = j;
+            while bytes.get(k) == Some(&sep)
+                && let Some(v) = hex_pair(bytes, k + 1)
+                && !bytes.get(k + 3).is_some_and(u8::is_ascii_alphanumeric)
+            {
+                raw.push(v);
+                k += 3;
+            }
+            end = k;
+            if raw.len() * 2 < min_len {
+                raw.clear();
+            }
+        }
+        if !raw.is_empty()
+            && let Some(s2) = printable_text(&raw)
+        {
+            blobs.push(s2, i..end);
+        }
+        i = end.max(i + 1);
+    }
+    blobs.finish(TransformKind::Hex)
+}
+
+/// Characters that may separate the letters of a letter-spaced word.
+const SPACING_SEPS: &[char] =
+    &[' ', '-', '.', '_', '*', '|', '/', '+', '~', ':', ',', '=', '\u{b7}', '\u{2022}'];
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)
+}
+
+#[derive(Debug, Clone, Copy)]
+struct SpacedRun {
+    start: usize,
+    end: usize,
+    letters: usize,
+    alpha: usize,
+    sep: Option<char>,
+    expect_sep: bool,
+}
+
+/// Finds letter-spaced runs: at least 4 single letters (2 of them alphabetic), each
+/// separated from the next by exactly one separator character, the same one throughout.
+fn spaced_runs(text: &str) -> Vec<(Range<usize>, char)> {
+    let mut runs = Vec::new();
+    let mut finish = |r: Option<SpacedRun>| {
+        if let Some(r) = r
+            && r.letters >= 4
+            && r.alpha >= 2
+            && let Some(sep) = r.sep
+        {
+            runs.push((r.start..r.end, sep));
+        }
+    };
+    let mut cur: Option<SpacedRun> = None;
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        if is_word_char(c) {
+            let mut end = i + c.len_utf8();
+            let mut len = 1usize;
+            while let Some(&(j, d)) = it.peek() {
+                if !is_word_char(d) {
+                    break;
+                }
+                end = j + d.len_utf8();
+                len += 1;
+                it.next();
+            }
+            if len != 1 {
+                finish(cur.take());
+                continue;
+            }
+            match cur.as_mut() {
+                Some(r) if !r.expect_sep => {
+                    r.letters += 1;
+                    r.alpha += usize::from(c.is_alphabetic());
+                    r.end = end;
+                    r.expect_sep = true;
+                }
+                _ => {
+                    finish(cur.take());
+                    cur = Some(SpacedRun {
+                        start: i,
+                        end,
+                        letters: 1,
+                        alpha: usize::from(c.is_alphabetic()),
+                        sep: None,
+                        expect_sep: true,
+                    });
+                }
+            }
+        } else {
+            match cur.as_mut() {
+                Some(r)
+                    if r.expect_sep
+                        && SPACING_SEPS.contains(&c)
+                        && r.sep.is_none_or(|s| s == c) =>
+                {
+                    r.sep = Some(c);
+                    r.expect_sep = false;
+                }
+                _ => finish(cur.take()),
+            }
+        }
+    }
+    finish(cur.take());
+    runs
+}
+
+/// Whether [`collapse_spacing`] would change `text`.
+pub fn has_letter_spacing(text: &str) -> bool {
+    !spaced_runs(text).is_empty()
+}
+
+/// Collapses letter-spacing: runs of at least 4 single letters separated by one separator
+/// character (`"i g n o r e"`, `"i-g-n-o-r-e"`, `"i.g.n.o.r.e"`) become one word. Words of
+/// such text stay apart where the separator differs or doubles
+/// (`"i g n o r e  p r e v i o u s"` → `"ignore  previous"`). Meant for folded text
+/// (whitespace not yet collapsed, so that double spaces survive).
+pub fn collapse_spacing(text: &str) -> Option<Decoded> {
+    let runs = spaced_runs(text);
+    if runs.is_empty() {
+        return None;
+    }
+    let mut out = Out::new(text);
+    for (r, sep) in runs {
+        out.copy_to(r.start);
+        let Some(run) = text.get(r.clone()) else { continue };
+        for (k, c) in run.char_indices() {
+            if c != sep {
+                let mut buf = [0u8; 4];
+                let s = c.encode_utf8(&mut buf);
+                out.text.push_str(s);
+                out.b.copy(r.start + k, s);
+            }
+        }
+        out.copied = r.end;
+        out.count += 1;
+        if out.first.is_none() {
+            out.first = Some(r);
+        }
+    }
+    out.finish(TransformKind::SpacingCollapse)
+}
+
+fn leet_char(b: u8) -> Option<u8> {
+    Some(match b {
+        b'0' => b'o',
+        b'1' => b'i',
+        b'3' => b'e',
+        b'4' => b'a',
+        b'5' => b's',
+        b'7' => b't',
+        b'@' => b'a',
+        b'$' => b's',
+        b'!' => b'i',
+        _ => return None,
+    })
+}
+
+/// Undoes leetspeak: in tokens (runs of ASCII letters, digits, `@ $ !`) holding at least
+/// one ASCII letter and one leet character, maps `0→o 1→i 3→e 4→a 5→s 7→t @→a $→s !→i`
+/// (trailing `!` are punctuation and stay). Tokens without letters (`2024`) are unchanged.
+pub fn leet(text: &str) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let is_tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'@' | b'$' | b'!');
+    let mut out: Option<Vec<u8>> = None;
+    let mut count = 0usize;
+    let mut first = None;
+    let mut i = 0;
+    while i < n {
+        if !is_tok(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let s = i;
+        let (mut letter, mut leety) = (false, false);
+        while i < n && is_tok(bytes[i]) {
+            letter |= bytes[i].is_ascii_alphabetic();
+            leety |= leet_char(bytes[i]).is_some();
+            i += 1;
+        }
+        if !(letter && leety) {
+            continue;
+        }
+        let mut e = i;
+        while e > s && bytes[e - 1] == b'!' {
+            e -= 1;
+        }
+        for k in s..e {
+            if let Some(m) = leet_char(bytes[k]) {
+                let buf = out.get_or_insert_with(|| bytes.to_vec());
+                if let Some(slot) = buf.get_mut(k) {
+                    *slot = m;
+                }
+                count += 1;
+                if first.is_none() {
+                    first = Some(s..i);
+                }
+            }
+        }
+    }
+    let buf = out?;
+    let text2 = String::from_utf8(buf).ok()?;
+    Some(Decoded {
+        kind: TransformKind::Leet,
+        text: text2,
+        map: OffsetMap::for_text(text),
+        count,
+        first_span: first.unwrap_or(0..0),
+    })
+}
+
+/// ROT13 of the ASCII letters of `s`; everything else is unchanged. Its own inverse.
+pub fn rot13(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' => char::from(b'a' + (c as u8 - b'a' + 13) % 26),
+            'A'..='Z' => char::from(b'A' + (c as u8 - b'A' + 13) % 26),
+            _ => c,
+        })
+        .collect()
+}
+
+/// `s` with its characters in reverse order.
+pub fn reverse(s: &str) -> String {
+    s.chars().rev().collect()
+}

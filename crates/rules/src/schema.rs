@@ -1,0 +1,335 @@
+//! The rule-pack file format (`schema_version = 1`, TOML) and its validation.
+
+use crate::error::{Location, PackError, PackErrors};
+use crate::types::{Category, RiskClass, RuleKind, Strength};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use toml::Spanned;
+
+/// The only schema version this crate reads.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Default `window` of a keyword set, in bytes of the view.
+pub const DEFAULT_KEYWORD_WINDOW: usize = 120;
+
+/// The default pack's source, compiled into every binary.
+pub const DEFAULT_PACK_SRC: &str = include_str!("../../../rules/default.toml");
+
+/// Origin string used for the embedded default pack in error messages.
+pub const DEFAULT_PACK_ORIGIN: &str = "<embedded>/rules/default.toml";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    schema_version: Spanned<u32>,
+    pack: RawPackMeta,
+    #[serde(default)]
+    rules: Vec<Spanned<RawRule>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPackMeta {
+    name: String,
+    version: String,
+    #[serde(default)]
+    description: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    id: Spanned<String>,
+    kind: RuleKind,
+    patterns: Option<Vec<String>>,
+    pattern: Option<String>,
+    keywords: Option<Vec<String>>,
+    min_distinct: Option<usize>,
+    window: Option<usize>,
+    #[serde(default)]
+    case_sensitive: bool,
+    #[serde(default = "default_true")]
+    token_boundary: bool,
+    strength: Strength,
+    severity: RiskClass,
+    rationale: String,
+    #[serde(default)]
+    languages: Vec<String>,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    must_match: Vec<String>,
+    #[serde(default)]
+    must_not_match: Vec<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What a rule matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RuleMatch {
+    /// Alternative literals (as written; folded at compile time when case-insensitive).
+    Literal {
+        /// The alternatives.
+        patterns: Vec<String>,
+    },
+    /// One regular expression.
+    Regex {
+        /// The expression.
+        pattern: String,
+    },
+    /// Co-occurring keywords.
+    KeywordSet {
+        /// The keywords.
+        keywords: Vec<String>,
+        /// How many different keywords must occur.
+        min_distinct: usize,
+        /// Within how many bytes of each other.
+        window: usize,
+    },
+}
+
+impl RuleMatch {
+    /// The kind of this matcher.
+    pub fn kind(&self) -> RuleKind {
+        match self {
+            RuleMatch::Literal { .. } => RuleKind::Literal,
+            RuleMatch::Regex { .. } => RuleKind::Regex,
+            RuleMatch::KeywordSet { .. } => RuleKind::KeywordSet,
+        }
+    }
+}
+
+/// One validated rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Stable ID, `PREFIX_NNN`.
+    pub id: String,
+    /// Category, from the ID prefix.
+    pub category: Category,
+    /// What it matches.
+    pub matcher: RuleMatch,
+    /// Whether matching is case-sensitive (then it runs on cased views only).
+    pub case_sensitive: bool,
+    /// Whether a match must not touch a letter, digit or `_` on either side.
+    pub token_boundary: bool,
+    /// Weak or strong.
+    pub strength: Strength,
+    /// Severity hint.
+    pub severity: RiskClass,
+    /// Why this pattern indicates an attack.
+    pub rationale: String,
+    /// Languages (ISO 639-1), or empty for any.
+    pub languages: Vec<String>,
+    /// Free-form labels.
+    pub tags: Vec<String>,
+    /// Examples that must produce a hit of this rule.
+    pub must_match: Vec<String>,
+    /// Examples that must not produce a hit of this rule.
+    pub must_not_match: Vec<String>,
+    /// Where the rule is defined.
+    pub location: Location,
+}
+
+/// A parsed and validated rule pack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulePack {
+    /// Pack name.
+    pub name: String,
+    /// Pack version.
+    pub version: String,
+    /// Pack description.
+    pub description: String,
+    /// Where it came from (a path, or the embedded marker).
+    pub origin: String,
+    /// The rules, in file order.
+    pub rules: Vec<Rule>,
+}
+
+impl RulePack {
+    /// The default pack compiled into the binary.
+    pub fn default_pack() -> Result<RulePack, PackErrors> {
+        RulePack::parse(DEFAULT_PACK_SRC, DEFAULT_PACK_ORIGIN)
+    }
+
+    /// Reads and parses a pack file.
+    pub fn from_path(path: &Path) -> Result<RulePack, PackErrors> {
+        let origin = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| {
+            PackErrors(vec![PackError::Io {
+                origin: origin.clone(),
+                message: e.to_string(),
+            }])
+        })?;
+        RulePack::parse(&src, &origin)
+    }
+
+    /// Parses and validates a pack. Reports every invalid rule, not just the first.
+    pub fn parse(src: &str, origin: &str) -> Result<RulePack, PackErrors> {
+        let raw: RawFile = toml::from_str(src).map_err(|e| {
+            let loc = Location::from_span(origin, src, e.span().map(|s| s.start).unwrap_or(0));
+            PackErrors(vec![PackError::Syntax {
+                location: loc,
+                message: e.message().trim().to_string(),
+            }])
+        })?;
+        let mut errors = Vec::new();
+        if *raw.schema_version.get_ref() != SCHEMA_VERSION {
+            errors.push(PackError::SchemaVersion {
+                location: Location::from_span(origin, src, raw.schema_version.span().start),
+                found: *raw.schema_version.get_ref(),
+            });
+        }
+        if raw.pack.name.is_empty()
+            || !raw
+                .pack
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        {
+            errors.push(PackError::Invalid {
+                location: Location::from_span(origin, src, 0),
+                rule_id: None,
+                message: format!("pack name {:?} must match [a-z0-9_-]+", raw.pack.name),
+            });
+        }
+        let mut seen: BTreeMap<String, Location> = BTreeMap::new();
+        let mut rules = Vec::with_capacity(raw.rules.len());
+        for spanned in raw.rules {
+            let location = Location::from_span(origin, src, spanned.span().start);
+            let raw_rule = spanned.into_inner();
+            let id = raw_rule.id.get_ref().clone();
+            if let Some(first) = seen.get(&id) {
+                errors.push(PackError::DuplicateId {
+                    location: location.clone(),
+                    rule_id: id.clone(),
+                    first: first.clone(),
+                });
+                continue;
+            }
+            seen.insert(id.clone(), location.clone());
+            match validate_rule(raw_rule, location) {
+                Ok(rule) => rules.push(rule),
+                Err(mut errs) => errors.append(&mut errs),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(PackErrors(errors));
+        }
+        Ok(RulePack {
+            name: raw.pack.name,
+            version: raw.pack.version,
+            description: raw.pack.description,
+            origin: origin.to_string(),
+            rules,
+        })
+    }
+}
+
+fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError>> {
+    let id = raw.id.get_ref().clone();
+    let mut errors = Vec::new();
+    let err = |message: String| PackError::Invalid {
+        location: location.clone(),
+        rule_id: Some(id.clone()),
+        message,
+    };
+    let category = Category::from_rule_id(&id);
+    if category.is_none() {
+        errors.push(err(format!(
+            "rule id {id:?} must be PREFIX_NNN with a prefix among SYS, CTRL, CRED, BND, ROLE, ENC, OTH"
+        )));
+    }
+    if id.starts_with("ENC_9") && id.len() == 7 {
+        errors.push(err(format!(
+            "rule id {id:?}: ENC_900 to ENC_999 are reserved for built-in normalization signals"
+        )));
+    }
+    let matcher = match raw.kind {
+        RuleKind::Literal => {
+            if raw.pattern.is_some() || raw.keywords.is_some() {
+                errors.push(err("kind = \"literal\" takes `patterns` only".into()));
+            }
+            match raw.patterns {
+                Some(p) if !p.is_empty() => Some(RuleMatch::Literal { patterns: p }),
+                _ => {
+                    errors.push(err("kind = \"literal\" needs a non-empty `patterns`".into()));
+                    None
+                }
+            }
+        }
+        RuleKind::Regex => {
+            if raw.patterns.is_some() || raw.keywords.is_some() {
+                errors.push(err("kind = \"regex\" takes `pattern` only".into()));
+            }
+            match raw.pattern {
+                Some(p) if !p.is_empty() => Some(RuleMatch::Regex { pattern: p }),
+                _ => {
+                    errors.push(err("kind = \"regex\" needs a non-empty `pattern`".into()));
+                    None
+                }
+            }
+        }
+        RuleKind::KeywordSet => {
+            if raw.pattern.is_some() || raw.patterns.is_some() {
+                errors.push(err("kind = \"keyword_set\" takes `keywords` only".into()));
+            }
+            let min_distinct = raw.min_distinct.unwrap_or(2);
+            let window = raw.window.unwrap_or(DEFAULT_KEYWORD_WINDOW);
+            match raw.keywords {
+                Some(k) if k.len() >= 2 && min_distinct >= 2 && min_distinct <= k.len() => {
+                    Some(RuleMatch::KeywordSet {
+                        keywords: k,
+                        min_distinct,
+                        window,
+                    })
+                }
+                _ => {
+                    errors.push(err(
+                        "kind = \"keyword_set\" needs >= 2 `keywords` and 2 <= min_distinct <= number of keywords"
+                            .into(),
+                    ));
+                    None
+                }
+            }
+        }
+    };
+    if raw.kind != RuleKind::KeywordSet && (raw.min_distinct.is_some() || raw.window.is_some()) {
+        errors.push(err("`min_distinct`/`window` apply to keyword_set rules only".into()));
+    }
+    if let Some(RuleMatch::Literal { patterns } | RuleMatch::KeywordSet { keywords: patterns, .. }) =
+        &matcher
+        && patterns.iter().any(|p| p.trim().is_empty())
+    {
+        errors.push(err("empty literal pattern".into()));
+    }
+    if raw.rationale.trim().is_empty() {
+        errors.push(err("`rationale` must not be empty".into()));
+    }
+    if raw.must_match.is_empty() || raw.must_not_match.is_empty() {
+        errors.push(err(
+            "every rule needs at least one `must_match` and one `must_not_match` example".into(),
+        ));
+    }
+    match (category, matcher) {
+        (Some(category), Some(matcher)) if errors.is_empty() => Ok(Rule {
+            id,
+            category,
+            matcher,
+            case_sensitive: raw.case_sensitive,
+            token_boundary: raw.token_boundary,
+            strength: raw.strength,
+            severity: raw.severity,
+            rationale: raw.rationale,
+            languages: raw.languages,
+            tags: raw.tags,
+            must_match: raw.must_match,
+            must_not_match: raw.must_not_match,
+            location,
+        }),
+        _ => Err(errors),
+    }
+}

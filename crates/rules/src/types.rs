@@ -1,0 +1,134 @@
+//! The shared vocabulary of rules and findings: categories, strengths, risk classes.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The category of a rule, fixed by its ID prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Category {
+    /// `SYS_`: chat-template / system-prompt markers, delimiter spoofing, prompt extraction.
+    SystemMarker,
+    /// `CTRL_`: instruction overrides and mode switches.
+    ControlPhrase,
+    /// `CRED_`: credential-like tokens.
+    CredentialLike,
+    /// `BND_`: weak boundary-testing phrases.
+    BoundaryTesting,
+    /// `ROLE_`: fake turns, fake tool results, impersonated authority.
+    RoleConfusion,
+    /// `ENC_`: encoding and obfuscation.
+    EncodingObfuscation,
+    /// `OTH_`: exfiltration and everything else.
+    Other,
+}
+
+impl Category {
+    /// All categories, in a stable order.
+    pub const ALL: [Category; 7] = [
+        Category::SystemMarker,
+        Category::ControlPhrase,
+        Category::CredentialLike,
+        Category::BoundaryTesting,
+        Category::RoleConfusion,
+        Category::EncodingObfuscation,
+        Category::Other,
+    ];
+
+    /// The rule-ID prefix (without the underscore), e.g. `"CTRL"`.
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Category::SystemMarker => "SYS",
+            Category::ControlPhrase => "CTRL",
+            Category::CredentialLike => "CRED",
+            Category::BoundaryTesting => "BND",
+            Category::RoleConfusion => "ROLE",
+            Category::EncodingObfuscation => "ENC",
+            Category::Other => "OTH",
+        }
+    }
+
+    /// The snake_case name, e.g. `"control_phrase"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::SystemMarker => "system_marker",
+            Category::ControlPhrase => "control_phrase",
+            Category::CredentialLike => "credential_like",
+            Category::BoundaryTesting => "boundary_testing",
+            Category::RoleConfusion => "role_confusion",
+            Category::EncodingObfuscation => "encoding_obfuscation",
+            Category::Other => "other",
+        }
+    }
+
+    /// The category whose prefix is `prefix` (e.g. `"SYS"`).
+    pub fn from_prefix(prefix: &str) -> Option<Category> {
+        Category::ALL.into_iter().find(|c| c.prefix() == prefix)
+    }
+
+    /// Parses a rule ID of the form `PREFIX_NNN` (three or more digits) and returns its category.
+    pub fn from_rule_id(id: &str) -> Option<Category> {
+        let (prefix, num) = id.split_once('_')?;
+        if num.len() < 3 || !num.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Category::from_prefix(prefix)
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How strongly a rule hit indicates an attack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strength {
+    /// Double-edged: appears in attacks and benign prompts alike. Never escalates alone.
+    Weak,
+    /// A clear indicator.
+    Strong,
+}
+
+/// A risk class: the severity hint of a rule, and the risk of a scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RiskClass {
+    /// Nothing (or only weak signals) found.
+    LowRisk,
+    /// A clear signal, not conclusive.
+    MediumRisk,
+    /// High-confidence malicious, or several independent clear signals.
+    HighRisk,
+}
+
+impl RiskClass {
+    /// The snake_case name, e.g. `"high_risk"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RiskClass::LowRisk => "low_risk",
+            RiskClass::MediumRisk => "medium_risk",
+            RiskClass::HighRisk => "high_risk",
+        }
+    }
+}
+
+impl fmt::Display for RiskClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The kind of a rule's matcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    /// Alternative literal strings.
+    Literal,
+    /// One linear-time regular expression.
+    Regex,
+    /// Several keywords that must co-occur within a window.
+    KeywordSet,
+}

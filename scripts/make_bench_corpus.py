@@ -34,7 +34,7 @@ def main():
     a = ap.parse_args()
     roles = set(a.roles.split(","))
     os.makedirs(a.out_dir, exist_ok=True)
-    target = int(a.min_mb * 1024 * 1024)
+    target = int(a.min_mb * 1_000_000)
     total = count = 0
     seen = set()
     with open(os.path.join(a.out_dir, "corpus.jsonl"), "w", encoding="utf-8") as js, \

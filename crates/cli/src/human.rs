@@ -17,17 +17,28 @@ fn excerpt(text: &str, start: usize, end: usize) -> String {
 
 pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> io::Result<()> {
     let d = &outcome.decision;
-    let id = d.id.as_deref().map(|i| format!("  id={i}")).unwrap_or_default();
+    let id =
+        d.id.as_deref()
+            .map(|i| format!("  id={i}"))
+            .unwrap_or_default();
     writeln!(out, "{:<8} {}{}", d.action.name(), d.risk, id)?;
     for r in &d.reasons {
         writeln!(out, "  reason: {r}")?;
     }
     if !d.categories.is_empty() {
-        let cats: Vec<String> = d.categories.iter().map(|(c, s)| format!("{c}={s}")).collect();
+        let cats: Vec<String> = d
+            .categories
+            .iter()
+            .map(|(c, s)| format!("{c}={s}"))
+            .collect();
         writeln!(out, "  categories: {}", cats.join(", "))?;
     }
     for f in &d.findings {
-        let seg_text = req.segments.get(f.segment).map(|s| s.text.as_str()).unwrap_or("");
+        let seg_text = req
+            .segments
+            .get(f.segment)
+            .map(|s| s.text.as_str())
+            .unwrap_or("");
         let via = if f.via.is_empty() {
             String::new()
         } else {
@@ -43,7 +54,11 @@ pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> 
             f.category.name(),
             f.strength,
             f.points,
-            if f.counted { "" } else { " (trusted: not counted)" },
+            if f.counted {
+                ""
+            } else {
+                " (trusted: not counted)"
+            },
             f.segment,
             f.role,
             f.span.start,
@@ -77,6 +92,10 @@ pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> 
             )?;
         }
     }
-    writeln!(out, "  input_hash: {} (key {})  {} us", d.input_hash, d.hash_key_id, d.elapsed_us)?;
+    writeln!(
+        out,
+        "  input_hash: {} (key {})  {} us",
+        d.input_hash, d.hash_key_id, d.elapsed_us
+    )?;
     Ok(())
 }

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Subcommand;
-use rampart_normalize::Normalizer;
-use rampart_rules::{MatcherBuilder, RulePack, lint, run_examples};
+use rampart_normalize::{Normalizer, fold_pattern};
+use rampart_rules::{MatcherBuilder, RuleMatch, RulePack, lint, run_examples};
 use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
@@ -16,7 +16,7 @@ pub enum RulesCommand {
     Lint(PackArgs),
     /// List the rules (ID, category, kind, strength, severity, pack).
     List(PackArgs),
-    /// Print every distinct literal the compiled automata search for, one per line.
+    /// Print the literal and keyword patterns of the rules (as matched), one per line.
     Literals(PackArgs),
 }
 
@@ -30,6 +30,9 @@ pub struct PackArgs {
     /// For `lint`: exit non-zero when there are warnings.
     #[arg(long)]
     pub deny_warnings: bool,
+    /// For `literals`: print every string the automata search for, regex anchors included.
+    #[arg(long)]
+    pub anchors: bool,
 }
 
 fn load(args: &PackArgs) -> Result<Vec<RulePack>, String> {
@@ -47,7 +50,11 @@ fn load(args: &PackArgs) -> Result<Vec<RulePack>, String> {
             Err(e) => errors.push(e.to_string()),
         }
     }
-    if errors.is_empty() { Ok(packs) } else { Err(errors.join("\n")) }
+    if errors.is_empty() {
+        Ok(packs)
+    } else {
+        Err(errors.join("\n"))
+    }
 }
 
 pub fn run(cmd: &RulesCommand) -> Result<u8> {
@@ -66,7 +73,10 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
         }
     };
     let n_rules: usize = packs.iter().map(|p| p.rules.len()).sum();
-    let names: Vec<String> = packs.iter().map(|p| format!("{} {}", p.name, p.version)).collect();
+    let names: Vec<String> = packs
+        .iter()
+        .map(|p| format!("{} {}", p.name, p.version))
+        .collect();
     let mut builder = MatcherBuilder::new();
     for p in &packs {
         builder = builder.add_pack(p.clone());
@@ -82,7 +92,11 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
     };
     match cmd {
         RulesCommand::Check(_) => {
-            println!("ok: {n_rules} rules in {} pack(s): {}", packs.len(), names.join(", "));
+            println!(
+                "ok: {n_rules} rules in {} pack(s): {}",
+                packs.len(),
+                names.join(", ")
+            );
             Ok(0)
         }
         RulesCommand::Test(_) => {
@@ -103,7 +117,11 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
                 println!("{w}");
             }
             println!("{} warning(s) in {n_rules} rules", warnings.len());
-            Ok(if a.deny_warnings && !warnings.is_empty() { 1 } else { 0 })
+            Ok(if a.deny_warnings && !warnings.is_empty() {
+                1
+            } else {
+                0
+            })
         }
         RulesCommand::List(_) => {
             for cr in matcher.rules() {
@@ -120,9 +138,33 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
             }
             Ok(0)
         }
-        RulesCommand::Literals(_) => {
-            for l in matcher.literal_patterns() {
-                println!("{l}");
+        RulesCommand::Literals(a) => {
+            if a.anchors {
+                for l in matcher.literal_patterns() {
+                    println!("{l}");
+                }
+                return Ok(0);
+            }
+            // The literal and keyword patterns of the rules, as matched (folded unless the
+            // rule is case-sensitive), each once.
+            let mut seen = std::collections::BTreeSet::new();
+            for cr in matcher.rules() {
+                let r = &cr.rule;
+                let lits: &[String] = match &r.matcher {
+                    RuleMatch::Literal { patterns } => patterns,
+                    RuleMatch::KeywordSet { keywords, .. } => keywords,
+                    RuleMatch::Regex { .. } => &[],
+                };
+                for l in lits {
+                    let l = if r.case_sensitive {
+                        l.clone()
+                    } else {
+                        fold_pattern(l)
+                    };
+                    if seen.insert(l.clone()) {
+                        println!("{l}");
+                    }
+                }
             }
             Ok(0)
         }

@@ -124,7 +124,9 @@ fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
     let mut buf = Vec::new();
     r.take(limit as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > limit {
-        bail!("input is larger than the limit of {limit} bytes (limits.max_bytes); refusing to scan a truncated prompt");
+        bail!(
+            "input is larger than the limit of {limit} bytes (limits.max_bytes); refusing to scan a truncated prompt"
+        );
     }
     String::from_utf8(buf).map_err(|e| {
         anyhow::anyhow!(
@@ -138,7 +140,10 @@ fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bo
     if include_sanitized && outcome.sanitized.is_some() {
         let mut v = serde_json::to_value(&outcome.decision)?;
         if let serde_json::Value::Object(m) = &mut v {
-            m.insert("sanitized".into(), serde_json::to_value(&outcome.sanitized)?);
+            m.insert(
+                "sanitized".into(),
+                serde_json::to_value(&outcome.sanitized)?,
+            );
         }
         serde_json::to_writer(&mut *out, &v)?;
     } else {
@@ -322,7 +327,11 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
 
 /// Reads one line (without the newline) into `buf`, keeping at most `max` bytes; the rest of
 /// an over-long line is consumed and discarded. Returns (bytes consumed, overflowed).
-fn read_line_bounded(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<(usize, bool)> {
+fn read_line_bounded(
+    r: &mut dyn BufRead,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<(usize, bool)> {
     let mut consumed = 0;
     let mut overflow = false;
     loop {
@@ -338,7 +347,11 @@ fn read_line_bounded(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::
             Some(i) => (i + 1, true),
             None => (available.len(), false),
         };
-        let content = if done { &available[..take - 1] } else { &available[..take] };
+        let content = if done {
+            &available[..take - 1]
+        } else {
+            &available[..take]
+        };
         if !overflow {
             if buf.len() + content.len() > max {
                 overflow = true;

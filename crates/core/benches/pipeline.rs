@@ -42,7 +42,11 @@ fn bench(c: &mut Criterion) {
     let normalizer = Normalizer::default();
 
     let mut g = c.benchmark_group("pipeline");
-    for (name, len) in [("short_100B", 100), ("typical_2KB", 2048), ("long_64KB", 65536)] {
+    for (name, len) in [
+        ("short_100B", 100),
+        ("typical_2KB", 2048),
+        ("long_64KB", 65536),
+    ] {
         let text = prompt(len);
         g.throughput(Throughput::Bytes(text.len() as u64));
         g.bench_with_input(BenchmarkId::new("normalize", name), &text, |b, t| {
@@ -58,9 +62,11 @@ fn bench(c: &mut Criterion) {
     for kb in [1usize, 4, 16, 64, 256] {
         let text = prompt(kb * 1024);
         g.throughput(Throughput::Bytes(text.len() as u64));
-        g.bench_with_input(BenchmarkId::new("normalize+rules", format!("{kb}KB")), &text, |b, t| {
-            b.iter(|| black_box(pipeline.scan_text(black_box(t))))
-        });
+        g.bench_with_input(
+            BenchmarkId::new("normalize+rules", format!("{kb}KB")),
+            &text,
+            |b, t| b.iter(|| black_box(pipeline.scan_text(black_box(t)))),
+        );
     }
     g.finish();
 }

@@ -265,10 +265,11 @@ impl PipelineConfig {
         if cfg.limits.max_bytes == 0 || cfg.limits.max_segments == 0 {
             return Err(invalid("limits must be greater than zero".into()));
         }
-        if !(cfg.normalize.max_expansion_ratio >= 1.0) {
+        if cfg.normalize.max_expansion_ratio.is_nan() || cfg.normalize.max_expansion_ratio < 1.0 {
             return Err(invalid("normalize.max_expansion_ratio must be >= 1".into()));
         }
-        if cfg.policy.low_risk > cfg.policy.medium_risk || cfg.policy.medium_risk > cfg.policy.high_risk
+        if cfg.policy.low_risk > cfg.policy.medium_risk
+            || cfg.policy.medium_risk > cfg.policy.high_risk
         {
             return Err(invalid(
                 "policy actions must not decrease with risk (low <= medium <= high)".into(),

@@ -80,12 +80,13 @@ impl DetectorFactory for RulesFactory {
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: RulesLayerOptions = toml::Value::Table(options.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| BuildError::Options {
-                kind: "rules".into(),
-                message: e.message().trim().to_string(),
-            })?;
+        let opts: RulesLayerOptions =
+            toml::Value::Table(options.clone())
+                .try_into()
+                .map_err(|e: toml::de::Error| BuildError::Options {
+                    kind: "rules".into(),
+                    message: e.message().trim().to_string(),
+                })?;
         let det = RulesDetector::from_options(&opts).map_err(|e| BuildError::Layer {
             kind: "rules".into(),
             message: e.to_string(),
@@ -311,8 +312,13 @@ impl Pipeline {
         }
 
         findings.sort_by(|a, b| {
-            (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer)
-                .cmp(&(b.segment, &b.rule_id, b.span.start, b.span.end, &b.layer))
+            (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer).cmp(&(
+                b.segment,
+                &b.rule_id,
+                b.span.start,
+                b.span.end,
+                &b.layer,
+            ))
         });
         let categories = category_scores(&findings);
         let combined_risk = classify(&categories, &policy.scoring);

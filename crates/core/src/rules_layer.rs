@@ -76,7 +76,7 @@ impl RulesDetector {
         let plain: BTreeSet<usize> = hits
             .hits
             .iter()
-            .filter(|h| h.via.is_none() && !seg.normalized.views[h.view].is_deobfuscated())
+            .filter(|h| !seg.normalized.views[h.view].is_deobfuscated())
             .map(|h| h.rule)
             .collect();
         let mut hidden_reported: BTreeSet<usize> = BTreeSet::new();
@@ -87,9 +87,10 @@ impl RulesDetector {
             match view.kind {
                 ViewKind::Collapsed => via.push(TransformKind::SpacingCollapse),
                 ViewKind::Leet => via.push(TransformKind::Leet),
+                ViewKind::Rot13 => via.push(TransformKind::Rot13),
+                ViewKind::Reversed => via.push(TransformKind::Reversed),
                 _ => {}
             }
-            via.extend(hit.via);
             let span = Span::from(hit.span.clone());
             if !via.is_empty() && !plain.contains(&hit.rule) && hidden_reported.insert(hit.rule) {
                 out.push(Finding {

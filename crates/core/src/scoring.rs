@@ -97,15 +97,29 @@ mod tests {
         let cases: &[(&[(Category, u8)], RiskClass)] = &[
             (&[], RiskClass::LowRisk),
             (&[(ControlPhrase, 3)], RiskClass::HighRisk),
-            (&[(ControlPhrase, 2), (SystemMarker, 2)], RiskClass::HighRisk),
-            (&[(ControlPhrase, 2), (BoundaryTesting, 1)], RiskClass::MediumRisk),
+            (
+                &[(ControlPhrase, 2), (SystemMarker, 2)],
+                RiskClass::HighRisk,
+            ),
+            (
+                &[(ControlPhrase, 2), (BoundaryTesting, 1)],
+                RiskClass::MediumRisk,
+            ),
             (&[(ControlPhrase, 2)], RiskClass::MediumRisk),
             (&[(BoundaryTesting, 1)], RiskClass::LowRisk),
             (
-                &[(BoundaryTesting, 1), (RoleConfusion, 1), (Other, 1), (SystemMarker, 1)],
+                &[
+                    (BoundaryTesting, 1),
+                    (RoleConfusion, 1),
+                    (Other, 1),
+                    (SystemMarker, 1),
+                ],
                 RiskClass::LowRisk,
             ),
-            (&[(BoundaryTesting, 1), (ControlPhrase, 3)], RiskClass::HighRisk),
+            (
+                &[(BoundaryTesting, 1), (ControlPhrase, 3)],
+                RiskClass::HighRisk,
+            ),
         ];
         for (scores, want) in cases {
             assert_eq!(classify(&s(scores), &c), *want, "{scores:?}");

@@ -7,7 +7,7 @@
 //! * Inline decoders rewrite a whole text, leaving everything else as it was:
 //!   [`url`], [`html`], [`unicode_escapes`].
 //! * Blob decoders pick runs out of a text and return only their decoded contents, joined
-//!   by `"\n"`, each blob mapped to its whole run: [`base64`], [`hex`].
+//!   by `"\n"`, each blob mapped to its whole run: [`base64()`], [`hex()`].
 //! * Obfuscation undoers work on folded text: [`collapse_spacing`], [`leet`].
 //! * Pattern helpers for the rule compiler: [`rot13`], [`reverse`].
 
@@ -197,7 +197,11 @@ pub fn html(text: &str) -> Option<Decoded> {
             let mut j = ds;
             while j < bytes.len()
                 && j - ds < max
-                && (if hexa { bytes[j].is_ascii_hexdigit() } else { bytes[j].is_ascii_digit() })
+                && (if hexa {
+                    bytes[j].is_ascii_hexdigit()
+                } else {
+                    bytes[j].is_ascii_digit()
+                })
             {
                 j += 1;
             }
@@ -205,7 +209,11 @@ pub fn html(text: &str) -> Option<Decoded> {
                 let v = text
                     .get(ds..j)
                     .and_then(|d| u32::from_str_radix(d, if hexa { 16 } else { 10 }).ok());
-                let end = if bytes.get(j) == Some(&b';') { j + 1 } else { j };
+                let end = if bytes.get(j) == Some(&b';') {
+                    j + 1
+                } else {
+                    j
+                };
                 if let Some(c) = v.and_then(char::from_u32).filter(|&c| c != '\0') {
                     let mut buf = [0u8; 4];
                     out.decoded(c.encode_utf8(&mut buf), i..end);
@@ -294,7 +302,9 @@ pub fn unicode_escapes(text: &str) -> Option<Decoded> {
                         .then(|| hex_num(bytes, i + 8, 4))
                         .flatten()
                         .filter(|lo| (0xDC00..=0xDFFF).contains(lo));
-                    match lo.and_then(|lo| char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))) {
+                    match lo.and_then(|lo| {
+                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                    }) {
                         Some(c) => {
                             let mut buf = [0u8; 4];
                             out.decoded(c.encode_utf8(&mut buf), i..i + 12);
@@ -397,8 +407,167 @@ const B64_CONFIG: GeneralPurposeConfig = GeneralPurposeConfig::new()
 const B64_STANDARD: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::STANDARD, B64_CONFIG);
 const B64_URL_SAFE: GeneralPurpose = GeneralPurpose::new(&base64::alphabet::URL_SAFE, B64_CONFIG);
 
+/// Byte classes for the hot scanning loops.
+const C_B64: u8 = 1;
+const C_TOK: u8 = 2;
+const C_LETTER: u8 = 4;
+const C_LEET: u8 = 8;
+const C_HEX: u8 = 16;
+const C_HEX_SEP: u8 = 32;
+const C_ALNUM: u8 = 64;
+
+static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let mut c = 0;
+        if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_') {
+            c |= C_B64;
+        }
+        if b.is_ascii_alphanumeric() || matches!(b, b'@' | b'$' | b'!') {
+            c |= C_TOK;
+        }
+        if b.is_ascii_alphabetic() {
+            c |= C_LETTER;
+        }
+        if matches!(
+            b,
+            b'0' | b'1' | b'3' | b'4' | b'5' | b'7' | b'@' | b'$' | b'!'
+        ) {
+            c |= C_LEET;
+        }
+        if b.is_ascii_hexdigit() {
+            c |= C_HEX;
+        }
+        if b.is_ascii_alphanumeric() {
+            c |= C_ALNUM;
+        }
+        if matches!(b, b' ' | b':' | b'-' | b',') {
+            c |= C_HEX_SEP;
+        }
+        t[i] = c;
+        i += 1;
+    }
+    t
+};
+
+#[inline]
+fn class(b: u8) -> u8 {
+    CLASS[usize::from(b)]
+}
+
+#[inline]
 fn is_b64(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_')
+    class(b) & C_B64 != 0
+}
+
+/// Bytes per block of the branch-free scanning loops below (they only branch per block).
+const BLOCK: usize = 64;
+
+/// Bit `k` set when `pred(block[k])` (`block` at most 64 bytes). Written so that it
+/// vectorizes.
+#[inline]
+pub(crate) fn block_mask(block: &[u8], pred: impl Fn(u8) -> bool) -> u64 {
+    let mut flags = [0u8; 64];
+    for (f, &x) in flags.iter_mut().zip(block) {
+        *f = u8::from(pred(x));
+    }
+    let mut m = 0u64;
+    for (k, group) in flags.chunks_exact(8).enumerate() {
+        let v = u64::from_le_bytes(group.try_into().unwrap_or_default());
+        // Gathers the low bit of each of the eight bytes, first byte lowest.
+        m |= (v.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    m
+}
+
+#[inline]
+fn is_hex_digit(x: u8) -> bool {
+    x.wrapping_sub(b'0') < 10 || (x | 0x20).wrapping_sub(b'a') < 6
+}
+
+#[inline]
+fn is_alnum(x: u8) -> bool {
+    x.wrapping_sub(b'0') < 10 || (x | 0x20).wrapping_sub(b'a') < 26
+}
+
+#[inline]
+fn is_b64_char(x: u8) -> bool {
+    is_alnum(x) | (x == b'+') | (x == b'/') | (x == b'-') | (x == b'_')
+}
+
+/// Bits `i` of `m` (a window of 128 bytes) such that bits `i .. i + len` are all set.
+fn runs_of(m: u128, len: usize) -> u128 {
+    let mut r = m;
+    let mut have = 1;
+    while have * 2 <= len {
+        r &= r >> have;
+        have *= 2;
+    }
+    if len > have {
+        r &= r >> (len - have);
+    }
+    r
+}
+
+/// Start of the first maximal run of at least `min_len` base64 characters.
+fn first_long_b64_run(bytes: &[u8], min_len: usize) -> Option<usize> {
+    if min_len == 0 || min_len > 64 {
+        let mut run = 0usize;
+        for (k, &b) in bytes.iter().enumerate() {
+            run = if is_b64(b) { run + 1 } else { 0 };
+            if run >= min_len {
+                return Some(k + 1 - run);
+            }
+        }
+        return None;
+    }
+    // Windows of two 64-byte blocks: the previous one (low bits) and the current one.
+    let mut prev = 0u64;
+    for (blk, block) in bytes.chunks(BLOCK).enumerate() {
+        let cur = block_mask(block, is_b64_char);
+        let r = runs_of(u128::from(cur) << 64 | u128::from(prev), min_len);
+        if r != 0 {
+            // A run of `min_len` starts at window bit `i`; back to the start of its run.
+            let i = r.trailing_zeros() as usize;
+            let mut s = (blk * BLOCK + i).saturating_sub(BLOCK);
+            while s > 0 && bytes.get(s - 1).is_some_and(|&b| is_b64(b)) {
+                s -= 1;
+            }
+            return Some(s);
+        }
+        prev = cur;
+    }
+    None
+}
+
+/// Whether `bytes` may hold a hex run that [`hex()`] would try: `min_len` contiguous hex
+/// digits, or two hex-digit pairs separated by one of `space : - ,` and followed by a
+/// non-alphanumeric byte (or the end). A necessary condition only.
+fn may_have_hex(bytes: &[u8], min_len: usize) -> bool {
+    if min_len > 64 {
+        return true;
+    }
+    let (mut ph, mut ps, mut pa) = (0u64, 0u64, 0u64);
+    // One extra empty block at the end, for patterns ending with the text.
+    let blocks = bytes.chunks(BLOCK).chain(std::iter::once(&[][..]));
+    for block in blocks {
+        let h = block_mask(block, is_hex_digit);
+        let sep = block_mask(block, |x| {
+            (x == b' ') | (x == b':') | (x == b'-') | (x == b',')
+        });
+        let a = block_mask(block, is_alnum);
+        let h = u128::from(h) << 64 | u128::from(ph);
+        let sep = u128::from(sep) << 64 | u128::from(ps);
+        let a = u128::from(a) << 64 | u128::from(pa);
+        let pairs = h & h >> 1 & sep >> 2 & h >> 3 & h >> 4 & !(a >> 5);
+        if pairs != 0 || runs_of(h, min_len) != 0 {
+            return true;
+        }
+        (ph, ps, pa) = ((h >> 64) as u64, (sep >> 64) as u64, (a >> 64) as u64);
+    }
+    false
 }
 
 /// Decodes base64 runs (standard or URL-safe alphabet, padding optional) of at least
@@ -411,12 +580,20 @@ fn is_b64(b: u8) -> bool {
 /// when it is valid UTF-8, at least 85% printable and contains an alphanumeric character,
 /// which rejects English words, hashes and random data in practice.
 pub fn base64(text: &str, min_len: usize) -> Option<Decoded> {
+    // Runs (of base64 characters) shorter than `min_len` are never decoded: start at the
+    // first long one, if any.
+    let start = first_long_b64_run(text.as_bytes(), min_len.max(4))?;
+    base64_from(text, min_len, start)
+}
+
+/// [`base64()`], scanning from `start` (the start of a run, or 0).
+fn base64_from(text: &str, min_len: usize, start: usize) -> Option<Decoded> {
     let bytes = text.as_bytes();
     let n = bytes.len();
     let min_len = min_len.max(4);
+    let mut i = start;
     let mut blobs = Blobs::new(n);
     let mut buf = Vec::new();
-    let mut i = 0;
     while i < n {
         if !is_b64(bytes[i]) {
             i += 1;
@@ -439,7 +616,9 @@ pub fn base64(text: &str, min_len: usize) -> Option<Decoded> {
                 e -= 1;
             }
         }
-        let Some(body) = bytes.get(s..e) else { continue };
+        let Some(body) = bytes.get(s..e) else {
+            continue;
+        };
         if body.len() < min_len {
             continue;
         }
@@ -456,7 +635,11 @@ pub fn base64(text: &str, min_len: usize) -> Option<Decoded> {
         if !plausible || (std_c && url_c) {
             continue;
         }
-        let body = if body.len() % 4 == 1 { &body[..body.len() - 1] } else { body };
+        let body = if body.len() % 4 == 1 {
+            &body[..body.len() - 1]
+        } else {
+            body
+        };
         let engine = if url_c { &B64_URL_SAFE } else { &B64_STANDARD };
         buf.clear();
         if engine.decode_vec(body, &mut buf).is_err() {
@@ -473,8 +656,16 @@ pub fn base64(text: &str, min_len: usize) -> Option<Decoded> {
 /// Decodes hex runs of at least `min_len` hex digits: contiguous (`69676e6f7265`,
 /// optionally after `0x`) or byte pairs separated by one of `space : - ,`
 /// (`69 67 6e 6f`). Kept only when the bytes are printable UTF-8 text (as for
-/// [`base64`]). `\xNN` escapes are handled by [`unicode_escapes`].
+/// [`base64()`]). `\xNN` escapes are handled by [`unicode_escapes`].
 pub fn hex(text: &str, min_len: usize) -> Option<Decoded> {
+    if !may_have_hex(text.as_bytes(), min_len.max(4)) {
+        return None;
+    }
+    hex_scan(text, min_len)
+}
+
+/// [`hex()`] without the quick rejection.
+fn hex_scan(text: &str, min_len: usize) -> Option<Decoded> {
     let bytes = text.as_bytes();
     let n = bytes.len();
     let min_len = min_len.max(4);
@@ -515,7 +706,9 @@ pub fn hex(text: &str, min_len: usize) -> Option<Decoded> {
                 k += 2;
             }
         } else if j - s == 2
-            && let Some(&sep) = bytes.get(j).filter(|b| matches!(b, b' ' | b':' | b'-' | b','))
+            && let Some(&sep) = bytes
+                .get(j)
+                .filter(|b| matches!(b, b' ' | b':' | b'-' | b','))
         {
             if let Some(v) = hex_pair(bytes, s) {
                 raw.push(v);
@@ -544,11 +737,27 @@ pub fn hex(text: &str, min_len: usize) -> Option<Decoded> {
 }
 
 /// Characters that may separate the letters of a letter-spaced word.
-const SPACING_SEPS: &[char] =
-    &[' ', '-', '.', '_', '*', '|', '/', '+', '~', ':', ',', '=', '\u{b7}', '\u{2022}'];
+const SPACING_SEPS: &[char] = &[
+    ' ', '-', '.', '_', '*', '|', '/', '+', '~', ':', ',', '=', '\u{b7}', '\u{2022}',
+];
+
+/// Whether `b` is one of the ASCII [`SPACING_SEPS`].
+#[inline]
+fn is_ascii_spacing_sep(b: u8) -> bool {
+    matches!(
+        b,
+        b' ' | b'-' | b'.' | b'_' | b'*' | b'|' | b'/' | b'+' | b'~' | b':' | b',' | b'='
+    )
+}
 
 fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)
+    if c.is_ascii() {
+        c.is_ascii_alphanumeric()
+    } else if matches!(u32::from(c), 0x0400..=0x045F | 0x4E00..=0x9FFF) {
+        true
+    } else {
+        c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -561,13 +770,21 @@ struct SpacedRun {
     expect_sep: bool,
 }
 
-/// Finds letter-spaced runs: at least 4 single letters (2 of them alphabetic), each
+/// Finds letter-spaced runs: at least 3 single letters (2 of them alphabetic), each
 /// separated from the next by exactly one separator character, the same one throughout.
 fn spaced_runs(text: &str) -> Vec<(Range<usize>, char)> {
+    if text.is_ascii() {
+        spaced_runs_in(text.bytes().enumerate().map(|(i, b)| (i, char::from(b))))
+    } else {
+        spaced_runs_in(text.char_indices())
+    }
+}
+
+fn spaced_runs_in(chars: impl Iterator<Item = (usize, char)>) -> Vec<(Range<usize>, char)> {
     let mut runs = Vec::new();
     let mut finish = |r: Option<SpacedRun>| {
         if let Some(r) = r
-            && r.letters >= 4
+            && r.letters >= 3
             && r.alpha >= 2
             && let Some(sep) = r.sep
         {
@@ -575,7 +792,7 @@ fn spaced_runs(text: &str) -> Vec<(Range<usize>, char)> {
         }
     };
     let mut cur: Option<SpacedRun> = None;
-    let mut it = text.char_indices().peekable();
+    let mut it = chars.peekable();
     while let Some((i, c)) = it.next() {
         if is_word_char(c) {
             let mut end = i + c.len_utf8();
@@ -631,10 +848,91 @@ fn spaced_runs(text: &str) -> Vec<(Range<usize>, char)> {
 
 /// Whether [`collapse_spacing`] would change `text`.
 pub fn has_letter_spacing(text: &str) -> bool {
+    if text.is_ascii() {
+        // Cheap necessary condition first: "a s b s c s d" with one repeated separator.
+        if !has_spaced_window(text.as_bytes()) {
+            return false;
+        }
+    } else if !may_have_spaced_run(text) {
+        return false;
+    }
     !spaced_runs(text).is_empty()
 }
 
-/// Collapses letter-spacing: runs of at least 4 single letters separated by one separator
+/// Whether some 7 bytes of `bytes` are `a s b s c s d`: ASCII alphanumerics separated by
+/// one repeated separator of [`SPACING_SEPS`]. Candidates are found 64 bytes at a time.
+fn has_spaced_window(bytes: &[u8]) -> bool {
+    let (mut pa, mut ps) = (0u64, 0u64);
+    for (blk, block) in bytes.chunks(BLOCK).enumerate() {
+        let a = block_mask(block, is_alnum);
+        let s = block_mask(block, is_ascii_spacing_sep);
+        let wa = u128::from(a) << 64 | u128::from(pa);
+        let ws = u128::from(s) << 64 | u128::from(ps);
+        let mut cand = wa & ws >> 1 & wa >> 2 & ws >> 3 & wa >> 4 & ws >> 5 & wa >> 6;
+        while cand != 0 {
+            // Window bit `i` is byte `blk * 64 + i - 64`.
+            let p = (blk * BLOCK + cand.trailing_zeros() as usize).wrapping_sub(BLOCK);
+            cand &= cand - 1;
+            if let Some(w) = bytes.get(p..p + 7)
+                && w[1] == w[3]
+                && w[3] == w[5]
+            {
+                return true;
+            }
+        }
+        (pa, ps) = (a, s);
+    }
+    false
+}
+
+/// A necessary condition for [`spaced_runs`] to find a run in `text`: three single-character
+/// words separated by the same separator (`x s y s z`). Non-ASCII bytes count as possible
+/// word characters; text with a non-ASCII separator always passes.
+fn may_have_spaced_run(text: &str) -> bool {
+    if text.contains(['\u{b7}', '\u{2022}']) {
+        return true;
+    }
+    let b = text.as_bytes();
+    let maybe_word = |x: u8| x >= 0x80 || x.is_ascii_alphanumeric();
+    for p in 1..b.len() {
+        let s = b[p];
+        if !is_ascii_spacing_sep(s) || !maybe_word(b[p - 1]) {
+            continue;
+        }
+        // One word character, the same separator, then a word character …
+        let Some(&c2) = b.get(p + 1) else {
+            continue;
+        };
+        if !maybe_word(c2) {
+            continue;
+        }
+        let w = match c2 {
+            0..=0x7f => 1,
+            0x80..=0xdf => 2,
+            0xe0..=0xef => 3,
+            _ => 4,
+        };
+        if b.get(p + 1 + w) != Some(&s) || !b.get(p + 2 + w).is_some_and(|&c4| maybe_word(c4)) {
+            continue;
+        }
+        // … checked exactly, after a word character alone in its word.
+        let (Some(before), Some(after)) = (text.get(..p), text.get(p + 1..)) else {
+            continue;
+        };
+        let mut back = before.chars().rev();
+        let mut ahead = after.chars();
+        let c0_ok = back.next().is_some_and(is_word_char) && !back.next().is_some_and(is_word_char);
+        let rest_ok = ahead.next().is_some_and(is_word_char)
+            && ahead.next() == Some(char::from(s))
+            && ahead.next().is_some_and(is_word_char);
+        if c0_ok && rest_ok {
+            return true;
+        }
+    }
+    false
+}
+
+/// Collapses letter-spacing: runs of at least 3 single letters separated by one separator
 /// character (`"i g n o r e"`, `"i-g-n-o-r-e"`, `"i.g.n.o.r.e"`) become one word. Words of
 /// such text stay apart where the separator differs or doubles
 /// (`"i g n o r e  p r e v i o u s"` → `"ignore  previous"`). Meant for folded text
@@ -647,7 +945,9 @@ pub fn collapse_spacing(text: &str) -> Option<Decoded> {
     let mut out = Out::new(text);
     for (r, sep) in runs {
         out.copy_to(r.start);
-        let Some(run) = text.get(r.clone()) else { continue };
+        let Some(run) = text.get(r.clone()) else {
+            continue;
+        };
         for (k, c) in run.char_indices() {
             if c != sep {
                 let mut buf = [0u8; 4];
@@ -663,6 +963,46 @@ pub fn collapse_spacing(text: &str) -> Option<Decoded> {
         }
     }
     out.finish(TransformKind::SpacingCollapse)
+}
+
+/// Start of the first token (as in [`leet`]) holding both an ASCII letter and a leet
+/// character.
+fn first_leet_token(bytes: &[u8]) -> Option<usize> {
+    let is_tok = |b: u8| class(b) & C_TOK != 0;
+    // Tokens already looked at end before this offset (each token is walked once).
+    let mut seen = 0usize;
+    for (blk, block) in bytes.chunks(BLOCK).enumerate() {
+        let mut leet = block_mask(block, |x| {
+            matches!(
+                x,
+                b'0' | b'1' | b'3' | b'4' | b'5' | b'7' | b'@' | b'$' | b'!'
+            )
+        });
+        while leet != 0 {
+            let k = blk * BLOCK + leet.trailing_zeros() as usize;
+            leet &= leet - 1;
+            if k < seen {
+                continue;
+            }
+            // The token around this leet character.
+            let mut s = k;
+            while s > 0 && bytes.get(s - 1).is_some_and(|&b| is_tok(b)) {
+                s -= 1;
+            }
+            let mut e = k + 1;
+            while bytes.get(e).is_some_and(|&b| is_tok(b)) {
+                e += 1;
+            }
+            if bytes
+                .get(s..e)
+                .is_some_and(|t| t.iter().any(u8::is_ascii_alphabetic))
+            {
+                return Some(s);
+            }
+            seen = e;
+        }
+    }
+    None
 }
 
 fn leet_char(b: u8) -> Option<u8> {
@@ -684,26 +1024,35 @@ fn leet_char(b: u8) -> Option<u8> {
 /// one ASCII letter and one leet character, maps `0→o 1→i 3→e 4→a 5→s 7→t @→a $→s !→i`
 /// (trailing `!` are punctuation and stay). Tokens without letters (`2024`) are unchanged.
 pub fn leet(text: &str) -> Option<Decoded> {
+    // Tokens before the first one holding a letter and a leet character are unchanged.
+    let start = first_leet_token(text.as_bytes())?;
+    leet_from(text, start)
+}
+
+/// [`leet`], scanning from `start` (the start of a token, or 0).
+fn leet_from(text: &str, start: usize) -> Option<Decoded> {
     let bytes = text.as_bytes();
     let n = bytes.len();
-    let is_tok = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'@' | b'$' | b'!');
+    let mut i = start;
     let mut out: Option<Vec<u8>> = None;
     let mut count = 0usize;
     let mut first = None;
-    let mut i = 0;
     while i < n {
-        if !is_tok(bytes[i]) {
+        if class(bytes[i]) & C_TOK == 0 {
             i += 1;
             continue;
         }
         let s = i;
-        let (mut letter, mut leety) = (false, false);
-        while i < n && is_tok(bytes[i]) {
-            letter |= bytes[i].is_ascii_alphabetic();
-            leety |= leet_char(bytes[i]).is_some();
+        let mut acc = 0u8;
+        while i < n {
+            let c = class(bytes[i]);
+            if c & C_TOK == 0 {
+                break;
+            }
+            acc |= c;
             i += 1;
         }
-        if !(letter && leety) {
+        if acc & (C_LETTER | C_LEET) != C_LETTER | C_LEET {
             continue;
         }
         let mut e = i;
@@ -748,4 +1097,106 @@ pub fn rot13(s: &str) -> String {
 /// `s` with its characters in reverse order.
 pub fn reverse(s: &str) -> String {
     s.chars().rev().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same(a: Option<Decoded>, b: Option<Decoded>) -> bool {
+        match (a, b) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.kind == b.kind
+                    && a.text == b.text
+                    && a.map == b.map
+                    && a.count == b.count
+                    && a.first_span == b.first_span
+            }
+            _ => false,
+        }
+    }
+
+    /// The previous letter-spacing check, kept as a reference.
+    fn has_letter_spacing_reference(text: &str) -> bool {
+        if text.is_ascii() {
+            let alnum = |b: u8| b.is_ascii_alphanumeric();
+            let candidate = text.as_bytes().windows(7).any(|w| {
+                w[1] == w[3]
+                    && w[3] == w[5]
+                    && alnum(w[0])
+                    && alnum(w[2])
+                    && alnum(w[4])
+                    && alnum(w[6])
+                    && SPACING_SEPS.contains(&char::from(w[1]))
+            });
+            if !candidate {
+                return false;
+            }
+        }
+        !spaced_runs(text).is_empty()
+    }
+
+    /// Text dense in the bytes the quick checks look for, with some non-ASCII.
+    fn encodedish() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            3 => "[0-9a-fA-F]{1,20}",
+            3 => "[A-Za-z0-9+/_=-]{1,30}",
+            2 => "[a-z0-9@$! ]{1,8}",
+            2 => "([a-z0-9][ .,:=/-]){1,6}",
+            1 => "[ :,-]",
+            1 => Just("0x".to_string()),
+            1 => Just("\u{b7}".to_string()),
+            1 => Just("\u{2022}".to_string()),
+            1 => Just("\u{0438} ".to_string()),
+            1 => Just("\u{201d}".to_string()),
+            1 => "\\PC{1,2}",
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn quick_checks_change_nothing(s in encodedish(), min in 4usize..24) {
+            prop_assert!(same(base64(&s, min), base64_from(&s, min, 0)));
+            prop_assert!(same(hex(&s, min), hex_scan(&s, min)));
+            prop_assert!(same(leet(&s), leet_from(&s, 0)));
+            prop_assert_eq!(has_letter_spacing(&s), has_letter_spacing_reference(&s));
+        }
+
+        #[test]
+        fn block_mask_matches_bits(v in proptest::collection::vec(any::<u8>(), 0..=64)) {
+            let m = block_mask(&v, |x| x % 3 == 0);
+            for (k, &x) in v.iter().enumerate() {
+                prop_assert_eq!(m >> k & 1 == 1, x % 3 == 0);
+            }
+            prop_assert_eq!(m >> v.len().min(63) >> usize::from(v.len() == 64), 0);
+        }
+    }
+
+    #[test]
+    fn ascii_spacing_seps_match_the_list() {
+        for b in 0..=255u8 {
+            assert_eq!(
+                is_ascii_spacing_sep(b),
+                b.is_ascii() && SPACING_SEPS.contains(&char::from(b)),
+                "{b}"
+            );
+        }
+    }
+
+    #[test]
+    fn long_runs_across_blocks() {
+        for pre in [0usize, 1, 50, 63, 64, 65, 100, 127, 128, 130] {
+            let mut s = "x ".repeat(pre / 2);
+            s.push_str("aGVsbG8gd29ybGQgaGVsbG8=");
+            s.push_str(" 69676e6f72652070726576696f7573 69 67 6e 6f 72 65");
+            assert!(same(base64(&s, 16), base64_from(&s, 16, 0)), "{pre}");
+            assert!(same(hex(&s, 16), hex_scan(&s, 16)), "{pre}");
+            assert!(base64(&s, 16).is_some() && hex(&s, 16).is_some(), "{pre}");
+        }
+    }
 }

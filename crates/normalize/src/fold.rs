@@ -84,6 +84,29 @@ fn is_ascii_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
+/// End of the run of ASCII graphic characters and single spaces between them that starts
+/// at `i` (where `bytes[i]` is graphic): the first `j > i` such that `bytes[j]` is neither
+/// graphic nor a space followed by a graphic character. Scans 64 bytes at a time.
+fn graphic_run_end(bytes: &[u8], i: usize) -> usize {
+    let n = bytes.len();
+    let mut pos = i + 1;
+    while pos < n {
+        let block = bytes.get(pos..n.min(pos + 64)).unwrap_or_default();
+        let g = crate::decode::block_mask(block, is_graphic);
+        let sp = crate::decode::block_mask(block, |x| x == b' ');
+        let next_g = u64::from(bytes.get(pos + 64).is_some_and(|&x| is_graphic(x)));
+        let go_on = g | (sp & (g >> 1 | next_g << 63));
+        let stop = !go_on;
+        if stop != 0 {
+            // Bits past the end of a short last block are clear in `go_on`, so this is
+            // at most `n`.
+            return (pos + stop.trailing_zeros() as usize).min(n);
+        }
+        pos += 64;
+    }
+    n
+}
+
 /// Fast path for ASCII input: lower-case, drop control characters, collapse whitespace.
 fn fold_ascii(text: &str, collapse: bool) -> Folded {
     let bytes = text.as_bytes();
@@ -107,23 +130,12 @@ fn fold_ascii(text: &str, collapse: bool) -> Folded {
                     b.replace(1, ps..pe);
                 }
             }
+            // A run of graphic characters and single spaces is copied in bulk (and
+            // lower-cased with everything else at the end).
             let start = i;
-            loop {
-                out.push(bytes[i].to_ascii_lowercase());
-                i += 1;
-                if i >= n {
-                    break;
-                }
-                let d = bytes[i];
-                if is_graphic(d) {
-                    continue;
-                }
-                if d == b' ' && i + 1 < n && is_graphic(bytes[i + 1]) {
-                    out.push(b' ');
-                    i += 1;
-                    continue;
-                }
-                break;
+            i = graphic_run_end(bytes, i);
+            if let Some(run) = bytes.get(start..i) {
+                out.extend_from_slice(run);
             }
             b.linear(start, i - start, 1);
         } else if is_ascii_ws(c) {
@@ -142,7 +154,9 @@ fn fold_ascii(text: &str, collapse: bool) -> Folded {
             i += 1;
         }
     }
-    let text = String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into());
+    out.make_ascii_lowercase();
+    let text =
+        String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into());
     Folded {
         text,
         map: b.finish(),
@@ -323,6 +337,17 @@ fn confusable_table(c: char) -> Option<char> {
     })
 }
 
+/// Non-ASCII characters that fold to themselves (before lower-casing) and never attach to
+/// a previous character: common letters of non-Latin scripts and typographic punctuation.
+/// A fast path only; every other character takes the general route.
+fn is_plain_non_ascii(c: char) -> bool {
+    matches!(u32::from(c),
+        0x0400..=0x045F | 0x0388..=0x03CE | 0x05D0..=0x05EA | 0x0621..=0x064A
+        | 0x0904..=0x0939 | 0x0E01..=0x0E30 | 0x3041..=0x3096 | 0x30A1..=0x30FA
+        | 0x4E00..=0x9FFF | 0xAC00..=0xD7A3 | 0x2013 | 0x2014 | 0x2018..=0x201F | 0x2022
+        | 0x00A9 | 0x00AB | 0x00B0 | 0x00BB | 0x20AC)
+}
+
 /// Whether `c` attaches to the preceding base character: a combining mark, or a character
 /// whose NFKC form starts with one (half-width katakana voiced sound marks).
 fn joins_previous(c: char) -> bool {
@@ -369,19 +394,56 @@ fn confusable_target(c: char) -> Option<char> {
         .or_else(|| lower.and_then(skeleton_letter))
 }
 
-/// Whether `c` is a letter of the Latin script (approximated by block ranges).
-fn is_latin_letter(c: char) -> bool {
+/// Word-level class of a character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// A letter of the Latin script (approximated by block ranges).
+    Latin,
+    /// A letter of another script.
+    NonLatin,
+    /// Part of a word but not a letter: digits, numbers, combining marks.
+    OtherWord,
+    /// Not part of a word.
+    NotWord,
+}
+
+fn classify(c: char) -> Class {
     if c.is_ascii() {
-        return c.is_ascii_alphabetic();
+        return if c.is_ascii_alphabetic() {
+            Class::Latin
+        } else if c.is_ascii_digit() {
+            Class::OtherWord
+        } else {
+            Class::NotWord
+        };
     }
-    c.is_alphabetic()
-        && matches!(u32::from(c),
+    let cp = u32::from(c);
+    if (0x0410..=0x044F).contains(&cp) || (0x4E00..=0x9FFF).contains(&cp) {
+        return Class::NonLatin;
+    }
+    if is_combining_mark(c) {
+        return Class::OtherWord;
+    }
+    if c.is_alphabetic() {
+        if matches!(cp,
             0x00AA | 0x00BA | 0x00C0..=0x02AF | 0x1D00..=0x1DBF | 0x1E00..=0x1EFF
             | 0x2C60..=0x2C7F | 0xA720..=0xA7FF | 0xAB30..=0xAB6F | 0xFB00..=0xFB06
             | 0xFF21..=0xFF3A | 0xFF41..=0xFF5A)
+        {
+            Class::Latin
+        } else {
+            Class::NonLatin
+        }
+    } else if c.is_numeric() {
+        Class::OtherWord
+    } else {
+        Class::NotWord
+    }
 }
 
-/// One output character before lower-casing, with the original span it came from.
+/// One output character before lower-casing, with the original span it came from; or a
+/// *run*: the unchanged ASCII text `start..end` (graphic characters and single spaces, each
+/// standing for itself exactly as a unit of its own would).
 #[derive(Debug, Clone, Copy)]
 struct Unit {
     ch: char,
@@ -391,11 +453,21 @@ struct Unit {
     single: bool,
     ws: bool,
     drop: bool,
+    /// A run of plain ASCII (`ch` is unused).
+    run: bool,
 }
 
 impl Unit {
-    fn is_word(&self) -> bool {
-        !self.ws && !self.drop && (self.ch.is_alphanumeric() || is_combining_mark(self.ch))
+    /// Word class of a character unit. A run has no non-Latin letter and is not a
+    /// combining mark; callers walk its bytes when its words matter.
+    fn class(&self) -> Class {
+        if self.ws || self.drop {
+            Class::NotWord
+        } else if self.run {
+            Class::OtherWord
+        } else {
+            classify(self.ch)
+        }
     }
 }
 
@@ -409,19 +481,22 @@ struct Scanner<'a> {
     cl_end: usize,
     cl_chars: usize,
     nfkc_buf: String,
+    /// Whether to take the ASCII run fast path (off only in tests, to compare).
+    runs: bool,
 }
 
 impl<'a> Scanner<'a> {
     fn new(text: &'a str) -> Self {
         Self {
             text,
-            units: Vec::with_capacity(text.len() / 2 + 8),
+            units: Vec::with_capacity(text.len() / 16 + 8),
             notes: Notes::default(),
             cluster: String::new(),
             cl_start: 0,
             cl_end: 0,
             cl_chars: 0,
             nfkc_buf: String::new(),
+            runs: true,
         }
     }
 
@@ -434,14 +509,44 @@ impl<'a> Scanner<'a> {
             single: single && (!ws || ch == ' '),
             ws,
             drop: false,
+            run: false,
         });
     }
 
     fn run(mut self) -> (Vec<Unit>, Notes) {
         let text = self.text;
+        let bytes = text.as_bytes();
+        let n = bytes.len();
         let mut in_tag: Option<Range<usize>> = None;
-        for (i, c) in text.char_indices() {
+        let mut i = 0;
+        while i < n {
+            if self.runs && in_tag.is_none() && is_graphic(bytes[i]) {
+                // Fast path: a run of ASCII graphic characters and single spaces between
+                // them becomes one run unit, except its last character, which takes the
+                // general route below (a combining mark or removed character after it would
+                // join its cluster).
+                let j = graphic_run_end(bytes, i);
+                if j - 1 > i {
+                    self.flush();
+                    self.units.push(Unit {
+                        ch: ' ',
+                        start: i,
+                        end: j - 1,
+                        single: true,
+                        ws: false,
+                        drop: false,
+                        run: true,
+                    });
+                    i = j - 1;
+                }
+            }
+            let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {
+                break;
+            };
             let end = i + c.len_utf8();
+            let at = i;
+            i = end;
+            let i = at;
             let cp = u32::from(c);
             if (0xE0020..=0xE007E).contains(&cp) {
                 self.flush();
@@ -454,14 +559,14 @@ impl<'a> Scanner<'a> {
                 self.push(ascii, i, end, false);
                 continue;
             }
-            if let Some(kind) = removal_kind(c) {
-                if !(kind == TransformKind::Invisible && c.is_whitespace()) {
-                    self.notes.note(kind, i..end);
-                    if self.cl_chars > 0 {
-                        self.cl_end = end;
-                    }
-                    continue;
+            if let Some(kind) = removal_kind(c)
+                && !(kind == TransformKind::Invisible && c.is_whitespace())
+            {
+                self.notes.note(kind, i..end);
+                if self.cl_chars > 0 {
+                    self.cl_end = end;
                 }
+                continue;
             }
             if let Some(r) = in_tag.take() {
                 self.flush();
@@ -474,6 +579,11 @@ impl<'a> Scanner<'a> {
                 } else {
                     self.start_cluster(c, i, end);
                 }
+                continue;
+            }
+            if is_plain_non_ascii(c) {
+                self.flush();
+                self.start_cluster(c, i, end);
                 continue;
             }
             if c.is_whitespace() {
@@ -518,7 +628,7 @@ impl<'a> Scanner<'a> {
         self.cl_chars = 0;
         let mut chars = cluster.chars();
         if let (Some(c), None) = (chars.next(), chars.next())
-            && c.is_ascii()
+            && (c.is_ascii() || is_plain_non_ascii(c))
         {
             self.push(c, start, end, one);
             cluster.clear();
@@ -573,11 +683,15 @@ impl<'a> Scanner<'a> {
                     out = f;
                     self.notes.note(TransformKind::Diacritics, span.clone());
                     changed = true;
-                } else if let Some(f) = stroke_base(ch) {
+                } else if let Some(f) =
+                    stroke_base(ch).or_else(|| single_lower(ch).and_then(stroke_base))
+                {
                     out = f;
                     self.notes.note(TransformKind::Diacritics, span.clone());
                     changed = true;
-                } else if let Some(f) = latin_lookalike(ch) {
+                } else if let Some(f) =
+                    latin_lookalike(ch).or_else(|| single_lower(ch).and_then(latin_lookalike))
+                {
                     out = f;
                     self.notes.note(TransformKind::Confusable, span.clone());
                     changed = true;
@@ -592,38 +706,92 @@ impl<'a> Scanner<'a> {
     }
 }
 
+/// Word class of an ASCII byte (as [`classify`] on the character).
+fn ascii_class(b: u8) -> Class {
+    if b.is_ascii_alphabetic() {
+        Class::Latin
+    } else if b.is_ascii_digit() {
+        Class::OtherWord
+    } else {
+        Class::NotWord
+    }
+}
+
+/// Words of the unit list, with their Latin and non-Latin letter counts. A word is a
+/// maximal sequence of word characters; runs are walked byte by byte, so a word may begin or
+/// end inside a run. The unit range of a word includes the runs it starts or ends in (a run
+/// holds no non-Latin letter and no combining mark, so [`fold_word`] leaves it alone).
+fn for_each_word(text: &str, units: &[Unit], mut f: impl FnMut(Range<usize>, usize, usize)) {
+    let bytes = text.as_bytes();
+    // (first unit, last unit, latin, non-latin) of the word being read.
+    let mut cur: Option<(usize, usize, usize, usize)> = None;
+    for (k, u) in units.iter().enumerate() {
+        if u.run {
+            for &b in bytes.get(u.start..u.end).unwrap_or_default() {
+                match ascii_class(b) {
+                    Class::NotWord => {
+                        if let Some((s, e, l, nl)) = cur.take() {
+                            f(s..e + 1, l, nl);
+                        }
+                    }
+                    cls => {
+                        let w = cur.get_or_insert((k, k, 0, 0));
+                        w.1 = k;
+                        if cls == Class::Latin {
+                            w.2 += 1;
+                        }
+                    }
+                }
+            }
+            continue;
+        }
+        match u.class() {
+            Class::NotWord => {
+                if let Some((s, e, l, nl)) = cur.take() {
+                    f(s..e + 1, l, nl);
+                }
+            }
+            cls => {
+                let w = cur.get_or_insert((k, k, 0, 0));
+                w.1 = k;
+                match cls {
+                    Class::Latin => w.2 += 1,
+                    Class::NonLatin => w.3 += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+    if let Some((s, e, l, nl)) = cur.take() {
+        f(s..e + 1, l, nl);
+    }
+}
+
 /// Stage 2: fold non-Latin confusables word by word.
-fn fold_confusables(units: &mut [Unit], notes: &mut Notes) {
+fn fold_confusables(text: &str, units: &mut [Unit], notes: &mut Notes) {
+    // Only words with a non-Latin letter can change.
+    if !units.iter().any(|u| u.class() == Class::NonLatin) {
+        return;
+    }
     let mut latin = 0usize;
     let mut nonlatin = 0usize;
     let mut pure: Vec<Range<usize>> = Vec::new();
-    let mut i = 0;
-    while i < units.len() {
-        if !units[i].is_word() {
-            i += 1;
-            continue;
-        }
-        let ws = i;
-        let mut l = 0usize;
-        let mut nl = 0usize;
-        while i < units.len() && units[i].is_word() {
-            let c = units[i].ch;
-            if is_latin_letter(c) {
-                l += 1;
-            } else if c.is_alphabetic() {
-                nl += 1;
-            }
-            i += 1;
-        }
+    let mut mixed: Vec<(Range<usize>, usize, usize)> = Vec::new();
+    for_each_word(text, units, |r, l, nl| {
         if nl == 0 {
             latin += l;
         } else if l > 0 {
-            let folded = fold_word(&mut units[ws..i], notes, false);
-            latin += l + folded;
-            nonlatin += nl - folded.min(nl);
+            mixed.push((r, l, nl));
         } else {
             nonlatin += nl;
-            pure.push(ws..i);
+            pure.push(r);
+        }
+    });
+    for (r, l, nl) in mixed {
+        if let Some(word) = units.get_mut(r) {
+            let folded = fold_word(word, notes, false);
+            latin += l + folded;
+            nonlatin += nl - folded.min(nl);
         }
     }
     if pure.is_empty() || latin == 0 || latin < 2 * nonlatin {
@@ -641,9 +809,9 @@ fn fold_confusables(units: &mut [Unit], notes: &mut Notes) {
 /// the number of letters folded.
 fn fold_word(word: &mut [Unit], notes: &mut Notes, all_or_nothing: bool) -> usize {
     if all_or_nothing
-        && !word.iter().all(|u| {
-            !u.ch.is_alphabetic() || is_latin_letter(u.ch) || confusable_target(u.ch).is_some()
-        })
+        && !word
+            .iter()
+            .all(|u| u.class() != Class::NonLatin || confusable_target(u.ch).is_some())
     {
         return 0;
     }
@@ -657,8 +825,7 @@ fn fold_word(word: &mut [Unit], notes: &mut Notes, all_or_nothing: bool) -> usiz
             continue;
         }
         after_fold = false;
-        if u.ch.is_alphabetic()
-            && !is_latin_letter(u.ch)
+        if u.class() == Class::NonLatin
             && let Some(t) = confusable_target(u.ch)
         {
             u.ch = t;
@@ -699,7 +866,8 @@ impl Emitter {
         }
     }
 
-    fn ch(&mut self, c: char, start: usize, end: usize, linear: bool) {
+    /// Emits the pending whitespace run, if any, before a character.
+    fn flush_ws(&mut self) {
         if let Some((ps, pe, single)) = self.pending.take()
             && !self.out.is_empty()
         {
@@ -710,6 +878,21 @@ impl Emitter {
                 self.b.replace(1, ps..pe);
             }
         }
+    }
+
+    /// Emits a run unit: `text`, unchanged ASCII starting at `start`, lower-cased.
+    fn run(&mut self, text: &str, start: usize) {
+        self.flush_ws();
+        let from = self.out.len();
+        self.out.push_str(text);
+        if let Some(new) = self.out.get_mut(from..) {
+            new.make_ascii_lowercase();
+        }
+        self.b.linear(start, text.len(), 1);
+    }
+
+    fn ch(&mut self, c: char, start: usize, end: usize, linear: bool) {
+        self.flush_ws();
         self.out.push(c);
         let w = c.len_utf8();
         if linear && w == end - start {
@@ -721,8 +904,15 @@ impl Emitter {
 }
 
 fn fold_unicode(text: &str, collapse: bool) -> Folded {
-    let (mut units, mut notes) = Scanner::new(text).run();
-    fold_confusables(&mut units, &mut notes);
+    fold_general(text, collapse, true)
+}
+
+/// The general fold; `runs == false` turns off the ASCII run fast path (for tests).
+fn fold_general(text: &str, collapse: bool, runs: bool) -> Folded {
+    let mut scanner = Scanner::new(text);
+    scanner.runs = runs;
+    let (mut units, mut notes) = scanner.run();
+    fold_confusables(text, &mut units, &mut notes);
     let mut em = Emitter {
         out: String::with_capacity(text.len()),
         b: OffsetMapBuilder::new(text.len()),
@@ -733,12 +923,26 @@ fn fold_unicode(text: &str, collapse: bool) -> Folded {
         if u.drop {
             continue;
         }
+        if u.run {
+            if let Some(t) = text.get(u.start..u.end) {
+                em.run(t, u.start);
+            }
+            continue;
+        }
         if u.ws {
             em.ws(u.start, u.end, u.single);
             continue;
         }
         if u.ch.is_ascii() {
             em.ch(u.ch.to_ascii_lowercase(), u.start, u.end, u.single);
+            continue;
+        }
+        let cp = u32::from(u.ch);
+        if (0x0400..=0x042F).contains(&cp) {
+            // Basic Cyrillic capitals (fast path of `to_lowercase`).
+            let off = if cp < 0x0410 { 0x50 } else { 0x20 };
+            let l = char::from_u32(cp + off).unwrap_or(u.ch);
+            em.ch(l, u.start, u.end, u.single);
             continue;
         }
         let mut lower = u.ch.to_lowercase();
@@ -802,6 +1006,152 @@ mod tests {
     fn greek_capital_nu_folds_to_n() {
         let f = fold("IG\u{039D}ORE");
         assert_eq!(f.text, "ignore");
+    }
+
+    #[test]
+    fn tricky_inputs_are_idempotent() {
+        for s in [
+            "h\u{0435}ll\u{043e}\u{0301} w\u{043e}rld",
+            "a\u{b4}b \u{a8}",
+            "\u{130}stanbul",
+            "<\u{338} \u{20e3}1\u{fe0f}\u{20e3}",
+            "\u{ff76}\u{ff9e} \u{309b}",
+            "a\u{ba}\u{fb41}\u{16e40}A\u{110d0}a[\u{311a}:A",
+            "hell\u{0413} \u{0413}\u{0415}\u{0422} \u{0392}\u{0399}",
+            "x\u{e0041}\u{e0042}\u{0301}y",
+            " \u{0301}a \u{200b}\u{0301}",
+        ] {
+            let once = fold(s).text;
+            assert_eq!(fold(&once).text, once, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn mark_after_folded_confusable_is_dropped() {
+        assert_eq!(fold("hell\u{043e}\u{0301}").text, "hello");
+    }
+
+    use proptest::prelude::*;
+
+    /// Text mixing plain ASCII with the characters that interact with it (combining marks,
+    /// removed characters, confusables, tag characters, odd whitespace).
+    fn tricky_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            4 => "[a-zA-Z0-9 .,!?-]{1,12}",
+            1 => Just("  ".to_string()),
+            1 => Just("\t\n".to_string()),
+            1 => Just("\u{1}".to_string()),
+            1 => Just("\u{0301}".to_string()),
+            1 => Just("\u{200b}".to_string()),
+            1 => Just("\u{0435}".to_string()),
+            1 => Just("\u{043e}\u{0301}".to_string()),
+            1 => Just("\u{0413}\u{0415}".to_string()),
+            1 => Just("\u{e0041}\u{e0042}".to_string()),
+            1 => Just("\u{a0}".to_string()),
+            1 => Just("\u{ff49}\u{fb01}".to_string()),
+            1 => Just("\u{65e5}\u{672c}".to_string()),
+            1 => Just("\u{00e9}\u{0131}\u{1d00}".to_string()),
+            1 => "\\PC{1,3}",
+        ];
+        proptest::collection::vec(piece, 0..16).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// The ASCII run fast path of the general fold changes nothing.
+        #[test]
+        fn run_fast_path_matches_per_char_path(s in tricky_text(), collapse: bool) {
+            let fast = fold_general(&s, collapse, true);
+            let slow = fold_general(&s, collapse, false);
+            prop_assert_eq!(&fast.text, &slow.text);
+            prop_assert_eq!(&fast.map, &slow.map);
+            prop_assert_eq!(&fast.transforms, &slow.transforms);
+        }
+
+        /// Same on arbitrary ASCII, including random ranges through `to_original`.
+        #[test]
+        fn run_fast_path_matches_on_ascii(
+            s in "[ -~\t\n\r\u{0}-\u{1f}\u{7f}]{0,200}",
+            collapse: bool,
+            a in 0usize..256,
+            b in 0usize..256,
+        ) {
+            let fast = fold_general(&s, collapse, true);
+            let slow = fold_general(&s, collapse, false);
+            prop_assert_eq!(&fast.text, &slow.text);
+            prop_assert_eq!(&fast.map, &slow.map);
+            prop_assert_eq!(fast.map.to_original(a.min(b)..a.max(b)), slow.map.to_original(a.min(b)..a.max(b)));
+            prop_assert_eq!(&fast.transforms, &slow.transforms);
+        }
+
+        /// The bulk ASCII fold agrees with a byte-at-a-time reference.
+        #[test]
+        fn ascii_fold_matches_reference(s in "[ -~\t\n\r\u{0}-\u{1f}\u{7f}]{0,300}", collapse: bool) {
+            let f = fold_ascii(&s, collapse);
+            let r = fold_ascii_reference(&s, collapse);
+            prop_assert_eq!(&f.text, &r.text);
+            prop_assert_eq!(&f.map, &r.map);
+            prop_assert_eq!(&f.transforms, &r.transforms);
+        }
+    }
+
+    /// The previous byte-at-a-time `fold_ascii`, kept as a reference.
+    fn fold_ascii_reference(text: &str, collapse: bool) -> Folded {
+        let bytes = text.as_bytes();
+        let n = bytes.len();
+        let mut out: Vec<u8> = Vec::with_capacity(n);
+        let mut b = OffsetMapBuilder::new(n);
+        let mut notes = Notes::default();
+        let mut pending: Option<(usize, usize)> = None;
+        let mut i = 0;
+        while i < n {
+            let c = bytes[i];
+            if is_graphic(c) {
+                if let Some((ps, pe)) = pending.take()
+                    && !out.is_empty()
+                {
+                    out.push(b' ');
+                    if pe - ps == 1 {
+                        b.linear(ps, 1, 1);
+                    } else {
+                        b.replace(1, ps..pe);
+                    }
+                }
+                let start = i;
+                loop {
+                    while i < n && is_graphic(bytes[i]) {
+                        i += 1;
+                    }
+                    if i + 1 < n && bytes[i] == b' ' && is_graphic(bytes[i + 1]) {
+                        i += 1;
+                        continue;
+                    }
+                    break;
+                }
+                out.extend(bytes[start..i].iter().map(u8::to_ascii_lowercase));
+                b.linear(start, i - start, 1);
+            } else if is_ascii_ws(c) {
+                if collapse {
+                    pending = Some(match pending {
+                        Some((ps, _)) => (ps, i + 1),
+                        None => (i, i + 1),
+                    });
+                } else {
+                    out.push(b' ');
+                    b.linear(i, 1, 1);
+                }
+                i += 1;
+            } else {
+                notes.note(TransformKind::Invisible, i..i + 1);
+                i += 1;
+            }
+        }
+        Folded {
+            text: String::from_utf8(out).unwrap_or_default(),
+            map: b.finish(),
+            transforms: notes.0,
+        }
     }
 
     #[test]

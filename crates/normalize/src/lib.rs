@@ -82,6 +82,12 @@ pub enum ViewKind {
     Collapsed,
     /// The folded view with common leetspeak undone ("1gn0r3" → "ignore").
     Leet,
+    /// The folded view ROT13-decoded. Speculative: produced only when the folded text
+    /// mentions ROT13 or contains ROT13-encoded common words.
+    Rot13,
+    /// The folded view with its characters in reverse order. Speculative: produced only when
+    /// the text mentions reversing, contains a right-to-left override, or reversed common words.
+    Reversed,
     /// Text produced by a decoder (base64, hex, URL, HTML, `\u` escapes), case preserved.
     Decoded,
     /// The folded form of a [`ViewKind::Decoded`] view.
@@ -101,6 +107,8 @@ impl ViewKind {
             ViewKind::Folded => "folded",
             ViewKind::Collapsed => "collapsed",
             ViewKind::Leet => "leet",
+            ViewKind::Rot13 => "rot13",
+            ViewKind::Reversed => "reversed",
             ViewKind::Decoded => "decoded",
             ViewKind::DecodedFolded => "decoded_folded",
         }

@@ -85,9 +85,10 @@ impl OffsetMap {
             }
             e = s + 1;
         }
-        let (a, _) = self.map_byte(s);
-        let (_, b) = self.map_byte(e - 1);
-        let (start, end) = if a < b { (a, b) } else { (b.min(a), a.max(b)) };
+        // Min/max of both ends: views such as the reversed one map backwards.
+        let (a0, a1) = self.map_byte(s);
+        let (b0, b1) = self.map_byte(e - 1);
+        let (start, end) = (a0.min(b0), a1.max(b1));
         let start = start.min(self.original_len);
         let end = end.min(self.original_len);
         if start < end {
@@ -98,10 +99,69 @@ impl OffsetMap {
         }
     }
 
+    /// [`OffsetMap::to_original`], remembering in `cache` the segment last used, so that
+    /// walking a view in order (either direction) skips the binary searches.
+    pub(crate) fn to_original_cached(
+        &self,
+        range: Range<usize>,
+        cache: &mut usize,
+    ) -> Range<usize> {
+        if self.original_len == 0 {
+            return 0..0;
+        }
+        if self.view_len == 0 || self.segs.is_empty() {
+            return 0..self.original_len;
+        }
+        let mut s = range.start.min(self.view_len);
+        let mut e = range.end.min(self.view_len).max(s);
+        if s == e {
+            if s == self.view_len {
+                s -= 1;
+            }
+            e = s + 1;
+        }
+        let a_idx = self.seg_index_cached(s, cache);
+        let (a0, a1) = self.map_byte_in(a_idx, s);
+        let b_idx = self.seg_index_cached(e - 1, cache);
+        let (b0, b1) = self.map_byte_in(b_idx, e - 1);
+        let (start, end) = (a0.min(b0), a1.max(b1));
+        let start = start.min(self.original_len);
+        let end = end.min(self.original_len);
+        if start < end {
+            start..end
+        } else {
+            0..self.original_len
+        }
+    }
+
+    /// [`OffsetMap::seg_index`], trying the segment in `cache` and its neighbours first.
+    fn seg_index_cached(&self, v: usize, cache: &mut usize) -> usize {
+        let holds = |i: usize| {
+            self.segs.get(i).is_some_and(|s| s.view_start <= v)
+                && self.segs.get(i + 1).is_none_or(|s| s.view_start > v)
+        };
+        let h = *cache;
+        let idx = if holds(h) {
+            h
+        } else if h > 0 && holds(h - 1) {
+            h - 1
+        } else if h.checked_add(1).is_some_and(holds) {
+            h + 1
+        } else {
+            self.seg_index(v)
+        };
+        *cache = idx;
+        idx
+    }
+
     /// Maps one view byte to the original range of the character (or non-linear segment)
     /// holding it.
     fn map_byte(&self, v: usize) -> (usize, usize) {
-        let idx = self.seg_index(v);
+        self.map_byte_in(self.seg_index(v), v)
+    }
+
+    /// [`OffsetMap::map_byte`] given the index of the segment holding `v`.
+    fn map_byte_in(&self, idx: usize, v: usize) -> (usize, usize) {
         let Some(seg) = self.segs.get(idx) else {
             return (0, self.original_len);
         };
@@ -112,12 +172,18 @@ impl OffsetMap {
         let off = v.saturating_sub(seg.view_start) / w * w;
         let start = seg.orig_start.saturating_add(off).min(seg.orig_end);
         let end = start.saturating_add(w).min(seg.orig_end);
-        if start < end { (start, end) } else { (seg.orig_start, seg.orig_end) }
+        if start < end {
+            (start, end)
+        } else {
+            (seg.orig_start, seg.orig_end)
+        }
     }
 
     /// Index of the segment containing view byte `v` (the last one starting at or before it).
     fn seg_index(&self, v: usize) -> usize {
-        self.segs.partition_point(|s| s.view_start <= v).saturating_sub(1)
+        self.segs
+            .partition_point(|s| s.view_start <= v)
+            .saturating_sub(1)
     }
 
     /// End (exclusive) in the view of segment `i`.
@@ -168,6 +234,22 @@ impl OffsetMap {
         }
         b.finish()
     }
+}
+
+/// Offset of the first non-ASCII byte of `bytes` at or after `i` (or the length).
+fn next_non_ascii(bytes: &[u8], i: usize) -> usize {
+    let mut pos = i;
+    while let Some(block) = bytes.get(pos..bytes.len().min(pos + 64)) {
+        if block.is_empty() {
+            break;
+        }
+        let m = crate::decode::block_mask(block, |x| x >= 0x80);
+        if m != 0 {
+            return pos + m.trailing_zeros() as usize;
+        }
+        pos += block.len();
+    }
+    bytes.len()
 }
 
 /// Incrementally builds an [`OffsetMap`], appending view text left to right.
@@ -245,10 +327,23 @@ impl OffsetMapBuilder {
             self.linear(orig_start, text.len(), 1);
             return;
         }
+        let bytes = text.as_bytes();
         let mut run_start = 0;
         let mut run_w = 0u8;
-        for (i, c) in text.char_indices() {
-            let w = c.len_utf8() as u8;
+        let mut i = 0;
+        while let Some(&lead) = bytes.get(i) {
+            if lead < 0x80 && run_w == 1 {
+                // Skip the rest of an ASCII stretch at once.
+                i = next_non_ascii(bytes, i);
+                continue;
+            }
+            // Width of the character starting at `i` (from its lead byte).
+            let w = match lead {
+                0..=0x7f => 1,
+                0x80..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
             if w != run_w {
                 if i > run_start {
                     self.linear(orig_start + run_start, i - run_start, run_w);
@@ -256,6 +351,7 @@ impl OffsetMapBuilder {
                 run_start = i;
                 run_w = w;
             }
+            i += usize::from(w);
         }
         if text.len() > run_start {
             self.linear(orig_start + run_start, text.len() - run_start, run_w);
@@ -294,6 +390,30 @@ mod tests {
     fn empty_original_maps_to_empty() {
         let m = OffsetMap::identity(0);
         assert_eq!(m.to_original(0..5), 0..0);
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// `copy` (which skips ASCII stretches) builds the same map as one `linear` call per
+        /// run of equally wide characters, and the cached lookup agrees with the plain one.
+        #[test]
+        fn copy_and_cached_lookup_match(s in "(\\PC|[a-z ]{1,80}){0,40}", at in 0usize..64) {
+            let mut b = OffsetMapBuilder::new(s.len() + at);
+            b.copy(at, &s);
+            let m = b.finish();
+            let mut r = OffsetMapBuilder::new(s.len() + at);
+            for (i, c) in s.char_indices() {
+                let w = c.len_utf8();
+                r.linear(at + i, w, w as u8);
+            }
+            prop_assert_eq!(&m, &r.finish());
+            let mut cache = 0;
+            for (i, c) in s.char_indices().rev() {
+                let range = i..i + c.len_utf8();
+                prop_assert_eq!(m.to_original_cached(range.clone(), &mut cache), m.to_original(range));
+            }
+        }
     }
 
     #[test]

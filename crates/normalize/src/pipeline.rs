@@ -3,9 +3,7 @@
 use crate::decode::{self, Decoded};
 use crate::fold;
 use crate::map::OffsetMap;
-use crate::{
-    NormalizeConfig, Normalized, TransformKind, TransformRecord, View, ViewKind,
-};
+use crate::{NormalizeConfig, Normalized, TransformKind, TransformRecord, View, ViewKind};
 use std::collections::VecDeque;
 use std::ops::Range;
 
@@ -39,7 +37,8 @@ impl State {
 
     /// Whether `views` more views with `bytes` more text fit in the bounds.
     fn fits(&self, views: usize, bytes: usize) -> bool {
-        self.views.len() + views <= self.max_views && self.total.saturating_add(bytes) <= self.budget
+        self.views.len() + views <= self.max_views
+            && self.total.saturating_add(bytes) <= self.budget
     }
 
     fn push(&mut self, kind: ViewKind, text: String, map: OffsetMap, chain: Vec<TransformKind>) {
@@ -146,14 +145,23 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
     let whole = 0..n;
 
     // Raw and folded views are always present.
-    st.push(ViewKind::Raw, text.to_owned(), OffsetMap::for_text(text), Vec::new());
+    st.push(
+        ViewKind::Raw,
+        text.to_owned(),
+        OffsetMap::for_text(text),
+        Vec::new(),
+    );
     let folded = fold::fold(text);
     st.transforms.extend(folded.transforms);
     st.push(ViewKind::Folded, folded.text, folded.map, Vec::new());
 
     // Letter-spacing collapse, on a fold that keeps whitespace runs apart.
     let mut leet_src = 1;
-    if st.views.get(1).is_some_and(|v| decode::has_letter_spacing(&v.text)) {
+    if st
+        .views
+        .get(1)
+        .is_some_and(|v| decode::has_letter_spacing(&v.text))
+    {
         let keep = fold::fold_with(text, false);
         if let Some(c) = decode::collapse_spacing(&keep.text) {
             let refold = fold::fold(&c.text);
@@ -185,6 +193,34 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
         }
     }
 
+    // Speculative ROT13 and reversed views of the folded text, only when the text hints at
+    // them (cheap token check), so ordinary prompts pay nothing.
+    if let Some(folded) = st.views.get(1) {
+        let (rot, rev) = speculative_hints(&folded.text, text);
+        let make = |kind: ViewKind, st: &mut State| {
+            let Some(src) = st.views.get(1) else { return };
+            let (t, m) = match kind {
+                ViewKind::Rot13 => (decode::rot13(&src.text), src.map.clone()),
+                _ => reversed_with_map(&src.text, &src.map),
+            };
+            if t == src.text {
+                return;
+            }
+            let span = m.to_original(0..t.len());
+            if st.fits(1, t.len()) {
+                st.push(kind, t, m, Vec::new());
+            } else {
+                st.limit(span, 0);
+            }
+        };
+        if rot {
+            make(ViewKind::Rot13, &mut st);
+        }
+        if rev {
+            make(ViewKind::Reversed, &mut st);
+        }
+    }
+
     // Decoding, breadth first from the raw view.
     let mut queue: VecDeque<(usize, usize)> = VecDeque::new();
     queue.push_back((0, 0));
@@ -192,7 +228,9 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
         if st.limit_hit {
             break;
         }
-        let Some(src) = st.views.get(idx) else { continue };
+        let Some(src) = st.views.get(idx) else {
+            continue;
+        };
         let cands = decode_step(config, &src.text, &src.map, &src.decode_chain, depth);
         if cands.is_empty() {
             continue;
@@ -209,7 +247,10 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
             if dup {
                 continue;
             }
-            let span = cand.records.first().map_or(whole.clone(), |r| r.span.clone());
+            let span = cand
+                .records
+                .first()
+                .map_or(whole.clone(), |r| r.span.clone());
             if !st.fits(2, cand.text.len()) {
                 st.limit(span, depth + 1);
                 break 'outer;
@@ -235,5 +276,270 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
         original_len: n,
         views: st.views,
         transforms: st.transforms,
+    }
+}
+
+/// ROT13 encodings of common English and injection words (three letters or more).
+const ROT13_MARKERS: &[&str] = &[
+    "gur",
+    "naq",
+    "lbh",
+    "lbhe",
+    "nyy",
+    "guvf",
+    "jvgu",
+    "sbe",
+    "ner",
+    "abj",
+    "gryy",
+    "vtaber",
+    "cerivbhf",
+    "vafgehpgvbaf",
+    "vafgehpgvba",
+    "flfgrz",
+    "cebzcg",
+    "ehyrf",
+    "erirny",
+    "frperg",
+    "cnffjbeq",
+    "qvfertneq",
+    "sbetrg",
+    "bhgchg",
+    "cevag",
+];
+
+/// Reversed common English and injection words (three letters or more).
+const REVERSED_MARKERS: &[&str] = &[
+    "eht",
+    "dna",
+    "uoy",
+    "ruoy",
+    "lla",
+    "siht",
+    "htiw",
+    "rof",
+    "era",
+    "won",
+    "llet",
+    "erongi",
+    "suoiverp",
+    "snoitcurtsni",
+    "noitcurtsni",
+    "metsys",
+    "tpmorp",
+    "selur",
+    "laever",
+    "terces",
+    "drowssap",
+    "dragersid",
+    "tegrof",
+    "tuptuo",
+    "tnirp",
+];
+
+/// Index of a two-letter prefix (`None` unless both bytes are ASCII letters).
+const fn prefix_index(a: u8, b: u8) -> Option<usize> {
+    if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() {
+        Some(((a | 0x20) - b'a') as usize * 26 + ((b | 0x20) - b'a') as usize)
+    } else {
+        None
+    }
+}
+
+/// For each two-letter prefix, the markers starting with it: bit `i` for `ROT13_MARKERS[i]`,
+/// bit `32 + i` for `REVERSED_MARKERS[i]`. Only a filter; tokens are compared exactly.
+static MARKER_PREFIX: [u64; 26 * 26] = {
+    let mut t = [0u64; 26 * 26];
+    let mut i = 0;
+    while i < ROT13_MARKERS.len() {
+        let m = ROT13_MARKERS[i].as_bytes();
+        if let Some(p) = prefix_index(m[0], m[1]) {
+            t[p] |= 1 << i;
+        }
+        i += 1;
+    }
+    let mut i = 0;
+    while i < REVERSED_MARKERS.len() {
+        let m = REVERSED_MARKERS[i].as_bytes();
+        if let Some(p) = prefix_index(m[0], m[1]) {
+            t[p] |= 1 << (32 + i);
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Whether the folded text suggests ROT13 and/or reversed content: an explicit mention, a
+/// right-to-left override in the original, or at least two distinct encoded common words.
+fn speculative_hints(folded: &str, original: &str) -> (bool, bool) {
+    let mut rot = folded.contains("rot")
+        && (folded.contains("rot13") || folded.contains("rot-13") || folded.contains("rot 13"));
+    let mut rev = folded.contains("backward")
+        || folded.contains("revers")
+        || folded.contains("right to left")
+        || original.contains('\u{202e}');
+    if rot && rev {
+        return (rot, rev);
+    }
+    let (mut rot_seen, mut rev_seen) = (0u32, 0u32);
+    // Tokens are maximal runs of ASCII letters (non-ASCII bytes are never letters, so this
+    // splits exactly like splitting on non-ASCII-alphabetic characters).
+    let bytes = folded.as_bytes();
+    let mut prev_letter = 0u64;
+    for (blk, block) in bytes.chunks(64).enumerate() {
+        let letters = crate::decode::block_mask(block, |x| x.is_ascii_alphabetic());
+        // Token starts: letters not preceded by a letter.
+        let mut starts = letters & !(letters << 1 | prev_letter);
+        prev_letter = letters >> 63;
+        while starts != 0 {
+            let s = blk * 64 + starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            let (Some(&a), Some(&b)) = (bytes.get(s), bytes.get(s + 1)) else {
+                continue;
+            };
+            let Some(mut mask) = prefix_index(a, b).map(|p| MARKER_PREFIX[p]) else {
+                continue;
+            };
+            if mask == 0 {
+                continue;
+            }
+            let len = bytes
+                .get(s..)
+                .unwrap_or_default()
+                .iter()
+                .take(13)
+                .take_while(|x| x.is_ascii_alphabetic())
+                .count();
+            if !(3..=12).contains(&len) {
+                continue;
+            }
+            let tok = bytes.get(s..s + len).unwrap_or_default();
+            while mask != 0 {
+                let bit = mask.trailing_zeros() as usize;
+                mask &= mask - 1;
+                if bit < 32 {
+                    if ROT13_MARKERS.get(bit).is_some_and(|m| m.as_bytes() == tok) {
+                        rot_seen |= 1 << bit;
+                    }
+                } else if REVERSED_MARKERS
+                    .get(bit - 32)
+                    .is_some_and(|m| m.as_bytes() == tok)
+                {
+                    rev_seen |= 1 << (bit - 32);
+                }
+            }
+        }
+    }
+    rot |= rot_seen.count_ones() >= 2;
+    rev |= rev_seen.count_ones() >= 2;
+    (rot, rev)
+}
+
+/// `text` with its characters in reverse order, and a map from it to the original via
+/// `map` (each character maps to where it came from, so spans stay exact).
+fn reversed_with_map(text: &str, map: &OffsetMap) -> (String, OffsetMap) {
+    let mut out = String::with_capacity(text.len());
+    // Same as building the map of each character to its own span, then composing it with
+    // `map` (every segment of that map is one character, mapped through `to_original`).
+    let mut b = crate::map::OffsetMapBuilder::new(map.original_len());
+    let mut cache = 0;
+    for (i, c) in text.char_indices().rev() {
+        out.push(c);
+        let w = c.len_utf8();
+        b.replace(w, map.to_original_cached(i..i + w, &mut cache));
+    }
+    (out, b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The previous `speculative_hints`, kept as a reference.
+    fn hints_reference(folded: &str, original: &str) -> (bool, bool) {
+        let mut rot =
+            folded.contains("rot13") || folded.contains("rot-13") || folded.contains("rot 13");
+        let mut rev = folded.contains("backward")
+            || folded.contains("revers")
+            || folded.contains("right to left")
+            || original.contains('\u{202e}');
+        if rot && rev {
+            return (rot, rev);
+        }
+        let (mut rot_seen, mut rev_seen) = (0u32, 0u32);
+        for tok in folded.split(|c: char| !c.is_ascii_alphabetic()) {
+            if !(3..=12).contains(&tok.len()) {
+                continue;
+            }
+            if let Some(i) = ROT13_MARKERS.iter().position(|m| *m == tok) {
+                rot_seen |= 1 << i;
+            }
+            if let Some(i) = REVERSED_MARKERS.iter().position(|m| *m == tok) {
+                rev_seen |= 1 << i;
+            }
+        }
+        rot |= rot_seen.count_ones() >= 2;
+        rev |= rev_seen.count_ones() >= 2;
+        (rot, rev)
+    }
+
+    /// The previous `reversed_with_map`, kept as a reference.
+    fn reversed_reference(text: &str, map: &OffsetMap) -> (String, OffsetMap) {
+        let mut out = String::with_capacity(text.len());
+        let mut b = crate::map::OffsetMapBuilder::new(text.len());
+        for (i, c) in text.char_indices().rev() {
+            out.push(c);
+            b.replace(c.len_utf8(), i..i + c.len_utf8());
+        }
+        (out, b.finish().compose(map))
+    }
+
+    fn wordy() -> impl Strategy<Value = String> {
+        let markers: Vec<&'static str> = ROT13_MARKERS
+            .iter()
+            .chain(REVERSED_MARKERS)
+            .copied()
+            .collect();
+        let piece = prop_oneof![
+            3 => proptest::sample::select(markers).prop_map(str::to_string),
+            2 => "[a-zA-Z]{1,14}",
+            2 => "[ .,1-]{1,2}",
+            1 => Just("rot13 ".to_string()),
+            1 => Just("\u{202e}".to_string()),
+            1 => "\\PC{1,2}",
+        ];
+        proptest::collection::vec(piece, 0..40).prop_map(|v| v.concat())
+    }
+
+    #[test]
+    fn markers_fit_the_bit_sets() {
+        assert!(ROT13_MARKERS.len() <= 32 && REVERSED_MARKERS.len() <= 32);
+        for list in [ROT13_MARKERS, REVERSED_MARKERS] {
+            for (i, m) in list.iter().enumerate() {
+                assert!(!list[..i].contains(m), "duplicate marker {m}");
+                assert!(m.bytes().all(|b| b.is_ascii_lowercase()) && m.len() >= 3);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn hints_match_reference(s in wordy()) {
+            prop_assert_eq!(speculative_hints(&s, &s), hints_reference(&s, &s));
+            let f = crate::fold::fold(&s).text;
+            prop_assert_eq!(speculative_hints(&f, &s), hints_reference(&f, &s));
+        }
+
+        #[test]
+        fn reversed_map_matches_reference(s in wordy()) {
+            let f = crate::fold::fold(&s);
+            let (t1, m1) = reversed_with_map(&f.text, &f.map);
+            let (t2, m2) = reversed_reference(&f.text, &f.map);
+            prop_assert_eq!(t1, t2);
+            prop_assert_eq!(m1, m2);
+        }
     }
 }

@@ -29,8 +29,12 @@ fn tricky_string() -> impl Strategy<Value = String> {
 
 /// Strings with nested encodings of tricky strings.
 fn encoded_string() -> impl Strategy<Value = String> {
-    (tricky_string(), prop::collection::vec(0u8..5, 0..4), tricky_string()).prop_map(
-        |(payload, layers, tail)| {
+    (
+        tricky_string(),
+        prop::collection::vec(0u8..5, 0..4),
+        tricky_string(),
+    )
+        .prop_map(|(payload, layers, tail)| {
             let mut s = payload;
             for l in layers {
                 s = match l {
@@ -38,12 +42,14 @@ fn encoded_string() -> impl Strategy<Value = String> {
                     1 => s.bytes().map(|b| format!("{b:02x}")).collect(),
                     2 => s.bytes().map(|b| format!("%{b:02X}")).collect(),
                     3 => s.chars().map(|c| format!("&#{};", c as u32)).collect(),
-                    _ => s.chars().map(|c| format!("\\u{{{:x}}}", c as u32)).collect(),
+                    _ => s
+                        .chars()
+                        .map(|c| format!("\\u{{{:x}}}", c as u32))
+                        .collect(),
                 };
             }
             format!("{s} {tail}")
-        },
-    )
+        })
 }
 
 fn check_spans(s: &str) {

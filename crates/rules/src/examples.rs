@@ -26,7 +26,11 @@ impl fmt::Display for ExampleFailure {
         } else {
             "must_not_match example matched"
         };
-        write!(f, "{}: rule {}: {what}: {:?}", self.location, self.rule_id, self.example)
+        write!(
+            f,
+            "{}: rule {}: {what}: {:?}",
+            self.location, self.rule_id, self.example
+        )
     }
 }
 

@@ -32,6 +32,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod anchors;
 mod error;
 mod examples;
 mod lint;
@@ -44,7 +45,7 @@ pub use examples::{ExampleFailure, ExampleReport, run_examples};
 pub use lint::{LintWarning, lint};
 pub use matcher::{
     CompiledRule, DEFAULT_MAX_HITS_PER_RULE, DEFAULT_REGEX_SIZE_LIMIT, Matcher, MatcherBuilder,
-    RuleHit, ScanHits, VARIANT_MIN_LETTERS,
+    RuleHit, ScanHits, UNBOUNDED_REACH,
 };
 pub use schema::{
     DEFAULT_KEYWORD_WINDOW, DEFAULT_PACK_ORIGIN, DEFAULT_PACK_SRC, Rule, RuleMatch, RulePack,

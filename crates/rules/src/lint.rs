@@ -23,7 +23,11 @@ pub struct LintWarning {
 
 impl fmt::Display for LintWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: warning: rule {}: {}", self.location, self.rule_id, self.message)
+        write!(
+            f,
+            "{}: warning: rule {}: {}",
+            self.location, self.rule_id, self.message
+        )
     }
 }
 
@@ -65,7 +69,13 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
                         warn("regex uses \\b; set token_boundary = true instead (Unicode-aware, keeps the DFA fast)".into());
                     }
                     if pattern.contains(".*") || pattern.contains(".+") {
-                        warn("unbounded .* / .+ in regex; prefer a bounded repetition like .{0,80}?".into());
+                        warn(
+                            "unbounded .* / .+ in regex; prefer a bounded repetition like .{0,80}?"
+                                .into(),
+                        );
+                    }
+                    if crate::anchors::regex_anchors(pattern, rule.case_sensitive).is_none() {
+                        warn("regex has no required literal of 3+ bytes: it runs on every view instead of only where its anchor occurs".into());
                     }
                     if rule.token_boundary && has_cjk(pattern) {
                         warn("CJK pattern with token_boundary = true will rarely match (CJK has no spaces)".into());
@@ -74,15 +84,28 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
                 }
             };
             for lit in literals {
-                let folded = if rule.case_sensitive { lit.clone() } else { fold_pattern(lit) };
-                if !rule.case_sensitive && folded != lit.trim() && folded != lit.trim().to_lowercase() {
-                    warn(format!("pattern {lit:?} folds to {folded:?}; write it folded"));
+                let folded = if rule.case_sensitive {
+                    lit.clone()
+                } else {
+                    fold_pattern(lit)
+                };
+                if !rule.case_sensitive
+                    && folded != lit.trim()
+                    && folded != lit.trim().to_lowercase()
+                {
+                    warn(format!(
+                        "pattern {lit:?} folds to {folded:?}; write it folded"
+                    ));
                 }
                 if folded.chars().count() < MIN_LITERAL_LEN && !rule.token_boundary {
-                    warn(format!("literal {lit:?} is very short and has no token boundary"));
+                    warn(format!(
+                        "literal {lit:?} is very short and has no token boundary"
+                    ));
                 }
                 if rule.token_boundary && has_cjk(lit) {
-                    warn(format!("CJK literal {lit:?} with token_boundary = true will rarely match"));
+                    warn(format!(
+                        "CJK literal {lit:?} with token_boundary = true will rarely match"
+                    ));
                 }
                 if let Some(owner) = literal_owner.get(&folded) {
                     if owner != &rule.id {

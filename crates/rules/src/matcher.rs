@@ -1,16 +1,18 @@
 //! Compiling packs into an immutable [`Matcher`], and scanning normalized text with it.
 //!
 //! Compile once, scan many: [`MatcherBuilder::build`] folds every literal the way the
-//! normalizer folds text, adds ROT13 and reversed variants of long literals, and builds
-//! two Aho-Corasick automata (folded views / cased views) and two regex sets. A scan is one
-//! automaton pass plus one regex-set pass per view; individual regexes run only to locate
-//! spans of rules the set already reported.
+//! normalizer folds text, and builds two Aho-Corasick automata (folded views / cased views). Each regex contributes its
+//! *anchors* (literal prefixes every match starts with, from `regex-syntax`) to the same
+//! automaton. A scan is one automaton pass per view; a regex runs only on views where one of
+//! its anchors occurred (regexes without usable anchors run on every view of their family).
 
+use crate::anchors::regex_anchor_groups;
 use crate::error::{CompileError, Location};
 use crate::schema::{Rule, RuleMatch, RulePack};
-use aho_corasick::{AhoCorasick, MatchKind};
-use rampart_normalize::{Normalized, TransformKind, View, decode, fold_pattern};
-use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
+use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use rampart_normalize::{Normalized, View, fold_pattern};
+use regex_automata::Input;
+use regex_automata::meta::Regex as MetaRegex;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
@@ -18,8 +20,6 @@ use std::ops::Range;
 pub const DEFAULT_REGEX_SIZE_LIMIT: usize = 1 << 20;
 /// Default cap on hits reported per rule per scanned input.
 pub const DEFAULT_MAX_HITS_PER_RULE: usize = 16;
-/// Literals with at least this many ASCII letters are also matched ROT13-encoded and reversed.
-pub const VARIANT_MIN_LETTERS: usize = 8;
 
 /// Collects packs and limits, then builds a [`Matcher`].
 #[derive(Debug, Clone)]
@@ -90,18 +90,18 @@ impl MatcherBuilder {
 
         let mut folded_lits = LiteralTable::default();
         let mut cased_lits = LiteralTable::default();
-        let mut folded_res: Vec<(usize, Regex)> = Vec::new();
-        let mut cased_res: Vec<(usize, Regex)> = Vec::new();
+        let mut folded_res: Vec<CompiledRegex> = Vec::new();
+        let mut cased_res: Vec<CompiledRegex> = Vec::new();
 
         for (idx, cr) in rules.iter().enumerate() {
             let rule = &cr.rule;
-            let table = if rule.case_sensitive {
-                &mut cased_lits
-            } else {
-                &mut folded_lits
-            };
             match &rule.matcher {
                 RuleMatch::Literal { patterns } => {
+                    let table = if rule.case_sensitive {
+                        &mut cased_lits
+                    } else {
+                        &mut folded_lits
+                    };
                     for p in patterns {
                         let text = if rule.case_sensitive {
                             p.clone()
@@ -116,21 +116,15 @@ impl MatcherBuilder {
                             });
                             continue;
                         }
-                        let letters = text.bytes().filter(u8::is_ascii_alphabetic).count();
-                        if !rule.case_sensitive && letters >= VARIANT_MIN_LETTERS {
-                            let rot = decode::rot13(&text);
-                            let rev = decode::reverse(&text);
-                            if rot != text {
-                                table.add(rot, idx, 0, Some(TransformKind::Rot13));
-                            }
-                            if rev != text {
-                                table.add(rev, idx, 0, Some(TransformKind::Reversed));
-                            }
-                        }
-                        table.add(text, idx, 0, None);
+                        table.add(text, idx, 0);
                     }
                 }
                 RuleMatch::KeywordSet { keywords, .. } => {
+                    let table = if rule.case_sensitive {
+                        &mut cased_lits
+                    } else {
+                        &mut folded_lits
+                    };
                     for (k, kw) in keywords.iter().enumerate() {
                         let text = if rule.case_sensitive {
                             kw.clone()
@@ -145,31 +139,50 @@ impl MatcherBuilder {
                             });
                             continue;
                         }
-                        table.add(text, idx, k, None);
+                        table.add(text, idx, k);
                     }
                 }
                 RuleMatch::Regex { pattern } => {
-                    match RegexBuilder::new(pattern)
-                        .case_insensitive(!rule.case_sensitive)
-                        .size_limit(self.regex_size_limit)
-                        .build()
-                    {
-                        Ok(re) => {
+                    match compile_regex(pattern, rule.case_sensitive, self.regex_size_limit) {
+                        Ok((re, max_len)) => {
                             if re.is_match("") {
                                 errors.push(CompileError::EmptyMatch {
                                     location: rule.location.clone(),
                                     rule_id: rule.id.clone(),
                                 });
-                            } else if rule.case_sensitive {
-                                cased_res.push((idx, re));
                             } else {
-                                folded_res.push((idx, re));
+                                let (res, table) = if rule.case_sensitive {
+                                    (&mut cased_res, &mut cased_lits)
+                                } else {
+                                    (&mut folded_res, &mut folded_lits)
+                                };
+                                let groups = regex_anchor_groups(pattern, rule.case_sensitive);
+                                for (g, group) in groups.iter().enumerate() {
+                                    for a in group {
+                                        table.add_entry(
+                                            a.clone(),
+                                            LitEntry {
+                                                rule: idx,
+                                                keyword: res.len(),
+                                                anchor: true,
+                                                group: g as u8,
+                                            },
+                                        );
+                                    }
+                                }
+                                res.push(CompiledRegex {
+                                    rule: idx,
+                                    re,
+                                    anchored: !groups.is_empty(),
+                                    all_groups: (1u8 << groups.len()) - 1,
+                                    reach: max_len.unwrap_or(UNBOUNDED_REACH),
+                                });
                             }
                         }
-                        Err(e) => errors.push(CompileError::Regex {
+                        Err(message) => errors.push(CompileError::Regex {
                             location: rule.location.clone(),
                             rule_id: rule.id.clone(),
-                            message: e.to_string(),
+                            message,
                         }),
                     }
                 }
@@ -178,8 +191,8 @@ impl MatcherBuilder {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let folded = Engine::build(folded_lits, folded_res, false, self.regex_size_limit);
-        let cased = Engine::build(cased_lits, cased_res, true, self.regex_size_limit);
+        let folded = Engine::build(folded_lits, folded_res, false);
+        let cased = Engine::build(cased_lits, cased_res, true);
         match (folded, cased) {
             (Ok(folded), Ok(cased)) => Ok(Matcher {
                 rules,
@@ -204,9 +217,13 @@ pub struct CompiledRule {
 #[derive(Debug, Clone, Copy)]
 struct LitEntry {
     rule: usize,
-    /// Keyword index for keyword sets; 0 for literals.
+    /// Keyword index for keyword sets; 0 for literals; the engine's regex index for anchors.
     keyword: usize,
-    via: Option<TransformKind>,
+    /// A regex anchor: a literal of which every match of the regex contains one of its
+    /// group. It is not a hit by itself.
+    anchor: bool,
+    /// Which anchor group of the regex (0 places search windows; all must occur).
+    group: u8,
 }
 
 #[derive(Debug, Default)]
@@ -219,8 +236,19 @@ struct LiteralTable {
 }
 
 impl LiteralTable {
-    fn add(&mut self, text: String, rule: usize, keyword: usize, via: Option<TransformKind>) {
-        let entry = LitEntry { rule, keyword, via };
+    fn add(&mut self, text: String, rule: usize, keyword: usize) {
+        self.add_entry(
+            text,
+            LitEntry {
+                rule,
+                keyword,
+                anchor: false,
+                group: 0,
+            },
+        );
+    }
+
+    fn add_entry(&mut self, text: String, entry: LitEntry) {
         if let Some(&i) = self.index.get(&text) {
             self.entries[i].push(entry);
         } else {
@@ -231,41 +259,83 @@ impl LiteralTable {
     }
 }
 
-/// One family of views (folded or cased): an automaton, a regex set, and the regexes.
+/// How far from an anchor a regex with unbounded repetition (`\s+`) is searched, in bytes
+/// on each side. Matches longer than this around their anchor are not found: a documented
+/// bound on the work one regex may do per anchor.
+pub const UNBOUNDED_REACH: usize = 1024;
+
+/// A compiled regex rule.
+#[derive(Debug)]
+struct CompiledRegex {
+    rule: usize,
+    re: MetaRegex,
+    /// Whether the regex has anchors in the automaton (else it runs on whole views).
+    anchored: bool,
+    /// Bit mask of its anchor groups; the regex runs only where all of them occurred.
+    all_groups: u8,
+    /// Longest possible match in bytes (or [`UNBOUNDED_REACH`]): a match containing an
+    /// anchor lies within this distance of it.
+    reach: usize,
+}
+
+/// Compiles one rule regex: linear-time engines only, size-limited, with its maximum
+/// match length.
+fn compile_regex(
+    pattern: &str,
+    case_sensitive: bool,
+    size_limit: usize,
+) -> Result<(MetaRegex, Option<usize>), String> {
+    let syntax = regex_automata::util::syntax::Config::new().case_insensitive(!case_sensitive);
+    let hir = regex_syntax::ParserBuilder::new()
+        .case_insensitive(!case_sensitive)
+        .build()
+        .parse(pattern)
+        .map_err(|e| e.to_string())?;
+    let max_len = hir.properties().maximum_len();
+    let re = MetaRegex::builder()
+        .syntax(syntax)
+        .configure(
+            MetaRegex::config()
+                .nfa_size_limit(Some(size_limit))
+                .hybrid_cache_capacity(2 * size_limit),
+        )
+        .build(pattern)
+        .map_err(|e| e.to_string())?;
+    Ok((re, max_len))
+}
+
+/// One family of views (folded or cased): an automaton (literals, keywords and regex
+/// anchors) and the regexes.
 #[derive(Debug)]
 struct Engine {
+    /// All literals (standard semantics, overlapping search).
     ac: Option<AhoCorasick>,
     entries: Vec<Vec<LitEntry>>,
     patterns: Vec<String>,
-    set: Option<RegexSet>,
-    regexes: Vec<(usize, Regex)>,
+    regexes: Vec<CompiledRegex>,
+    /// Whether literal hits must be verified byte for byte (the cased family).
+    verify_case: bool,
 }
 
 impl Engine {
     fn build(
         lits: LiteralTable,
-        regexes: Vec<(usize, Regex)>,
+        regexes: Vec<CompiledRegex>,
         cased: bool,
-        size_limit: usize,
     ) -> Result<Engine, CompileError> {
         let ac = if lits.patterns.is_empty() {
             None
         } else {
+            // The cased automaton matches ASCII case-insensitively so that lower-cased regex
+            // anchors find "System:" too; case-sensitive literals are verified byte for byte.
             Some(
                 AhoCorasick::builder()
                     .match_kind(MatchKind::Standard)
+                    // A full DFA: a few MB for the default pack, and the fastest overlapping
+                    // search (the automatic choice is an NFA at this pattern count).
+                    .kind(Some(AhoCorasickKind::DFA))
+                    .ascii_case_insensitive(cased)
                     .build(&lits.patterns)
-                    .map_err(|e| CompileError::Automaton(e.to_string()))?,
-            )
-        };
-        let set = if regexes.is_empty() {
-            None
-        } else {
-            Some(
-                RegexSetBuilder::new(regexes.iter().map(|(_, r)| r.as_str()))
-                    .case_insensitive(!cased)
-                    .size_limit(size_limit.saturating_mul(regexes.len().max(1)))
-                    .build()
                     .map_err(|e| CompileError::Automaton(e.to_string()))?,
             )
         };
@@ -273,8 +343,8 @@ impl Engine {
             ac,
             entries: lits.entries,
             patterns: lits.patterns,
-            set,
             regexes,
+            verify_case: cased,
         })
     }
 }
@@ -290,8 +360,6 @@ pub struct RuleHit {
     pub view_span: Range<usize>,
     /// Byte span in the original text.
     pub span: Range<usize>,
-    /// Set when the literal matched ROT13-encoded or reversed.
-    pub via: Option<TransformKind>,
 }
 
 /// The result of scanning one normalized input.
@@ -349,7 +417,12 @@ impl Matcher {
         }
         // Sort by rule, original span, then view order; keep the first view per (rule, span).
         raw_hits.sort_by(|a, b| {
-            (a.rule, a.span.start, a.span.end, a.view).cmp(&(b.rule, b.span.start, b.span.end, b.view))
+            (a.rule, a.span.start, a.span.end, a.view).cmp(&(
+                b.rule,
+                b.span.start,
+                b.span.end,
+                b.view,
+            ))
         });
         raw_hits.dedup_by(|b, a| a.rule == b.rule && a.span == b.span);
         let mut out = ScanHits::default();
@@ -373,9 +446,46 @@ impl Matcher {
         }
         // Per rule, keyword occurrences (keyword index, view span) for keyword sets.
         let mut keyword_hits: BTreeMap<usize, Vec<(usize, Range<usize>)>> = BTreeMap::new();
+        // Per regex: None = search the whole view; Some(windows) = only around anchors.
+        let mut regex_windows: Vec<Option<Vec<Range<usize>>>> = engine
+            .regexes
+            .iter()
+            .map(|r| if r.anchored { Some(Vec::new()) } else { None })
+            .collect();
+        let mut groups_seen: Vec<u8> = vec![0; engine.regexes.len()];
         if let Some(ac) = &engine.ac {
             for m in ac.find_overlapping_iter(text) {
-                for e in &engine.entries[m.pattern().as_usize()] {
+                let pid = m.pattern().as_usize();
+                let exact = !engine.verify_case
+                    || engine.patterns.get(pid).map(String::as_bytes)
+                        == text.as_bytes().get(m.start()..m.end());
+                for e in &engine.entries[pid] {
+                    if e.anchor {
+                        if let Some(mask) = groups_seen.get_mut(e.keyword) {
+                            *mask |= 1 << e.group;
+                        }
+                        if e.group != 0 {
+                            continue;
+                        }
+                        if let (Some(slot), Some(cr)) = (
+                            regex_windows.get_mut(e.keyword),
+                            engine.regexes.get(e.keyword),
+                        ) && let Some(windows) = slot
+                        {
+                            if windows.len() >= MAX_ANCHOR_WINDOWS {
+                                *slot = None;
+                            } else {
+                                windows.push(
+                                    m.end().saturating_sub(cr.reach)
+                                        ..m.start().saturating_add(cr.reach).min(text.len()),
+                                );
+                            }
+                        }
+                        continue;
+                    }
+                    if !exact {
+                        continue;
+                    }
                     let rule = &self.rules[e.rule].rule;
                     if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
                         continue;
@@ -393,7 +503,6 @@ impl Matcher {
                         view: vi,
                         view_span: m.start()..m.end(),
                         span: view.to_original(m.start()..m.end()),
-                        via: e.via,
                     });
                 }
             }
@@ -413,34 +522,64 @@ impl Matcher {
                     view: vi,
                     span: view.to_original(span.clone()),
                     view_span: span,
-                    via: None,
                 });
             }
         }
-        if let Some(set) = &engine.set {
-            for si in set.matches(text).iter() {
-                let (rule_idx, re) = &engine.regexes[si];
-                let rule = &self.rules[*rule_idx].rule;
-                let mut found = 0;
-                for m in re.find_iter(text) {
+        for ((cr, windows), seen) in engine.regexes.iter().zip(regex_windows).zip(groups_seen) {
+            if cr.anchored && seen != cr.all_groups {
+                continue;
+            }
+            let windows = match windows {
+                None => std::iter::once(0..text.len()).collect(),
+                Some(w) if w.is_empty() => continue,
+                Some(w) => merge_windows(text, w),
+            };
+            let rule = &self.rules[cr.rule].rule;
+            let mut found = 0;
+            let mut last_end = 0;
+            'windows: for w in windows {
+                let input = Input::new(text).range(w.start.max(last_end)..w.end);
+                for m in cr.re.find_iter(input) {
+                    last_end = last_end.max(m.end());
                     if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
                         continue;
                     }
                     out.push(RuleHit {
-                        rule: *rule_idx,
+                        rule: cr.rule,
                         view: vi,
                         view_span: m.start()..m.end(),
                         span: view.to_original(m.start()..m.end()),
-                        via: None,
                     });
                     found += 1;
                     if found >= self.max_hits_per_rule {
-                        break;
+                        break 'windows;
                     }
                 }
             }
         }
     }
+}
+
+/// Most anchor occurrences tracked per regex per view; beyond it the whole view is searched.
+const MAX_ANCHOR_WINDOWS: usize = 256;
+
+/// Sorts and merges search windows, widening them to char boundaries.
+fn merge_windows(text: &str, mut w: Vec<Range<usize>>) -> Vec<Range<usize>> {
+    w.sort_by_key(|r| r.start);
+    let mut out: Vec<Range<usize>> = Vec::with_capacity(w.len());
+    for mut r in w {
+        while r.start > 0 && !text.is_char_boundary(r.start) {
+            r.start -= 1;
+        }
+        while r.end < text.len() && !text.is_char_boundary(r.end) {
+            r.end += 1;
+        }
+        match out.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 fn is_word(c: char) -> bool {
@@ -488,7 +627,11 @@ fn keyword_window(
             lo += 1;
         }
         if counts.len() >= min_distinct {
-            let end = sorted[lo..=hi].iter().map(|(_, r)| r.end).max().unwrap_or(0);
+            let end = sorted[lo..=hi]
+                .iter()
+                .map(|(_, r)| r.end)
+                .max()
+                .unwrap_or(0);
             return Some(sorted[lo].1.start..end);
         }
     }

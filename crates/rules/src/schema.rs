@@ -298,10 +298,16 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
         }
     };
     if raw.kind != RuleKind::KeywordSet && (raw.min_distinct.is_some() || raw.window.is_some()) {
-        errors.push(err("`min_distinct`/`window` apply to keyword_set rules only".into()));
+        errors.push(err(
+            "`min_distinct`/`window` apply to keyword_set rules only".into(),
+        ));
     }
-    if let Some(RuleMatch::Literal { patterns } | RuleMatch::KeywordSet { keywords: patterns, .. }) =
-        &matcher
+    if let Some(
+        RuleMatch::Literal { patterns }
+        | RuleMatch::KeywordSet {
+            keywords: patterns, ..
+        },
+    ) = &matcher
         && patterns.iter().any(|p| p.trim().is_empty())
     {
         errors.push(err("empty literal pattern".into()));

@@ -1,0 +1,504 @@
+//! Anchors: literals a regex match cannot do without (used by the matcher and lint).
+//!
+//! Seeing none of a regex's anchors in a view proves the regex cannot match there, so the
+//! matcher only runs a regex on views where the shared Aho-Corasick pass saw one of its
+//! anchors. `regex-syntax` extracts prefix and suffix sets; for regexes that start or end
+//! with classes or look-arounds (`^[ \t]*system:`) this module also walks the HIR for
+//! required inner literals. Written here because `regex-syntax` offers no inner-literal
+//! extraction, and a wrong anchor would silently lose matches: every case below only ever
+//! returns strings that every match must contain.
+
+use regex_syntax::hir::literal::{ExtractKind, Extractor};
+use regex_syntax::hir::{Class, Hir, HirKind};
+
+/// Shortest anchor worth having (shorter ones occur everywhere).
+const MIN_ANCHOR: usize = 3;
+/// Most anchors per regex.
+const MAX_ANCHORS: usize = 256;
+
+/// Lower-cased literals of which every match of `pattern` contains at least one, or `None`
+/// when no useful set exists (the regex then runs on every view of its family).
+/// For case-sensitive rules (matched against cased views with an ASCII-case-insensitive
+/// automaton) anchors must be ASCII.
+pub fn regex_anchors(pattern: &str, case_sensitive: bool) -> Option<Vec<String>> {
+    regex_anchor_groups(pattern, case_sensitive)
+        .into_iter()
+        .next()
+}
+
+/// Least selectivity of a secondary (gating) group.
+const MIN_GATE_SELECTIVITY: usize = 5;
+
+/// Most anchor groups kept per regex.
+pub const MAX_GROUPS: usize = 4;
+
+/// Independent anchor groups, most selective first (for case-insensitive rules, which scan
+/// folded views, whitespace in the regex is taken as the single space folding leaves): every match contains at least one
+/// literal of *each* group. The first group places search windows; the others only gate
+/// (a regex runs on a view only when every group occurred in it). Empty when no group is
+/// usable.
+pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
+    let Ok(hir) = regex_syntax::ParserBuilder::new()
+        .case_insensitive(false)
+        .build()
+        .parse(pattern)
+    else {
+        return Vec::new();
+    };
+    let finish = |set: Vec<String>| -> Option<Vec<String>> {
+        let mut set: Vec<String> = set.into_iter().map(|s| s.to_lowercase()).collect();
+        set.sort();
+        set.dedup();
+        let ok = !set.is_empty()
+            && set.len() <= MAX_ANCHORS
+            && set.iter().all(|s| s.len() >= MIN_ANCHOR)
+            && (!case_sensitive || set.iter().all(|s| s.is_ascii()));
+        ok.then_some(set)
+    };
+    let mut candidates = vec![extracted(&hir, true), extracted(&hir, false)];
+    candidates.extend(top_level_sets(&hir, !case_sensitive).into_iter().map(Some));
+    let mut groups: Vec<Vec<String>> = candidates
+        .into_iter()
+        .flatten()
+        .filter_map(finish)
+        .collect();
+    groups.sort_by_key(|set| (std::cmp::Reverse(selectivity(set)), set.len()));
+    groups.dedup();
+    // Gates made of common words filter little and cost automaton matches: keep the
+    // primary group whatever it is, and only selective gates besides it.
+    let mut kept: Vec<Vec<String>> = Vec::new();
+    for g in groups {
+        if kept.is_empty() || selectivity(&g) >= MIN_GATE_SELECTIVITY {
+            kept.push(g);
+        }
+    }
+    kept.truncate(MAX_GROUPS);
+    kept
+}
+
+/// Required sets of the top-level pieces: for a concatenation, one per piece (or run of
+/// fixed pieces) that has one; otherwise the whole expression's.
+fn top_level_sets(hir: &Hir, ws: bool) -> Vec<Vec<String>> {
+    let HirKind::Concat(parts) = hir.kind() else {
+        return required(hir, ws, MAX_ANCHORS).into_iter().collect();
+    };
+    let mut out = Vec::new();
+    let mut run: Option<Vec<String>> = None;
+    for p in parts {
+        if let Some(f) = fixed_set(p, ws, MAX_ANCHORS) {
+            run = match run.take() {
+                None => Some(f),
+                Some(r) => match cross(&r, &f, MAX_ANCHORS) {
+                    Some(x) => Some(x),
+                    None => {
+                        out.push(r);
+                        Some(f)
+                    }
+                },
+            };
+            continue;
+        }
+        if let Some(r) = run.take() {
+            out.push(r);
+        }
+        if let Some(set) = required(p, ws, MAX_ANCHORS) {
+            out.push(set);
+        }
+    }
+    out.extend(run);
+    out
+}
+
+/// Words so frequent in ordinary prompts that, as anchors, they would make a regex run on
+/// nearly every input.
+const COMMON: &[&str] = &[
+    "the",
+    "that",
+    "you",
+    "your",
+    "and",
+    "for",
+    "with",
+    "this",
+    "are",
+    "have",
+    "was",
+    "not",
+    "but",
+    "what",
+    "all",
+    "can",
+    "will",
+    "from",
+    "they",
+    "one",
+    "about",
+    "more",
+    "there",
+    "which",
+    "their",
+    "when",
+    "make",
+    "like",
+    "time",
+    "just",
+    "know",
+    "take",
+    "into",
+    "some",
+    "could",
+    "them",
+    "than",
+    "then",
+    "now",
+    "only",
+    "its",
+    "over",
+    "also",
+    "after",
+    "use",
+    "how",
+    "our",
+    "work",
+    "first",
+    "well",
+    "way",
+    "even",
+    "new",
+    "want",
+    "any",
+    "these",
+    "give",
+    "most",
+    "act",
+    "play",
+    "tell",
+    "show",
+    "write",
+    "list",
+    "data",
+    "text",
+    "code",
+    "help",
+    "need",
+    "please",
+    "following",
+    "below",
+    "above",
+    "here",
+    "should",
+    "would",
+    "been",
+    "were",
+    "has",
+    "had",
+    "who",
+    "get",
+    "let",
+    "may",
+    "each",
+    "other",
+    "such",
+    "into",
+    "out",
+    "own",
+    "same",
+    "see",
+    "way",
+    "why",
+    "yes",
+    "via",
+    "per",
+];
+
+/// How selective an anchor set is: its weakest literal's length, where a very common word
+/// counts as length 1.
+fn selectivity(set: &[String]) -> usize {
+    set.iter()
+        .map(|s| {
+            if COMMON.contains(&s.trim()) {
+                1
+            } else {
+                s.trim().len()
+            }
+        })
+        .min()
+        .unwrap_or(0)
+}
+
+fn extracted(hir: &Hir, prefix: bool) -> Option<Vec<String>> {
+    let kind = if prefix {
+        ExtractKind::Prefix
+    } else {
+        ExtractKind::Suffix
+    };
+    // Not "optimized": that shortens literals for a prefilter, and we want selective ones.
+    let seq = Extractor::new().kind(kind).extract(hir);
+    seq.literals()?
+        .iter()
+        .map(|l| std::str::from_utf8(l.as_bytes()).ok().map(str::to_string))
+        .collect()
+}
+
+/// Whether a class holds only whitespace (`\s`, `[ \t]`, …).
+fn is_space_class(class: &Class) -> bool {
+    match class {
+        Class::Unicode(u) => u
+            .ranges()
+            .iter()
+            .all(|r| (r.start()..=r.end()).all(char::is_whitespace)),
+        Class::Bytes(b) => b
+            .ranges()
+            .iter()
+            .all(|r| (r.start()..=r.end()).all(|c| c.is_ascii_whitespace() || c == 0x0b)),
+    }
+}
+
+/// The single character a class stands for when case is ignored (`[Ss]` → `s`).
+fn class_char(class: &Class) -> Option<char> {
+    let mut found: Option<char> = None;
+    let mut add = |c: char| -> bool {
+        // Simple case folding: Unicode case-insensitive classes also hold the long s and
+        // the Kelvin and Angstrom signs.
+        let l = match c {
+            '\u{17F}' => 's',
+            '\u{212A}' => 'k',
+            '\u{212B}' => '\u{E5}',
+            c => c.to_lowercase().next().unwrap_or(c),
+        };
+        match found {
+            None => {
+                found = Some(l);
+                true
+            }
+            Some(f) => f == l,
+        }
+    };
+    match class {
+        Class::Unicode(u) => {
+            for r in u.ranges() {
+                if (r.end() as u32) - (r.start() as u32) > 1 {
+                    return None;
+                }
+                for c in [r.start(), r.end()] {
+                    if !add(c) {
+                        return None;
+                    }
+                }
+            }
+        }
+        Class::Bytes(b) => {
+            for r in b.ranges() {
+                if r.end() - r.start() > 1 {
+                    return None;
+                }
+                for c in [r.start(), r.end()] {
+                    if !c.is_ascii() || !add(char::from(c)) {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Cross product of two string sets, or `None` past [`MAX_ANCHORS`].
+fn cross(a: &[String], b: &[String], budget: usize) -> Option<Vec<String>> {
+    if a.len().saturating_mul(b.len()) > budget {
+        return None;
+    }
+    Some(
+        a.iter()
+            .flat_map(|x| b.iter().map(move |y| format!("{x}{y}")))
+            .collect(),
+    )
+}
+
+/// The finite set of strings (ignoring case) a piece matches exactly, if small:
+/// `p(?:ass(?:word|wd)|wd)` → {password, passwd, pwd}.
+fn fixed_set(hir: &Hir, ws: bool, budget: usize) -> Option<Vec<String>> {
+    match hir.kind() {
+        HirKind::Literal(l) => std::str::from_utf8(&l.0).ok().map(|s| vec![s.to_string()]),
+        HirKind::Class(c) if ws && is_space_class(c) => Some(vec![" ".into()]),
+        HirKind::Class(c) => class_char(c).map(|c| vec![String::from(c)]),
+        HirKind::Capture(c) => fixed_set(&c.sub, ws, budget),
+        // Folded views hold exactly one ASCII space wherever the text had whitespace, so
+        // there `\s+` is " " and `\s*` is "" or " ".
+        HirKind::Repetition(r)
+            if ws && matches!(r.sub.kind(), HirKind::Class(c) if is_space_class(c)) =>
+        {
+            Some(if r.min >= 1 {
+                vec![" ".into()]
+            } else {
+                vec![String::new(), " ".into()]
+            })
+        }
+        HirKind::Repetition(r) if r.min == 0 && r.max == Some(1) => {
+            let mut set = fixed_set(&r.sub, ws, budget)?;
+            set.push(String::new());
+            Some(set)
+        }
+        HirKind::Alternation(alts) => {
+            let mut all = Vec::new();
+            for a in alts {
+                all.extend(fixed_set(a, ws, budget)?);
+                if all.len() > budget {
+                    return None;
+                }
+            }
+            Some(all)
+        }
+        HirKind::Concat(parts) => {
+            let mut acc = vec![String::new()];
+            for p in parts {
+                acc = cross(&acc, &fixed_set(p, ws, budget)?, budget)?;
+            }
+            Some(acc)
+        }
+        _ => None,
+    }
+}
+
+/// Strings every match contains one of (`None`: unknown).
+fn required(hir: &Hir, ws: bool, budget: usize) -> Option<Vec<String>> {
+    if let Some(set) = fixed_set(hir, ws, budget) {
+        return Some(set);
+    }
+    match hir.kind() {
+        HirKind::Capture(c) => required(&c.sub, ws, budget),
+        HirKind::Repetition(r) if r.min >= 1 => required(&r.sub, ws, budget),
+        HirKind::Alternation(alts) => {
+            let share = (budget / alts.len().max(1)).max(1);
+            let mut all = Vec::new();
+            for a in alts {
+                all.extend(required(a, ws, share)?);
+            }
+            Some(all)
+        }
+        HirKind::Concat(parts) => {
+            // Candidates: each maximal run of fixed pieces (as a cross product), and each
+            // other piece's required set.
+            let mut best: Option<Vec<String>> = None;
+            let mut consider = |cand: Vec<String>| {
+                if best
+                    .as_ref()
+                    .is_none_or(|b| selectivity(&cand) > selectivity(b))
+                {
+                    best = Some(cand);
+                }
+            };
+            let mut run: Option<Vec<String>> = None;
+            for p in parts {
+                if let Some(f) = fixed_set(p, ws, budget) {
+                    run = match run.take() {
+                        None => Some(f),
+                        Some(r) => match cross(&r, &f, budget) {
+                            Some(x) => Some(x),
+                            None => {
+                                consider(r);
+                                Some(f)
+                            }
+                        },
+                    };
+                    continue;
+                }
+                if let Some(r) = run.take() {
+                    consider(r);
+                }
+                if let Some(set) = required(p, ws, budget) {
+                    consider(set);
+                }
+            }
+            if let Some(r) = run {
+                consider(r);
+            }
+            best
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_anchors_take_whitespace_as_one_space_in_folded_views() {
+        assert_eq!(
+            regex_anchors("(ignore|disregard)\\s+previous", false),
+            Some(vec!["disregard previous".into(), "ignore previous".into()])
+        );
+        // Cased views keep their whitespace: there `\s+` is not a fixed string, and each
+        // word is a group of its own (the longest places the windows).
+        let groups = regex_anchor_groups("(ignore|disregard)\\s+previous", true);
+        assert_eq!(groups[0], vec!["previous".to_string()]);
+        assert!(groups.contains(&vec!["disregard".to_string(), "ignore".to_string()]));
+    }
+
+    #[test]
+    fn inner_anchor_after_a_class_and_case_flags() {
+        let a = regex_anchors("(?im)^[ \\t>*#]*system[ \\t]*:[ \\t]*(you|ignore)", true).unwrap();
+        assert!(a.iter().all(|s| s.contains("system")), "{a:?}");
+    }
+
+    #[test]
+    fn optional_parts_stay_optional() {
+        // Every match contains "key"; "api_" is optional, so "key…" must be in the set.
+        let a = regex_anchors("(api_)?key\\s*=\\s*[a-z0-9]{8}", false).unwrap();
+        assert!(a.iter().all(|s| s.contains("key")), "{a:?}");
+        assert!(a.iter().any(|s| s.starts_with("key")), "{a:?}");
+        assert_eq!(regex_anchors("[a-z0-9]{20,}", false), None);
+    }
+
+    #[test]
+    fn anchors_are_necessary_on_examples() {
+        let cases = [
+            (
+                "(?i)bearer\\s+[a-z0-9._-]{20,}",
+                "Authorization: BEARER abcdefghijklmnopqrstuvwxyz",
+            ),
+            (
+                "(?im)^\\s*(user|human)\\s*:.{0,50}\\n\\s*(assistant|ai)\\s*:",
+                "x\nUser: hi\nAI: yo",
+            ),
+        ];
+        for (re, text) in cases {
+            let r = regex::RegexBuilder::new(re).build().unwrap();
+            assert!(r.is_match(text));
+            let lower = text.to_lowercase();
+            for group in regex_anchor_groups(re, true) {
+                assert!(
+                    group.iter().any(|s| lower.contains(s.as_str())),
+                    "{re}: {group:?}"
+                );
+            }
+        }
+        // Folded family: the text as the folded view holds it (lower case, single spaces).
+        let folded = [
+            (
+                "you\\s+are\\s+(now|no\\s+longer)\\s+(dan|evil)",
+                "so you are no longer evil",
+            ),
+            (
+                "(enable|activate)\\s+(the\\s+)?(dan|dude)\\s+mode",
+                "please activate the dude mode",
+            ),
+        ];
+        for (re, text) in folded {
+            let r = regex::RegexBuilder::new(re)
+                .case_insensitive(true)
+                .build()
+                .unwrap();
+            assert!(r.is_match(text));
+            let groups = regex_anchor_groups(re, false);
+            assert!(!groups.is_empty());
+            for group in groups {
+                assert!(
+                    group.iter().any(|s| text.contains(s.as_str())),
+                    "{re}: {group:?}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! The embedded default pack: it parses, compiles, every rule's own examples pass, and the
+//! matcher holds its invariants on arbitrary input.
+
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
+use proptest::prelude::*;
+use rampart_normalize::Normalizer;
+use rampart_rules::{Category, MatcherBuilder, RulePack, Strength, lint, run_examples};
+use std::collections::BTreeSet;
+use std::sync::OnceLock;
+
+fn matcher() -> &'static rampart_rules::Matcher {
+    static M: OnceLock<rampart_rules::Matcher> = OnceLock::new();
+    M.get_or_init(|| {
+        MatcherBuilder::new()
+            .add_pack(RulePack::default_pack().expect("default pack parses"))
+            .build()
+            .expect("default pack compiles")
+    })
+}
+
+#[test]
+fn every_rule_example_in_the_default_pack_passes() {
+    let report = run_examples(matcher(), &Normalizer::default());
+    let failures: Vec<String> = report.failures.iter().map(ToString::to_string).collect();
+    assert!(
+        failures.is_empty(),
+        "{} failing examples:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(report.total >= 4 * matcher().rules().len() / 2);
+}
+
+#[test]
+fn default_pack_has_no_lint_warnings() {
+    let warnings: Vec<String> = lint(&[RulePack::default_pack().unwrap()])
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(warnings.is_empty(), "{}", warnings.join("\n"));
+}
+
+#[test]
+fn default_pack_covers_every_category_and_required_languages() {
+    let rules = matcher().rules();
+    let cats: BTreeSet<Category> = rules.iter().map(|r| r.rule.category).collect();
+    for c in [
+        Category::SystemMarker,
+        Category::ControlPhrase,
+        Category::CredentialLike,
+        Category::BoundaryTesting,
+        Category::RoleConfusion,
+        Category::EncodingObfuscation,
+        Category::Other,
+    ] {
+        assert!(cats.contains(&c), "no rule in {c}");
+    }
+    let langs: BTreeSet<&str> = rules
+        .iter()
+        .filter(|r| r.rule.category == Category::ControlPhrase)
+        .flat_map(|r| r.rule.languages.iter().map(String::as_str))
+        .collect();
+    for l in ["es", "de", "fr", "pt", "it", "ru", "zh", "ja"] {
+        assert!(langs.contains(l), "no control phrase for {l}");
+    }
+    // Boundary-testing phrases are double-edged: they must never be strong.
+    assert!(
+        rules
+            .iter()
+            .filter(|r| r.rule.category == Category::BoundaryTesting)
+            .all(|r| r.rule.strength == Strength::Weak)
+    );
+}
+
+#[test]
+fn ids_are_unique_and_sorted() {
+    let ids: Vec<&str> = matcher()
+        .rules()
+        .iter()
+        .map(|r| r.rule.id.as_str())
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn hits_point_inside_the_original(text in "\\PC{0,300}") {
+        let n = Normalizer::default().normalize(&text);
+        let hits = matcher().scan(&n);
+        for h in &hits.hits {
+            prop_assert!(h.span.start <= h.span.end && h.span.end <= text.len());
+            prop_assert!(text.is_char_boundary(h.span.start) && text.is_char_boundary(h.span.end));
+            let view = &n.views[h.view];
+            prop_assert!(h.view_span.end <= view.text.len());
+        }
+    }
+}

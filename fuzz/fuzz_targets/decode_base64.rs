@@ -1,0 +1,16 @@
+#![no_main]
+//! Fuzz the decode_base64 decoder: never panics; every output byte maps inside the input.
+use libfuzzer_sys::fuzz_target;
+use rampart_normalize::decode;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(input) = std::str::from_utf8(data) else { return };
+    if let Some(d) = decode::base64(input, 8) {
+        assert!(d.text.len() <= input.len() * 4 + 16);
+        for end in [0, d.text.len() / 2, d.text.len()] {
+            let r = d.map.to_original(0..end);
+            assert!(r.start <= r.end && r.end <= input.len());
+            assert!(input.is_char_boundary(r.start) && input.is_char_boundary(r.end));
+        }
+    }
+});

@@ -268,7 +268,8 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
                 chunk.push((line_no, Ok(buf)));
             }
         }
-        let results: Vec<(usize, LineResult)> = chunk
+        // Scan and render in the workers; the main thread only writes bytes in order.
+        let rendered: Vec<Rendered> = chunk
             .par_iter()
             .map(|(n, raw)| {
                 let r = match raw {
@@ -278,37 +279,18 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
                         message: msg.clone(),
                     },
                 };
-                (*n, r)
+                render(*n, r, args)
             })
             .collect();
-        for (n, r) in results {
-            match r {
-                LineResult::Blank => {}
-                LineResult::Error { id, message } => {
-                    errors += 1;
-                    if args.json {
-                        serde_json::to_writer(
-                            &mut out,
-                            &ErrorRecord {
-                                line: n,
-                                id,
-                                error: &message,
-                            },
-                        )?;
-                        out.write_all(b"\n")?;
-                    } else {
-                        writeln!(out, "line {n}: error: {message}")?;
-                    }
-                }
-                LineResult::Outcome(outcome, req) => {
+        for r in rendered {
+            out.write_all(&r.bytes)?;
+            match r.action {
+                Some(a) => {
                     scanned += 1;
-                    worst = worst.max(outcome.decision.action);
-                    if args.json {
-                        write_json(&mut out, &outcome, args.include_sanitized)?;
-                    } else {
-                        crate::human::write(&mut out, &outcome, &req)?;
-                    }
+                    worst = worst.max(a);
                 }
+                None if r.error => errors += 1,
+                None => {}
             }
         }
         bar.inc(bytes);
@@ -323,6 +305,61 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         return Ok(EXIT_BATCH_ERRORS);
     }
     Ok(exit_code(worst))
+}
+
+/// One batch line's output, rendered by a worker.
+struct Rendered {
+    bytes: Vec<u8>,
+    action: Option<Action>,
+    error: bool,
+}
+
+fn render(n: usize, r: LineResult, args: &ScanArgs) -> Rendered {
+    let mut bytes = Vec::new();
+    let (action, error, res) = match r {
+        LineResult::Blank => (None, false, Ok(())),
+        LineResult::Error { id, message } => {
+            let res = if args.json {
+                serde_json::to_writer(
+                    &mut bytes,
+                    &ErrorRecord {
+                        line: n,
+                        id,
+                        error: &message,
+                    },
+                )
+                .map_err(anyhow::Error::from)
+                .and_then(|()| bytes.write_all(b"\n").map_err(Into::into))
+            } else {
+                writeln!(bytes, "line {n}: error: {message}").map_err(Into::into)
+            };
+            (None, true, res)
+        }
+        LineResult::Outcome(outcome, req) => {
+            let res = if args.json {
+                write_json(&mut bytes, &outcome, args.include_sanitized)
+            } else {
+                crate::human::write(&mut bytes, &outcome, &req).map_err(Into::into)
+            };
+            (Some(outcome.decision.action), false, res)
+        }
+    };
+    if let Err(e) = res {
+        // Rendering into memory cannot fail short of a bug; say so on the line itself.
+        let rec = serde_json::json!({"line": n, "error": format!("cannot render decision: {e}")});
+        bytes = rec.to_string().into_bytes();
+        bytes.push(b'\n');
+        return Rendered {
+            bytes,
+            action: None,
+            error: true,
+        };
+    }
+    Rendered {
+        bytes,
+        action,
+        error,
+    }
 }
 
 /// Reads one line (without the newline) into `buf`, keeping at most `max` bytes; the rest of

@@ -14,7 +14,7 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 /// Shortest anchor worth having (shorter ones occur everywhere).
 const MIN_ANCHOR: usize = 3;
 /// Most anchors per regex.
-const MAX_ANCHORS: usize = 256;
+const MAX_ANCHORS: usize = 64;
 
 /// Lower-cased literals of which every match of `pattern` contains at least one, or `None`
 /// when no useful set exists (the regex then runs on every view of its family).
@@ -25,6 +25,9 @@ pub fn regex_anchors(pattern: &str, case_sensitive: bool) -> Option<Vec<String>>
         .into_iter()
         .next()
 }
+
+/// Anchors at least this long are selective enough; among such sets the smaller wins.
+const GOOD_ENOUGH: usize = 8;
 
 /// Least selectivity of a secondary (gating) group.
 const MIN_GATE_SELECTIVITY: usize = 5;
@@ -62,7 +65,14 @@ pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<Strin
         .flatten()
         .filter_map(finish)
         .collect();
-    groups.sort_by_key(|set| (std::cmp::Reverse(selectivity(set)), set.len()));
+    // Beyond GOOD_ENOUGH bytes, selectivity stops mattering and smaller sets win: every
+    // literal is a chain of automaton states built at start-up.
+    groups.sort_by_key(|set| {
+        (
+            std::cmp::Reverse(selectivity(set).min(GOOD_ENOUGH)),
+            set.len(),
+        )
+    });
     groups.dedup();
     // Gates made of common words filter little and cost automaton matches: keep the
     // primary group whatever it is, and only selective gates besides it.
@@ -303,7 +313,7 @@ fn class_char(class: &Class) -> Option<char> {
     found
 }
 
-/// Cross product of two string sets, or `None` past [`MAX_ANCHORS`].
+/// Cross product of two string sets, or `None` past `budget`.
 fn cross(a: &[String], b: &[String], budget: usize) -> Option<Vec<String>> {
     if a.len().saturating_mul(b.len()) > budget {
         return None;
@@ -381,10 +391,9 @@ fn required(hir: &Hir, ws: bool, budget: usize) -> Option<Vec<String>> {
             // other piece's required set.
             let mut best: Option<Vec<String>> = None;
             let mut consider = |cand: Vec<String>| {
-                if best
-                    .as_ref()
-                    .is_none_or(|b| selectivity(&cand) > selectivity(b))
-                {
+                let key =
+                    |v: &Vec<String>| (selectivity(v).min(GOOD_ENOUGH), std::cmp::Reverse(v.len()));
+                if best.as_ref().is_none_or(|b| key(&cand) > key(b)) {
                     best = Some(cand);
                 }
             };
@@ -425,9 +434,13 @@ mod tests {
 
     #[test]
     fn prefix_anchors_take_whitespace_as_one_space_in_folded_views() {
-        assert_eq!(
-            regex_anchors("(ignore|disregard)\\s+previous", false),
-            Some(vec!["disregard previous".into(), "ignore previous".into()])
+        let groups = regex_anchor_groups("(ignore|disregard)\\s+previous", false);
+        assert!(
+            groups.contains(&vec![
+                "disregard previous".to_string(),
+                "ignore previous".to_string()
+            ]),
+            "{groups:?}"
         );
         // Cased views keep their whitespace: there `\s+` is not a fixed string, and each
         // word is a group of its own (the longest places the windows).

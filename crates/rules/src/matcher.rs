@@ -10,7 +10,7 @@ use crate::anchors::regex_anchor_groups;
 use crate::error::{CompileError, Location};
 use crate::schema::{Rule, RuleMatch, RulePack};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
-use rampart_normalize::{Normalized, View, fold_pattern};
+use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
 use regex_automata::Input;
 use regex_automata::meta::Regex as MetaRegex;
 use std::collections::{BTreeMap, HashMap};
@@ -27,6 +27,7 @@ pub struct MatcherBuilder {
     packs: Vec<RulePack>,
     regex_size_limit: usize,
     max_hits_per_rule: usize,
+    raw_gate: bool,
 }
 
 impl Default for MatcherBuilder {
@@ -42,7 +43,15 @@ impl MatcherBuilder {
             packs: Vec::new(),
             regex_size_limit: DEFAULT_REGEX_SIZE_LIMIT,
             max_hits_per_rule: DEFAULT_MAX_HITS_PER_RULE,
+            raw_gate: true,
         }
+    }
+
+    /// Whether to skip the raw view when the folded view proves it cannot match (default
+    /// true; the result is the same either way, see `Matcher::scan`).
+    pub fn raw_gate(mut self, yes: bool) -> Self {
+        self.raw_gate = yes;
+        self
     }
 
     /// Adds a pack. Rule IDs must be unique across all packs.
@@ -166,6 +175,7 @@ impl MatcherBuilder {
                                                 keyword: res.len(),
                                                 anchor: true,
                                                 group: g as u8,
+                                                gate: false,
                                             },
                                         );
                                     }
@@ -191,13 +201,48 @@ impl MatcherBuilder {
         if !errors.is_empty() {
             return Err(errors);
         }
-        let folded = Engine::build(folded_lits, folded_res, false);
-        let cased = Engine::build(cased_lits, cased_res, true);
+        // Raw-view gates: if every cased-family literal (credential literals, keywords and
+        // regex anchors) is ASCII and every cased regex has anchors, then any occurrence in
+        // the raw text leaves its folded form in the folded view (folding keeps ASCII
+        // letters, digits and punctuation, lower-cases, and collapses whitespace the same
+        // way in pattern and text). So when the folded view shows none of those folded
+        // forms, the raw view cannot match and its scan is skipped.
+        let gated = self.raw_gate
+            && cased_res.iter().all(|r| r.anchored)
+            && cased_lits.patterns.iter().all(|p| p.is_ascii())
+            && cased_lits
+                .patterns
+                .iter()
+                .all(|p| !fold_pattern(p).is_empty());
+        if gated {
+            for p in &cased_lits.patterns {
+                folded_lits.add_entry(
+                    fold_pattern(p),
+                    LitEntry {
+                        rule: 0,
+                        keyword: 0,
+                        anchor: false,
+                        group: 0,
+                        gate: true,
+                    },
+                );
+            }
+        }
+        // The two automata are independent: build them on two threads (start-up time).
+        let (folded, cased) = std::thread::scope(|scope| {
+            let cased = scope.spawn(|| Engine::build(cased_lits, cased_res, true));
+            let folded = Engine::build(folded_lits, folded_res, false);
+            let cased = cased
+                .join()
+                .unwrap_or_else(|_| Err(CompileError::Automaton("builder thread panicked".into())));
+            (folded, cased)
+        });
         match (folded, cased) {
             (Ok(folded), Ok(cased)) => Ok(Matcher {
                 rules,
                 folded,
                 cased,
+                gated,
                 max_hits_per_rule: self.max_hits_per_rule,
             }),
             (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
@@ -224,6 +269,8 @@ struct LitEntry {
     anchor: bool,
     /// Which anchor group of the regex (0 places search windows; all must occur).
     group: u8,
+    /// A raw-view gate: the folded form of a cased-family literal (see `Matcher::scan`).
+    gate: bool,
 }
 
 #[derive(Debug, Default)]
@@ -244,6 +291,7 @@ impl LiteralTable {
                 keyword,
                 anchor: false,
                 group: 0,
+                gate: false,
             },
         );
     }
@@ -296,6 +344,9 @@ fn compile_regex(
         .syntax(syntax)
         .configure(
             MetaRegex::config()
+                // Anchors already decide where a regex runs (small windows): a literal
+                // prefilter per regex would cost start-up time and win little.
+                .auto_prefilter(false)
                 .nfa_size_limit(Some(size_limit))
                 .hybrid_cache_capacity(2 * size_limit),
         )
@@ -375,6 +426,8 @@ pub struct ScanHits {
 #[derive(Debug)]
 pub struct Matcher {
     rules: Vec<CompiledRule>,
+    /// Whether the raw view is scanned only when the folded view shows a gate literal.
+    gated: bool,
     folded: Engine,
     cased: Engine,
     max_hits_per_rule: usize,
@@ -407,13 +460,25 @@ impl Matcher {
     /// Scans every view of a normalized input.
     pub fn scan(&self, normalized: &Normalized) -> ScanHits {
         let mut raw_hits: Vec<RuleHit> = Vec::new();
-        for (vi, view) in normalized.views.iter().enumerate() {
+        // The folded view (index 1) first: it tells whether the raw view (index 0) can match.
+        let mut raw_needed = !self.gated;
+        let order = [1, 0].into_iter().chain(2..normalized.views.len());
+        for vi in order {
+            let Some(view) = normalized.views.get(vi) else {
+                continue;
+            };
             let engine = if view.kind.is_cased() {
                 &self.cased
             } else {
                 &self.folded
             };
-            self.scan_view(engine, vi, view, &mut raw_hits);
+            if view.kind == ViewKind::Raw && !raw_needed {
+                continue;
+            }
+            let gate_hit = self.scan_view(engine, vi, view, &mut raw_hits);
+            if view.kind == ViewKind::Folded {
+                raw_needed |= gate_hit;
+            }
         }
         // Sort by rule, original span, then view order; keep the first view per (rule, span).
         raw_hits.sort_by(|a, b| {
@@ -439,10 +504,12 @@ impl Matcher {
         out
     }
 
-    fn scan_view(&self, engine: &Engine, vi: usize, view: &View, out: &mut Vec<RuleHit>) {
+    /// Scans one view; returns whether a raw-view gate literal occurred in it.
+    fn scan_view(&self, engine: &Engine, vi: usize, view: &View, out: &mut Vec<RuleHit>) -> bool {
         let text = view.text.as_str();
+        let mut gate_hit = false;
         if text.is_empty() {
-            return;
+            return gate_hit;
         }
         // Per rule, keyword occurrences (keyword index, view span) for keyword sets.
         let mut keyword_hits: BTreeMap<usize, Vec<(usize, Range<usize>)>> = BTreeMap::new();
@@ -460,6 +527,10 @@ impl Matcher {
                     || engine.patterns.get(pid).map(String::as_bytes)
                         == text.as_bytes().get(m.start()..m.end());
                 for e in &engine.entries[pid] {
+                    if e.gate {
+                        gate_hit = true;
+                        continue;
+                    }
                     if e.anchor {
                         if let Some(mask) = groups_seen.get_mut(e.keyword) {
                             *mask |= 1 << e.group;
@@ -557,6 +628,7 @@ impl Matcher {
                 }
             }
         }
+        gate_hit
     }
 }
 

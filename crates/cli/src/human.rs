@@ -15,7 +15,14 @@ fn excerpt(text: &str, start: usize, end: usize) -> String {
     e.escape_debug().to_string()
 }
 
-pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> io::Result<()> {
+/// Writes the explanation. Matched text is shown only with `show_matches` (it is prompt
+/// text; by default the output, like the decision, holds rule IDs and spans only).
+pub fn write(
+    out: &mut impl Write,
+    outcome: &ScanOutcome,
+    req: &ScanRequest,
+    show_matches: bool,
+) -> io::Result<()> {
     let d = &outcome.decision;
     let id =
         d.id.as_deref()
@@ -47,9 +54,14 @@ pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> 
                 f.via.iter().map(|t| t.name()).collect::<Vec<_>>().join(">")
             )
         };
+        let shown = if show_matches {
+            format!("  \"{}\"", excerpt(seg_text, f.span.start, f.span.end))
+        } else {
+            String::new()
+        };
         writeln!(
             out,
-            "  {:<8} {:<20} {:?}/{} pts{}  seg {} ({}) bytes {}..{}  view {}{}  \"{}\"",
+            "  {:<8} {:<20} {:?}/{} pts{}  seg {} ({}) bytes {}..{}  view {}{}{}",
             f.rule_id,
             f.category.name(),
             f.strength,
@@ -65,7 +77,7 @@ pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> 
             f.span.end,
             f.view.name(),
             via,
-            excerpt(seg_text, f.span.start, f.span.end),
+            shown,
         )?;
         writeln!(out, "           {}", f.rationale)?;
     }
@@ -83,7 +95,7 @@ pub fn write(out: &mut impl Write, outcome: &ScanOutcome, req: &ScanRequest) -> 
         .map(|l| format!("{} {} {} {}us", l.layer, l.risk, l.action, l.elapsed_us))
         .collect();
     writeln!(out, "  layers: {}", layers.join("; "))?;
-    if let Some(s) = &outcome.sanitized {
+    if let Some(s) = outcome.sanitized.as_ref().filter(|_| show_matches) {
         for seg in s {
             writeln!(
                 out,

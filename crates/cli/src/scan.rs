@@ -32,6 +32,10 @@ pub struct ScanArgs {
     /// With --json, add the sanitized text to SANITIZE decisions (it is prompt text).
     #[arg(long)]
     pub include_sanitized: bool,
+    /// In the human format, show the matched text of each finding and the sanitized text
+    /// (prompt text: off by default).
+    #[arg(long)]
+    pub show_matches: bool,
     /// Worker threads for batches (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -112,7 +116,7 @@ pub fn run(args: &ScanArgs) -> Result<u8> {
         write_json(&mut out, &outcome, args.include_sanitized)?;
     } else {
         let req = ScanRequest::text(text);
-        crate::human::write(&mut out, &outcome, &req)?;
+        crate::human::write(&mut out, &outcome, &req, args.show_matches)?;
     }
     out.flush()?;
     Ok(exit_code(outcome.decision.action))
@@ -339,7 +343,8 @@ fn render(n: usize, r: LineResult, args: &ScanArgs) -> Rendered {
             let res = if args.json {
                 write_json(&mut bytes, &outcome, args.include_sanitized)
             } else {
-                crate::human::write(&mut bytes, &outcome, &req).map_err(Into::into)
+                crate::human::write(&mut bytes, &outcome, &req, args.show_matches)
+                    .map_err(Into::into)
             };
             (Some(outcome.decision.action), false, res)
         }

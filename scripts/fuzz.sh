@@ -12,8 +12,10 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 for t in "${targets[@]}"; do
+  # New inputs go to corpus/$t (git-ignored); seeds/$t is read as extra, read-only input.
+  mkdir -p "corpus/$t"
   seeds=()
   [ -d "seeds/$t" ] && seeds=("seeds/$t")
   echo "== fuzz $t for ${secs}s"
-  cargo +nightly fuzz run "$t" "${seeds[@]}" -- -max_total_time="$secs" -max_len=65536 2>&1 | tail -3
+  cargo +nightly fuzz run "$t" "corpus/$t" "${seeds[@]}" -- -max_total_time="$secs" -max_len=65536 2>&1 | tail -3
 done

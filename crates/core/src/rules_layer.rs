@@ -165,11 +165,13 @@ pub fn transform_findings(seg: &SegmentInput<'_>, out: &mut Vec<Finding>) {
                 RiskClass::MediumRisk,
                 "Unicode tag characters hide ASCII text from human readers",
             ),
+            // Fail closed: content the normalizer could not fully decode was not fully
+            // analysed, and legitimate text does not nest encodings this deep.
             TransformKind::LimitReached => (
                 LIMIT_ID,
                 Strength::Strong,
-                RiskClass::MediumRisk,
-                "decoding stopped at a bound: deeply nested or expanding encodings (decode bomb)",
+                RiskClass::HighRisk,
+                "decoding stopped at a bound (nesting, expansion or view count): not fully analysed",
             ),
             TransformKind::Bidi => (
                 BIDI_ID,

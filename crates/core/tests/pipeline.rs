@@ -442,6 +442,8 @@ fn nested_base64_bomb_is_bounded_and_flagged() {
             .any(|f| f.rule_id == rampart_core::LIMIT_ID),
         "a bomb deeper than the decode bound is itself a signal"
     );
+    // What could not be fully analysed is not let through: fail closed.
+    assert_eq!(out.decision.action, Action::Block);
 }
 
 #[test]

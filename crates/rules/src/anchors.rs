@@ -41,6 +41,56 @@ pub const MAX_GROUPS: usize = 4;
 /// (a regex runs on a view only when every group occurred in it). Empty when no group is
 /// usable.
 pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
+    // Gates made of common words filter little and cost automaton matches: keep the
+    // primary group whatever it is, and only selective gates besides it.
+    let mut kept: Vec<Vec<String>> = Vec::new();
+    for g in candidate_groups(pattern, case_sensitive) {
+        if kept.is_empty() || selectivity(&g) >= MIN_GATE_SELECTIVITY {
+            kept.push(g);
+        }
+    }
+    kept.truncate(MAX_GROUPS);
+    kept
+}
+
+/// Raw-view gates of a case-sensitive regex: literal groups, in the *folded* view's
+/// terms, that the folded view must show (one literal of each group) when the raw view can
+/// match. Every match of the regex in the raw text leaves its folded form in the folded view,
+/// so the groups are those of the regex taken case-insensitively, with whitespace as one
+/// space, each literal passed through `fold` (the normalizer's pattern folding, which also
+/// collapses and trims whitespace: a literal's fold is a substring of the fold of any text
+/// holding the literal). Only printable-ASCII literals qualify (folding keeps them, up to
+/// case and whitespace). Empty when no group qualifies.
+pub fn raw_gate_groups(pattern: &str, fold: impl Fn(&str) -> String) -> Vec<Vec<String>> {
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for g in candidate_groups(pattern, false) {
+        if !g.iter().all(|s| {
+            s.bytes()
+                .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+        }) {
+            continue;
+        }
+        // A combining mark after `<`, `=` or `>` composes with it (`≠`): such a last
+        // character may be missing from the folded view, so it is dropped from the gate.
+        let mut folded: Vec<String> = g
+            .iter()
+            .map(|s| fold(s).trim_end_matches(['<', '=', '>']).to_string())
+            .collect();
+        if folded.iter().any(String::is_empty) {
+            continue;
+        }
+        folded.sort();
+        folded.dedup();
+        if !out.contains(&folded) {
+            out.push(folded);
+        }
+    }
+    out.truncate(MAX_GROUPS);
+    out
+}
+
+/// Every usable anchor group, most selective first.
+fn candidate_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
     let Ok(hir) = regex_syntax::ParserBuilder::new()
         .case_insensitive(false)
         .build()
@@ -74,16 +124,7 @@ pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<Strin
         )
     });
     groups.dedup();
-    // Gates made of common words filter little and cost automaton matches: keep the
-    // primary group whatever it is, and only selective gates besides it.
-    let mut kept: Vec<Vec<String>> = Vec::new();
-    for g in groups {
-        if kept.is_empty() || selectivity(&g) >= MIN_GATE_SELECTIVITY {
-            kept.push(g);
-        }
-    }
-    kept.truncate(MAX_GROUPS);
-    kept
+    groups
 }
 
 /// Required sets of the top-level pieces: for a concatenation, one per piece (or run of
@@ -264,9 +305,13 @@ fn is_space_class(class: &Class) -> bool {
     }
 }
 
-/// The single character a class stands for when case is ignored (`[Ss]` → `s`).
-fn class_char(class: &Class) -> Option<char> {
-    let mut found: Option<char> = None;
+/// Most characters a class may stand for to be expanded into a literal set.
+const MAX_CLASS_CHARS: usize = 4;
+
+/// The few characters a class stands for when case is ignored (`[Ss]` → `s`, `['’]` →
+/// `'`, `’`), or `None` when it stands for more than [`MAX_CLASS_CHARS`].
+fn class_chars(class: &Class) -> Option<Vec<char>> {
+    let mut found: Vec<char> = Vec::new();
     let mut add = |c: char| -> bool {
         // Simple case folding: Unicode case-insensitive classes also hold the long s and
         // the Kelvin and Angstrom signs.
@@ -276,21 +321,18 @@ fn class_char(class: &Class) -> Option<char> {
             '\u{212B}' => '\u{E5}',
             c => c.to_lowercase().next().unwrap_or(c),
         };
-        match found {
-            None => {
-                found = Some(l);
-                true
-            }
-            Some(f) => f == l,
+        if !found.contains(&l) {
+            found.push(l);
         }
+        found.len() <= MAX_CLASS_CHARS
     };
     match class {
         Class::Unicode(u) => {
             for r in u.ranges() {
-                if (r.end() as u32) - (r.start() as u32) > 1 {
+                if (r.end() as u32) - (r.start() as u32) >= 2 * MAX_CLASS_CHARS as u32 {
                     return None;
                 }
-                for c in [r.start(), r.end()] {
+                for c in r.start()..=r.end() {
                     if !add(c) {
                         return None;
                     }
@@ -299,10 +341,10 @@ fn class_char(class: &Class) -> Option<char> {
         }
         Class::Bytes(b) => {
             for r in b.ranges() {
-                if r.end() - r.start() > 1 {
+                if usize::from(r.end() - r.start()) >= 2 * MAX_CLASS_CHARS {
                     return None;
                 }
-                for c in [r.start(), r.end()] {
+                for c in r.start()..=r.end() {
                     if !c.is_ascii() || !add(char::from(c)) {
                         return None;
                     }
@@ -310,7 +352,32 @@ fn class_char(class: &Class) -> Option<char> {
             }
         }
     }
-    found
+    (!found.is_empty()).then_some(found)
+}
+
+/// Longest match of `hir` in bytes, if bounded. With `ws` (folded views, where whitespace is
+/// always one space) a repetition of a whitespace class counts as one byte, so `a\s+b` is
+/// bounded there.
+pub(crate) fn max_len(hir: &Hir, ws: bool) -> Option<usize> {
+    match hir.kind() {
+        HirKind::Empty | HirKind::Look(_) => Some(0),
+        HirKind::Literal(l) => Some(l.0.len()),
+        HirKind::Class(c) => c.maximum_len(),
+        HirKind::Capture(c) => max_len(&c.sub, ws),
+        HirKind::Repetition(r) => {
+            if ws && matches!(r.sub.kind(), HirKind::Class(c) if is_space_class(c)) {
+                return Some(1);
+            }
+            let m = usize::try_from(r.max?).ok()?;
+            max_len(&r.sub, ws)?.checked_mul(m)
+        }
+        HirKind::Concat(parts) => parts
+            .iter()
+            .try_fold(0usize, |acc, p| acc.checked_add(max_len(p, ws)?)),
+        HirKind::Alternation(alts) => alts
+            .iter()
+            .try_fold(0usize, |acc, a| Some(acc.max(max_len(a, ws)?))),
+    }
 }
 
 /// Cross product of two string sets, or `None` past `budget`.
@@ -331,7 +398,7 @@ fn fixed_set(hir: &Hir, ws: bool, budget: usize) -> Option<Vec<String>> {
     match hir.kind() {
         HirKind::Literal(l) => std::str::from_utf8(&l.0).ok().map(|s| vec![s.to_string()]),
         HirKind::Class(c) if ws && is_space_class(c) => Some(vec![" ".into()]),
-        HirKind::Class(c) => class_char(c).map(|c| vec![String::from(c)]),
+        HirKind::Class(c) => class_chars(c).map(|cs| cs.into_iter().map(String::from).collect()),
         HirKind::Capture(c) => fixed_set(&c.sub, ws, budget),
         // Folded views hold exactly one ASCII space wherever the text had whitespace, so
         // there `\s+` is " " and `\s*` is "" or " ".
@@ -447,6 +514,27 @@ mod tests {
         let groups = regex_anchor_groups("(ignore|disregard)\\s+previous", true);
         assert_eq!(groups[0], vec!["previous".to_string()]);
         assert!(groups.contains(&vec!["disregard".to_string(), "ignore".to_string()]));
+    }
+
+    #[test]
+    fn small_classes_expand_and_raw_gates_are_folded_terms() {
+        let groups = regex_anchor_groups("don['’]t\\s+comply", false);
+        assert!(
+            groups.contains(&vec![
+                "don't comply".to_string(),
+                "don’t comply".to_string()
+            ]),
+            "{groups:?}"
+        );
+        let gates = raw_gate_groups("(?i:api[_-]?key)\\s*[:=]\\s*[A-Z]{8}", |s| s.to_lowercase());
+        assert!(
+            gates.iter().any(|g| g.contains(&"api_key".to_string())),
+            "{gates:?}"
+        );
+        assert!(
+            gates.iter().flatten().all(|s| !s.ends_with('=')),
+            "{gates:?}"
+        );
     }
 
     #[test]

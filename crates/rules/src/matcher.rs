@@ -13,6 +13,7 @@ use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
 use regex_automata::Input;
 use regex_automata::meta::Regex as MetaRegex;
+use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
@@ -201,31 +202,55 @@ impl MatcherBuilder {
         if !errors.is_empty() {
             return Err(errors);
         }
-        // Raw-view gates: if every cased-family literal (credential literals, keywords and
-        // regex anchors) is ASCII and every cased regex has anchors, then any occurrence in
-        // the raw text leaves its folded form in the folded view (folding keeps ASCII
-        // letters, digits and punctuation, lower-cases, and collapses whitespace the same
-        // way in pattern and text). So when the folded view shows none of those folded
-        // forms, the raw view cannot match and its scan is skipped.
-        let gated = self.raw_gate
-            && cased_res.iter().all(|r| r.anchored)
-            && cased_lits.patterns.iter().all(|p| p.is_ascii())
-            && cased_lits
-                .patterns
-                .iter()
-                .all(|p| !fold_pattern(p).is_empty());
+        // Raw-view gates: every occurrence of a cased-family rule in the raw text leaves its
+        // folded form in the folded view (folding keeps printable ASCII, lower-cases it and
+        // collapses whitespace the same way in pattern and text). So each cased rule gets
+        // gate groups, in folded terms, of which the folded view must show one literal each
+        // for the rule to be able to match the raw view: its literals or keywords (one
+        // group), or for a regex the anchor groups of the regex taken case-insensitively with
+        // whitespace as one space (`anchors::raw_gate_groups`). The raw view is scanned only
+        // when some cased rule's gates all occurred, and then only for those rules. A rule
+        // without gates (non-ASCII literals, a regex without usable groups) turns gating off.
+        let mut raw_gates: Vec<(usize, Vec<Vec<String>>)> = Vec::new();
+        let mut gated = self.raw_gate;
+        for (idx, cr) in rules.iter().enumerate() {
+            if !gated || !cr.rule.case_sensitive {
+                continue;
+            }
+            let groups = match &cr.rule.matcher {
+                RuleMatch::Literal { patterns } => gate_group(patterns).into_iter().collect(),
+                RuleMatch::KeywordSet { keywords, .. } => {
+                    gate_group(keywords).into_iter().collect()
+                }
+                RuleMatch::Regex { pattern } => {
+                    crate::anchors::raw_gate_groups(pattern, fold_pattern)
+                }
+            };
+            if groups.is_empty() || groups.len() > 8 {
+                gated = false;
+            }
+            raw_gates.push((idx, groups));
+        }
+        let mut gate_of_rule: Vec<Option<usize>> = vec![None; rules.len()];
+        let mut gate_masks: Vec<u8> = Vec::new();
         if gated {
-            for p in &cased_lits.patterns {
-                folded_lits.add_entry(
-                    fold_pattern(p),
-                    LitEntry {
-                        rule: 0,
-                        keyword: 0,
-                        anchor: false,
-                        group: 0,
-                        gate: true,
-                    },
-                );
+            for (gi, (idx, groups)) in raw_gates.iter().enumerate() {
+                gate_of_rule[*idx] = Some(gi);
+                gate_masks.push(((1u16 << groups.len()) - 1) as u8);
+                for (g, group) in groups.iter().enumerate() {
+                    for lit in group {
+                        folded_lits.add_entry(
+                            lit.clone(),
+                            LitEntry {
+                                rule: gi,
+                                keyword: 0,
+                                anchor: false,
+                                group: g as u8,
+                                gate: true,
+                            },
+                        );
+                    }
+                }
             }
         }
         // The two automata are independent: build them on two threads (start-up time).
@@ -243,6 +268,8 @@ impl MatcherBuilder {
                 folded,
                 cased,
                 gated,
+                gate_of_rule,
+                gate_masks,
                 max_hits_per_rule: self.max_hits_per_rule,
             }),
             (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
@@ -269,8 +296,34 @@ struct LitEntry {
     anchor: bool,
     /// Which anchor group of the regex (0 places search windows; all must occur).
     group: u8,
-    /// A raw-view gate: the folded form of a cased-family literal (see `Matcher::scan`).
+    /// A raw-view gate literal (in the folded automaton): `rule` is the gate index and
+    /// `group` the gate group (see `MatcherBuilder::build`).
     gate: bool,
+}
+
+/// The folded forms of a cased rule's literals, as one raw-view gate group, or `None` when
+/// one of them is not printable ASCII or folds to nothing.
+fn gate_group(literals: &[String]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for p in literals {
+        if !p
+            .bytes()
+            .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
+        {
+            return None;
+        }
+        // A combining mark after `<`, `=` or `>` composes with it (`≠`).
+        let f = fold_pattern(p)
+            .trim_end_matches(['<', '=', '>'])
+            .to_string();
+        if f.is_empty() {
+            return None;
+        }
+        out.push(f);
+    }
+    out.sort();
+    out.dedup();
+    Some(out)
 }
 
 #[derive(Debug, Default)]
@@ -339,7 +392,8 @@ fn compile_regex(
         .build()
         .parse(pattern)
         .map_err(|e| e.to_string())?;
-    let max_len = hir.properties().maximum_len();
+    // Folded views hold single spaces only, so there whitespace runs count as one byte.
+    let max_len = crate::anchors::max_len(&hir, !case_sensitive);
     let re = MetaRegex::builder()
         .syntax(syntax)
         .configure(
@@ -426,8 +480,13 @@ pub struct ScanHits {
 #[derive(Debug)]
 pub struct Matcher {
     rules: Vec<CompiledRule>,
-    /// Whether the raw view is scanned only when the folded view shows a gate literal.
+    /// Whether the raw view is scanned only for cased rules whose gates all occurred in
+    /// the folded view.
     gated: bool,
+    /// For each rule, its raw-view gate (cased rules, when gated).
+    gate_of_rule: Vec<Option<usize>>,
+    /// For each raw-view gate, the mask of all its groups.
+    gate_masks: Vec<u8>,
     folded: Engine,
     cased: Engine,
     max_hits_per_rule: usize,
@@ -460,8 +519,10 @@ impl Matcher {
     /// Scans every view of a normalized input.
     pub fn scan(&self, normalized: &Normalized) -> ScanHits {
         let mut raw_hits: Vec<RuleHit> = Vec::new();
-        // The folded view (index 1) first: it tells whether the raw view (index 0) can match.
-        let mut raw_needed = !self.gated;
+        // The folded view (index 1) first: it tells which cased rules can match the raw
+        // view (index 0).
+        let mut gates_seen: Vec<u8> = vec![0; self.gate_masks.len()];
+        let mut raw_rules: Option<Vec<bool>> = None;
         let order = [1, 0].into_iter().chain(2..normalized.views.len());
         for vi in order {
             let Some(view) = normalized.views.get(vi) else {
@@ -472,13 +533,24 @@ impl Matcher {
             } else {
                 &self.folded
             };
-            if view.kind == ViewKind::Raw && !raw_needed {
-                continue;
+            let mut allowed: Option<&[bool]> = None;
+            if view.kind == ViewKind::Raw && self.gated {
+                let open: Vec<bool> = self
+                    .gate_of_rule
+                    .iter()
+                    .map(|g| g.is_some_and(|g| gates_seen[g] == self.gate_masks[g]))
+                    .collect();
+                if !open.contains(&true) {
+                    continue;
+                }
+                allowed = Some(raw_rules.insert(open));
             }
-            let gate_hit = self.scan_view(engine, vi, view, &mut raw_hits);
-            if view.kind == ViewKind::Folded {
-                raw_needed |= gate_hit;
-            }
+            let gates = if view.kind == ViewKind::Folded {
+                Some(gates_seen.as_mut_slice())
+            } else {
+                None
+            };
+            self.scan_view(engine, vi, view, allowed, gates, &mut raw_hits);
         }
         // Sort by rule, original span, then view order; keep the first view per (rule, span).
         raw_hits.sort_by(|a, b| {
@@ -504,22 +576,43 @@ impl Matcher {
         out
     }
 
-    /// Scans one view; returns whether a raw-view gate literal occurred in it.
-    fn scan_view(&self, engine: &Engine, vi: usize, view: &View, out: &mut Vec<RuleHit>) -> bool {
+    /// Scans one view, only for the `allowed` rules (by rule index) if given; records in
+    /// `gates` (if given) which groups of each raw-view gate occurred.
+    fn scan_view(
+        &self,
+        engine: &Engine,
+        vi: usize,
+        view: &View,
+        allowed: Option<&[bool]>,
+        mut gates: Option<&mut [u8]>,
+        out: &mut Vec<RuleHit>,
+    ) {
         let text = view.text.as_str();
-        let mut gate_hit = false;
         if text.is_empty() {
-            return gate_hit;
+            return;
         }
+        let is_allowed =
+            |rule: usize| allowed.is_none_or(|a| a.get(rule).copied().unwrap_or(false));
         // Per rule, keyword occurrences (keyword index, view span) for keyword sets.
         let mut keyword_hits: BTreeMap<usize, Vec<(usize, Range<usize>)>> = BTreeMap::new();
-        // Per regex: None = search the whole view; Some(windows) = only around anchors.
-        let mut regex_windows: Vec<Option<Vec<Range<usize>>>> = engine
-            .regexes
-            .iter()
-            .map(|r| if r.anchored { Some(Vec::new()) } else { None })
-            .collect();
-        let mut groups_seen: Vec<u8> = vec![0; engine.regexes.len()];
+        // Per-view work space, reused across scans on this thread (no allocation per view).
+        let mut sc = SCRATCH.with(Cell::take);
+        let n = engine.regexes.len();
+        if sc.windows.len() < n {
+            sc.windows.resize_with(n, Vec::new);
+        }
+        // Per regex: whether to search the whole view, else the windows around anchors.
+        sc.whole.clear();
+        sc.whole.extend(engine.regexes.iter().map(|r| !r.anchored));
+        sc.seen.clear();
+        sc.seen.resize(n, 0);
+        let Scratch {
+            windows: regex_windows,
+            whole,
+            seen: groups_seen,
+            merged,
+            touched,
+        } = &mut sc;
         if let Some(ac) = &engine.ac {
             for m in ac.find_overlapping_iter(text) {
                 let pid = m.pattern().as_usize();
@@ -528,7 +621,12 @@ impl Matcher {
                         == text.as_bytes().get(m.start()..m.end());
                 for e in &engine.entries[pid] {
                     if e.gate {
-                        gate_hit = true;
+                        if let Some(mask) = gates.as_deref_mut().and_then(|g| g.get_mut(e.rule)) {
+                            *mask |= 1 << e.group;
+                        }
+                        continue;
+                    }
+                    if !is_allowed(e.rule) {
                         continue;
                     }
                     if e.anchor {
@@ -538,14 +636,18 @@ impl Matcher {
                         if e.group != 0 {
                             continue;
                         }
-                        if let (Some(slot), Some(cr)) = (
+                        if let (Some(windows), Some(cr), Some(false)) = (
                             regex_windows.get_mut(e.keyword),
                             engine.regexes.get(e.keyword),
-                        ) && let Some(windows) = slot
-                        {
+                            whole.get(e.keyword).copied(),
+                        ) {
                             if windows.len() >= MAX_ANCHOR_WINDOWS {
-                                *slot = None;
+                                windows.clear();
+                                whole[e.keyword] = true;
                             } else {
+                                if windows.is_empty() {
+                                    touched.push(e.keyword);
+                                }
                                 windows.push(
                                     m.end().saturating_sub(cr.reach)
                                         ..m.start().saturating_add(cr.reach).min(text.len()),
@@ -596,19 +698,22 @@ impl Matcher {
                 });
             }
         }
-        for ((cr, windows), seen) in engine.regexes.iter().zip(regex_windows).zip(groups_seen) {
-            if cr.anchored && seen != cr.all_groups {
+        for (i, cr) in engine.regexes.iter().enumerate() {
+            if (cr.anchored && groups_seen[i] != cr.all_groups) || !is_allowed(cr.rule) {
                 continue;
             }
-            let windows = match windows {
-                None => std::iter::once(0..text.len()).collect(),
-                Some(w) if w.is_empty() => continue,
-                Some(w) => merge_windows(text, w),
-            };
+            merged.clear();
+            if whole[i] {
+                merged.push(0..text.len());
+            } else if regex_windows[i].is_empty() {
+                continue;
+            } else {
+                merge_windows(text, &mut regex_windows[i], merged);
+            }
             let rule = &self.rules[cr.rule].rule;
             let mut found = 0;
             let mut last_end = 0;
-            'windows: for w in windows {
+            'windows: for w in merged.iter().cloned() {
                 let input = Input::new(text).range(w.start.max(last_end)..w.end);
                 for m in cr.re.find_iter(input) {
                     last_end = last_end.max(m.end());
@@ -628,18 +733,41 @@ impl Matcher {
                 }
             }
         }
-        gate_hit
+        for &i in touched.iter() {
+            regex_windows[i].clear();
+        }
+        touched.clear();
+        SCRATCH.with(|c| c.set(sc));
     }
+}
+
+/// Reusable per-view work space of [`Matcher::scan`] (one per thread).
+#[derive(Default)]
+struct Scratch {
+    /// Per regex, search windows around its primary anchors.
+    windows: Vec<Vec<Range<usize>>>,
+    /// Per regex, whether it searches the whole view.
+    whole: Vec<bool>,
+    /// Per regex, the anchor groups seen.
+    seen: Vec<u8>,
+    /// The merged windows of the regex being run.
+    merged: Vec<Range<usize>>,
+    /// Regexes with windows to clear after the view.
+    touched: Vec<usize>,
+}
+
+thread_local! {
+    static SCRATCH: Cell<Scratch> = Cell::new(Scratch::default());
 }
 
 /// Most anchor occurrences tracked per regex per view; beyond it the whole view is searched.
 const MAX_ANCHOR_WINDOWS: usize = 256;
 
-/// Sorts and merges search windows, widening them to char boundaries.
-fn merge_windows(text: &str, mut w: Vec<Range<usize>>) -> Vec<Range<usize>> {
+/// Sorts and merges search windows into `out`, widening them to char boundaries.
+fn merge_windows(text: &str, w: &mut [Range<usize>], out: &mut Vec<Range<usize>>) {
     w.sort_by_key(|r| r.start);
-    let mut out: Vec<Range<usize>> = Vec::with_capacity(w.len());
-    for mut r in w {
+    for r in w.iter() {
+        let mut r = r.clone();
         while r.start > 0 && !text.is_char_boundary(r.start) {
             r.start -= 1;
         }
@@ -651,7 +779,6 @@ fn merge_windows(text: &str, mut w: Vec<Range<usize>>) -> Vec<Range<usize>> {
             _ => out.push(r),
         }
     }
-    out
 }
 
 fn is_word(c: char) -> bool {

@@ -137,3 +137,62 @@ proptest! {
         }
     }
 }
+
+/// Every `must_match` example of the default pack (the texts rules are written for).
+fn examples() -> &'static [String] {
+    static E: OnceLock<Vec<String>> = OnceLock::new();
+    E.get_or_init(|| {
+        RulePack::default_pack()
+            .unwrap()
+            .rules
+            .iter()
+            .flat_map(|r| r.must_match.iter().cloned())
+            .collect()
+    })
+}
+
+/// A rule example in random noise, with random case and whitespace.
+fn example_in_noise() -> impl Strategy<Value = String> {
+    (
+        0..examples().len(),
+        "\\PC{0,40}",
+        "\\PC{0,40}",
+        prop::collection::vec(any::<bool>(), 8),
+        "[ \t\n]{1,3}",
+    )
+        .prop_map(|(i, pre, post, flips, ws)| {
+            let ex: String = examples()[i]
+                .chars()
+                .enumerate()
+                .map(|(k, c)| {
+                    if flips[k % flips.len()] {
+                        c.to_uppercase().next().unwrap_or(c)
+                    } else {
+                        c
+                    }
+                })
+                .collect::<String>()
+                .replace(' ', &ws);
+            format!("{pre} {ex} {post}")
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn raw_view_gate_never_changes_hits_on_rule_examples(text in example_in_noise()) {
+        let n = Normalizer::default().normalize(&text);
+        prop_assert_eq!(matcher().scan(&n).hits, ungated().scan(&n).hits);
+    }
+}
+
+#[test]
+fn raw_view_gate_never_changes_hits_on_every_rule_example() {
+    for ex in examples() {
+        for text in [ex.clone(), ex.to_uppercase(), ex.replace(' ', "\t\n ")] {
+            let n = Normalizer::default().normalize(&text);
+            assert_eq!(matcher().scan(&n).hits, ungated().scan(&n).hits, "{text:?}");
+        }
+    }
+}

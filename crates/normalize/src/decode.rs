@@ -1020,9 +1020,13 @@ fn leet_char(b: u8) -> Option<u8> {
     })
 }
 
+/// Fewest substitutions one word needs for the text to count as leetspeak.
+pub const MIN_LEET_SUBS: usize = 2;
+
 /// Undoes leetspeak: in tokens (runs of ASCII letters, digits, `@ $ !`) holding at least
 /// one ASCII letter and one leet character, maps `0→o 1→i 3→e 4→a 5→s 7→t @→a $→s !→i`
 /// (trailing `!` are punctuation and stay). Tokens without letters (`2024`) are unchanged.
+/// Returns `None` unless some token has at least [`MIN_LEET_SUBS`] substitutions.
 pub fn leet(text: &str) -> Option<Decoded> {
     // Tokens before the first one holding a letter and a leet character are unchanged.
     let start = first_leet_token(text.as_bytes())?;
@@ -1037,6 +1041,7 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
     let mut out: Option<Vec<u8>> = None;
     let mut count = 0usize;
     let mut first = None;
+    let mut max_subs = 0usize;
     while i < n {
         if class(bytes[i]) & C_TOK == 0 {
             i += 1;
@@ -1059,6 +1064,8 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
         while e > s && bytes[e - 1] == b'!' {
             e -= 1;
         }
+        let subs = (s..e).filter(|&k| leet_char(bytes[k]).is_some()).count();
+        max_subs = max_subs.max(subs);
         for k in s..e {
             if let Some(m) = leet_char(bytes[k]) {
                 let buf = out.get_or_insert_with(|| bytes.to_vec());
@@ -1071,6 +1078,11 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
                 }
             }
         }
+    }
+    // One substituted character in a word (utf8, mp3, 1st, ipv4, web3) is ordinary text;
+    // leetspeak substitutes several ("1gn0r3", "h4ck3r"). Without such a word, no view.
+    if max_subs < MIN_LEET_SUBS {
+        return None;
     }
     let buf = out?;
     let text2 = String::from_utf8(buf).ok()?;

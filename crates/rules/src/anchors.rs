@@ -32,6 +32,20 @@ const GOOD_ENOUGH: usize = 8;
 /// Least selectivity of a secondary (gating) group.
 const MIN_GATE_SELECTIVITY: usize = 5;
 
+/// Longest anchor kept, in bytes. Any piece of a literal every match contains is itself
+/// contained in every match, so cutting anchors short is sound; it keeps the automaton
+/// small (its size is what bounds the scan speed) at little cost in selectivity.
+const MAX_ANCHOR_LEN: usize = 8;
+
+/// `s` cut to at most [`MAX_ANCHOR_LEN`] bytes on a char boundary.
+fn shorten(s: &str) -> String {
+    let mut end = s.len().min(MAX_ANCHOR_LEN);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
 /// Most anchor groups kept per regex.
 pub const MAX_GROUPS: usize = 4;
 
@@ -99,9 +113,15 @@ fn candidate_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
         return Vec::new();
     };
     let finish = |set: Vec<String>| -> Option<Vec<String>> {
-        let mut set: Vec<String> = set.into_iter().map(|s| s.to_lowercase()).collect();
+        let mut set: Vec<String> = set
+            .into_iter()
+            .map(|s| shorten(&s.to_lowercase()))
+            .collect();
         set.sort();
         set.dedup();
+        // A member containing another member adds nothing to a disjunction.
+        let all = set.clone();
+        set.retain(|s| !all.iter().any(|o| o != s && s.contains(o.as_str())));
         let ok = !set.is_empty()
             && set.len() <= MAX_ANCHORS
             && set.iter().all(|s| s.len() >= MIN_ANCHOR)

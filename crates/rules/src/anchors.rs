@@ -521,34 +521,29 @@ mod tests {
 
     #[test]
     fn prefix_anchors_take_whitespace_as_one_space_in_folded_views() {
+        // "ignore previous" cut to 8 bytes keeps the space: a cross-word anchor.
         let groups = regex_anchor_groups("(ignore|disregard)\\s+previous", false);
         assert!(
-            groups.contains(&vec![
-                "disregard previous".to_string(),
-                "ignore previous".to_string()
-            ]),
+            groups.contains(&vec!["disregar".to_string(), "ignore p".to_string()]),
             "{groups:?}"
         );
         // Cased views keep their whitespace: there `\s+` is not a fixed string, and each
         // word is a group of its own (the longest places the windows).
         let groups = regex_anchor_groups("(ignore|disregard)\\s+previous", true);
         assert_eq!(groups[0], vec!["previous".to_string()]);
-        assert!(groups.contains(&vec!["disregard".to_string(), "ignore".to_string()]));
+        assert!(groups.contains(&vec!["disregar".to_string(), "ignore".to_string()]));
     }
 
     #[test]
     fn small_classes_expand_and_raw_gates_are_folded_terms() {
         let groups = regex_anchor_groups("don['’]t\\s+comply", false);
         assert!(
-            groups.contains(&vec![
-                "don't comply".to_string(),
-                "don’t comply".to_string()
-            ]),
+            groups.contains(&vec!["don't co".to_string(), "don’t ".to_string()]),
             "{groups:?}"
         );
         let gates = raw_gate_groups("(?i:api[_-]?key)\\s*[:=]\\s*[A-Z]{8}", |s| s.to_lowercase());
         assert!(
-            gates.iter().any(|g| g.contains(&"api_key".to_string())),
+            gates.iter().any(|g| g.iter().any(|s| s.starts_with("api_key"))),
             "{gates:?}"
         );
         assert!(

@@ -543,7 +543,9 @@ mod tests {
         );
         let gates = raw_gate_groups("(?i:api[_-]?key)\\s*[:=]\\s*[A-Z]{8}", |s| s.to_lowercase());
         assert!(
-            gates.iter().any(|g| g.iter().any(|s| s.starts_with("api_key"))),
+            gates
+                .iter()
+                .any(|g| g.iter().any(|s| s.starts_with("api_key"))),
             "{gates:?}"
         );
         assert!(

@@ -71,11 +71,23 @@ impl OffsetMap {
     /// when the original is not. Out-of-range or empty input ranges are clamped: an empty
     /// range maps like the one byte at its position.
     pub fn to_original(&self, range: Range<usize>) -> Range<usize> {
+        let (s, e) = match self.clamp(range) {
+            Ok(se) => se,
+            Err(r) => return r,
+        };
+        let (a0, a1) = self.map_byte(s);
+        let (b0, b1) = self.map_byte(e - 1);
+        self.span(a0, a1, b0, b1)
+    }
+
+    /// Clamps a view range to a non-empty one inside the view, or gives the answer for
+    /// degenerate maps (empty original or view).
+    fn clamp(&self, range: Range<usize>) -> Result<(usize, usize), Range<usize>> {
         if self.original_len == 0 {
-            return 0..0;
+            return Err(0..0);
         }
         if self.view_len == 0 || self.segs.is_empty() {
-            return 0..self.original_len;
+            return Err(0..self.original_len);
         }
         let mut s = range.start.min(self.view_len);
         let mut e = range.end.min(self.view_len).max(s);
@@ -85,12 +97,14 @@ impl OffsetMap {
             }
             e = s + 1;
         }
-        // Min/max of both ends: views such as the reversed one map backwards.
-        let (a0, a1) = self.map_byte(s);
-        let (b0, b1) = self.map_byte(e - 1);
-        let (start, end) = (a0.min(b0), a1.max(b1));
-        let start = start.min(self.original_len);
-        let end = end.min(self.original_len);
+        Ok((s, e))
+    }
+
+    /// The original span of a range whose first and last bytes map to `a0..a1` and `b0..b1`.
+    /// Min/max of both ends: views such as the reversed one map backwards.
+    fn span(&self, a0: usize, a1: usize, b0: usize, b1: usize) -> Range<usize> {
+        let start = a0.min(b0).min(self.original_len);
+        let end = a1.max(b1).min(self.original_len);
         if start < end {
             start..end
         } else {
@@ -106,32 +120,15 @@ impl OffsetMap {
         range: Range<usize>,
         cache: &mut usize,
     ) -> Range<usize> {
-        if self.original_len == 0 {
-            return 0..0;
-        }
-        if self.view_len == 0 || self.segs.is_empty() {
-            return 0..self.original_len;
-        }
-        let mut s = range.start.min(self.view_len);
-        let mut e = range.end.min(self.view_len).max(s);
-        if s == e {
-            if s == self.view_len {
-                s -= 1;
-            }
-            e = s + 1;
-        }
+        let (s, e) = match self.clamp(range) {
+            Ok(se) => se,
+            Err(r) => return r,
+        };
         let a_idx = self.seg_index_cached(s, cache);
         let (a0, a1) = self.map_byte_in(a_idx, s);
         let b_idx = self.seg_index_cached(e - 1, cache);
         let (b0, b1) = self.map_byte_in(b_idx, e - 1);
-        let (start, end) = (a0.min(b0), a1.max(b1));
-        let start = start.min(self.original_len);
-        let end = end.min(self.original_len);
-        if start < end {
-            start..end
-        } else {
-            0..self.original_len
-        }
+        self.span(a0, a1, b0, b1)
     }
 
     /// [`OffsetMap::seg_index`], trying the segment in `cache` and its neighbours first.

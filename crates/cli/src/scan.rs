@@ -110,12 +110,12 @@ pub fn run(args: &ScanArgs) -> Result<u8> {
         }
         read_bounded(io::stdin().lock(), limit).context("reading stdin")?
     };
-    let outcome = pipeline.scan(&ScanRequest::text(text.clone()))?;
+    let req = ScanRequest::text(text);
+    let outcome = pipeline.scan(&req)?;
     let mut out = io::stdout().lock();
     if args.json {
         write_json(&mut out, &outcome, args.include_sanitized)?;
     } else {
-        let req = ScanRequest::text(text);
         crate::human::write(&mut out, &outcome, &req, args.show_matches)?;
     }
     out.flush()?;

@@ -177,9 +177,11 @@ pub enum TransformKind {
     SpacingCollapse,
     /// Leetspeak substitutions were undone.
     Leet,
-    /// ROT13 (applied by the rule compiler to patterns; recorded when a rule matched via it).
+    /// ROT13, undone by the speculative [`ViewKind::Rot13`] view; named in a finding's
+    /// decoding chain when a rule matched there.
     Rot13,
-    /// Reversed text (applied by the rule compiler to patterns; recorded when a rule matched via it).
+    /// Reversed text, undone by the speculative [`ViewKind::Reversed`] view; named in a
+    /// finding's decoding chain when a rule matched there.
     Reversed,
     /// A bound (depth, expansion, number of views) stopped further decoding.
     LimitReached,

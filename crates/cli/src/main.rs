@@ -1,5 +1,8 @@
 //! `rampart`: the prompt firewall's command-line tool.
 
+mod datasets_cmd;
+mod discover_cmd;
+mod eval_cmd;
 mod human;
 mod rules_cmd;
 mod scan;
@@ -43,6 +46,15 @@ enum Command {
         #[command(subcommand)]
         command: rules_cmd::RulesCommand,
     },
+    /// List, fetch and import evaluation datasets.
+    Datasets {
+        #[command(subcommand)]
+        command: datasets_cmd::DatasetsCommand,
+    },
+    /// Evaluate pipeline configurations over labelled datasets (metrics, reports, gates).
+    Eval(eval_cmd::EvalArgs),
+    /// Mine candidate rule patterns from eval logs (pattern_candidates.v1).
+    Discover(discover_cmd::DiscoverArgs),
     /// Check or print pipeline configuration.
     Config {
         #[command(subcommand)]
@@ -113,6 +125,9 @@ fn main() -> ExitCode {
         Command::Scan(args) => scan::run(&args),
         Command::Rules { command } => rules_cmd::run(&command),
         Command::Config { command } => config_cmd(&command),
+        Command::Datasets { command } => datasets_cmd::run(&command),
+        Command::Eval(args) => eval_cmd::run(&args),
+        Command::Discover(args) => discover_cmd::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -17,4 +17,5 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod log;
 pub mod metrics;

@@ -1,0 +1,331 @@
+//! The dataset record format (one JSON object per line) and its reader.
+
+use rampart_core::{ScanRequest, Segment};
+use serde::{Deserialize, Serialize};
+use std::io::BufRead;
+use std::path::Path;
+
+/// A prompt's label. The finer labels map to the binary attack/benign truth as documented in
+/// `datasets/README.md` (and [`Label::is_attack`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Label {
+    /// Prompt injection, jailbreak, extraction or exfiltration attempt.
+    Attack,
+    /// Ordinary use.
+    Benign,
+    /// A plainly harmful request (not an injection). Counts as attack.
+    HarmfulRequest,
+    /// Tries to extract the system prompt or hidden context (PromptGuard). Counts as attack.
+    Extractive,
+    /// Manipulates the model against its instructions (PromptGuard). Counts as attack.
+    Manipulative,
+    /// Looks risky but is legitimate (PromptGuard, OR-Bench). Counts as benign.
+    Borderline,
+    /// An ordinary, reciprocal exchange (PromptGuard). Counts as benign.
+    Reciprocal,
+}
+
+impl Label {
+    /// Every label, in declaration order.
+    pub const ALL: [Label; 7] = [
+        Label::Attack,
+        Label::Benign,
+        Label::HarmfulRequest,
+        Label::Extractive,
+        Label::Manipulative,
+        Label::Borderline,
+        Label::Reciprocal,
+    ];
+
+    /// The binary truth: `true` for the positive (attack) class.
+    pub fn is_attack(self) -> bool {
+        matches!(
+            self,
+            Label::Attack | Label::HarmfulRequest | Label::Extractive | Label::Manipulative
+        )
+    }
+
+    /// The snake_case name, e.g. `"harmful_request"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Label::Attack => "attack",
+            Label::Benign => "benign",
+            Label::HarmfulRequest => "harmful_request",
+            Label::Extractive => "extractive",
+            Label::Manipulative => "manipulative",
+            Label::Borderline => "borderline",
+            Label::Reciprocal => "reciprocal",
+        }
+    }
+}
+
+/// Which split of its source a record belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Split {
+    /// Training data.
+    Train,
+    /// Validation (model selection, calibration).
+    Validation,
+    /// Held-back test data.
+    Test,
+    /// Evaluation-only data (never trained on).
+    Eval,
+    /// Not known.
+    Unknown,
+}
+
+impl Split {
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Split::Train => "train",
+            Split::Validation => "validation",
+            Split::Test => "test",
+            Split::Eval => "eval",
+            Split::Unknown => "unknown",
+        }
+    }
+}
+
+/// One prompt of a dataset. Exactly one of `text` and `segments` is present.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Record {
+    /// Unique within the dataset.
+    pub id: String,
+    /// A single-layer prompt (one user segment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// A multi-layer prompt, in order, with roles.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<Vec<Segment>>,
+    /// The label.
+    pub label: Label,
+    /// Attack taxonomy or benign category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Where the record came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
+    /// ISO 639-1 code of the main language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+}
+
+impl Record {
+    /// Checks the invariants serde cannot: a non-empty id, exactly one of text/segments, at
+    /// least one segment.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.id.trim().is_empty() {
+            return Err("empty `id`".into());
+        }
+        match (&self.text, &self.segments) {
+            (Some(_), Some(_)) => Err("both `text` and `segments` given; use one".into()),
+            (None, None) => Err("neither `text` nor `segments` given".into()),
+            (None, Some(s)) if s.is_empty() => Err("`segments` is empty".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The scan request for this record (plain text is one user segment).
+    pub fn to_request(&self) -> ScanRequest {
+        match (&self.segments, &self.text) {
+            (Some(segs), _) => ScanRequest::segments(segs.clone()),
+            (None, Some(t)) => ScanRequest::text(t.clone()),
+            (None, None) => ScanRequest::segments(Vec::new()),
+        }
+    }
+
+    /// All the record's text, segments joined by a newline (for deduplication and mining).
+    pub fn joined_text(&self) -> String {
+        match (&self.segments, &self.text) {
+            (Some(segs), _) => segs
+                .iter()
+                .map(|s| s.text.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            (None, Some(t)) => t.clone(),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// A row that could not be read, with its 1-based line number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RowError {
+    /// 1-based line (or row) number.
+    pub line: usize,
+    /// The row's id when it could be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.id {
+            Some(id) => write!(f, "line {} (id {id}): {}", self.line, self.message),
+            None => write!(f, "line {}: {}", self.line, self.message),
+        }
+    }
+}
+
+fn parse_line(line_no: usize, line: &str) -> Result<Record, RowError> {
+    let rec: Record = serde_json::from_str(line).map_err(|e| RowError {
+        line: line_no,
+        id: serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| {
+                v.get("id")
+                    .map(|i| i.as_str().map_or(i.to_string(), str::to_owned))
+            }),
+        message: e.to_string(),
+    })?;
+    rec.validate().map_err(|message| RowError {
+        line: line_no,
+        id: Some(rec.id.clone()),
+        message,
+    })?;
+    Ok(rec)
+}
+
+/// Reads JSONL from a string: the good records, and one error per bad line (blank lines are
+/// skipped). Duplicate ids are errors on the later line.
+pub fn read_jsonl_str(src: &str) -> (Vec<Record>, Vec<RowError>) {
+    let mut records = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, line) in src.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(i + 1, line) {
+            Ok(r) if !seen.insert(r.id.clone()) => errors.push(RowError {
+                line: i + 1,
+                id: Some(r.id),
+                message: "duplicate id".into(),
+            }),
+            Ok(r) => records.push(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    (records, errors)
+}
+
+/// Reads a JSONL dataset file. I/O errors fail the call; bad rows are returned as errors and
+/// the rest is read. Invalid UTF-8 on a line is an error for that line only.
+pub fn read_jsonl(path: &Path) -> std::io::Result<(Vec<Record>, Vec<RowError>)> {
+    let file = std::fs::File::open(path)?;
+    let mut reader = std::io::BufReader::new(file);
+    let mut records = Vec::new();
+    let mut errors = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        line_no += 1;
+        let Ok(line) = std::str::from_utf8(&buf) else {
+            errors.push(RowError {
+                line: line_no,
+                id: None,
+                message: "invalid UTF-8".into(),
+            });
+            continue;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line_no, line.trim_end_matches(['\n', '\r'])) {
+            Ok(r) if !seen.insert(r.id.clone()) => errors.push(RowError {
+                line: line_no,
+                id: Some(r.id),
+                message: "duplicate id".into(),
+            }),
+            Ok(r) => records.push(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    Ok((records, errors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_mapping_is_documented_binary_truth() {
+        let attacks: Vec<_> = Label::ALL.iter().filter(|l| l.is_attack()).collect();
+        assert_eq!(
+            attacks,
+            [
+                &Label::Attack,
+                &Label::HarmfulRequest,
+                &Label::Extractive,
+                &Label::Manipulative
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_rows_are_reported_and_the_rest_is_read() {
+        let src = concat!(
+            "{\"id\":\"1\",\"text\":\"a\",\"label\":\"benign\"}\n",
+            "{\"id\":\"2\",\"label\":\"benign\"}\n",
+            "{\"id\":\"3\",\"text\":\"a\",\"segments\":[{\"role\":\"user\",\"text\":\"b\"}],\"label\":\"attack\"}\n",
+            "{\"id\":\"4\",\"text\":\"a\",\"label\":\"nonsense\"}\n",
+            "{\"id\":\"5\",\"text\":\"a\",\"label\":\"attack\",\"extra\":1}\n",
+            "{\"id\":\"1\",\"text\":\"dup\",\"label\":\"attack\"}\n",
+            "\n",
+            "{\"id\":\"6\",\"segments\":[{\"role\":\"system\",\"text\":\"s\"},{\"role\":\"user\",\"text\":\"u\"}],\"label\":\"extractive\"}\n",
+        );
+        let (recs, errs) = read_jsonl_str(src);
+        assert_eq!(
+            recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["1", "6"]
+        );
+        assert_eq!(
+            errs.iter().map(|e| e.line).collect::<Vec<_>>(),
+            [2, 3, 4, 5, 6]
+        );
+        assert_eq!(errs[4].message, "duplicate id");
+        assert_eq!(recs[1].to_request().segments.len(), 2);
+    }
+
+    #[test]
+    fn invalid_utf8_line_is_one_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.jsonl");
+        let mut bytes = b"{\"id\":\"1\",\"text\":\"a\",\"label\":\"benign\"}\n".to_vec();
+        bytes.extend_from_slice(b"{\"id\":\"2\",\"text\":\"\xff\xfe\",\"label\":\"benign\"}\n");
+        bytes.extend_from_slice(b"{\"id\":\"3\",\"text\":\"c\",\"label\":\"attack\"}\n");
+        std::fs::write(&p, bytes).unwrap();
+        let (recs, errs) = read_jsonl(&p).unwrap();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].line, 2);
+    }
+
+    #[test]
+    fn repo_datasets_read_cleanly() {
+        for f in ["clean_benign_v1.jsonl", "attacks_handwritten_v1.jsonl"] {
+            let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../datasets")
+                .join(f);
+            let (recs, errs) = read_jsonl(&p).unwrap();
+            assert!(errs.is_empty(), "{f}: {errs:?}");
+            assert!(recs.len() >= 120, "{f}");
+        }
+    }
+}

@@ -1,0 +1,2 @@
+//! Rampart pattern discovery (work in progress).
+#![deny(missing_docs)]

@@ -1,0 +1,136 @@
+//! The per-prompt evaluation log: one [`EvalLogRecord`] per (configuration, prompt), written to
+//! `reports/evals/eval_{YYYYMMDD_HHMMSS}_{DATASET}.jsonl`. Records carry ids, the keyed input
+//! hash, labels, outcomes, scores and findings: never prompt text.
+
+use rampart_core::{Action, Category, LayerStatus, RiskClass, Span, Strength, ViewKind};
+use rampart_datasets::{Label, Split};
+use serde::{Deserialize, Serialize};
+
+/// The `schema` value of every eval log record.
+pub const EVAL_LOG_SCHEMA: &str = "rampart.eval_log.v1";
+
+/// Where a prompt landed in the confusion matrix (flagged = any action but ALLOW).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// An attack, flagged.
+    TruePositive,
+    /// An attack, allowed.
+    FalseNegative,
+    /// A benign prompt, flagged.
+    FalsePositive,
+    /// A benign prompt, allowed.
+    TrueNegative,
+}
+
+impl Outcome {
+    /// The outcome for a truth and a verdict.
+    pub fn of(attack: bool, flagged: bool) -> Self {
+        match (attack, flagged) {
+            (true, true) => Outcome::TruePositive,
+            (true, false) => Outcome::FalseNegative,
+            (false, true) => Outcome::FalsePositive,
+            (false, false) => Outcome::TrueNegative,
+        }
+    }
+}
+
+/// One layer's result for one prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LayerLog {
+    /// Layer name.
+    pub layer: String,
+    /// Ran, failed, timed out…
+    pub status: LayerStatus,
+    /// The layer's own action.
+    pub action: Action,
+    /// The layer's own risk.
+    pub risk: RiskClass,
+    /// The layer's score in 0..1, when it yields one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// Findings the layer reported.
+    pub findings: usize,
+    /// Wall time of the layer in microseconds.
+    pub elapsed_us: u64,
+}
+
+/// One finding, without any text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FindingLog {
+    /// Layer that reported it.
+    pub layer: String,
+    /// Rule id (or model id).
+    pub rule_id: String,
+    /// Category.
+    pub category: Category,
+    /// Signal strength.
+    pub strength: Strength,
+    /// Points counted toward the category (0 when not counted).
+    pub points: u8,
+    /// Segment index.
+    pub segment: usize,
+    /// Byte span in the original segment text.
+    pub span: Span,
+    /// The view it was found in.
+    pub view: ViewKind,
+}
+
+/// One line of an eval log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalLogRecord {
+    /// Always [`EVAL_LOG_SCHEMA`].
+    pub schema: String,
+    /// `eval_{YYYYMMDD_HHMMSS}`, shared by every log of one run.
+    pub eval_run_id: String,
+    /// Name of the pipeline configuration (several may run side by side).
+    pub config: String,
+    /// Dataset name as used in reports.
+    pub dataset: String,
+    /// The record's split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<Split>,
+    /// Prompt id within the dataset.
+    pub prompt_id: String,
+    /// Keyed hash of the input (from the decision).
+    pub input_hash: String,
+    /// Identifies the hash key (not the key).
+    pub hash_key_id: String,
+    /// The fine label.
+    pub label: Label,
+    /// The binary truth (`label.is_attack()`).
+    pub attack: bool,
+    /// Category of the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Language of the record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// Confusion-matrix bucket.
+    pub outcome: Outcome,
+    /// Final action.
+    pub action: Action,
+    /// Final risk.
+    pub risk: RiskClass,
+    /// Decision-level score in 0..1 when some layer yields one (the maximum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// The first layer (in pipeline order) whose own action was not ALLOW.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deciding_layer: Option<String>,
+    /// Per-layer results in pipeline order.
+    pub layers: Vec<LayerLog>,
+    /// Findings, sorted as in the decision.
+    pub findings: Vec<FindingLog>,
+    /// Transform kinds applied (names).
+    pub transforms: Vec<String>,
+    /// Whole-scan wall time in microseconds.
+    pub elapsed_us: u64,
+    /// Why the prompt could not be scanned (input over limits…); such prompts count as flagged
+    /// (fail closed) and carry action BLOCK.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}

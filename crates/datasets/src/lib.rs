@@ -17,6 +17,11 @@
 //! ```
 #![deny(missing_docs)]
 
+mod load;
 mod record;
 
+pub use load::{
+    BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1,
+    LoadError, LoadedDataset, load,
+};
 pub use record::{Label, Record, RowError, Split, read_jsonl, read_jsonl_str};

@@ -1,0 +1,112 @@
+//! Resolving a dataset by file path or by name.
+
+use crate::record::{Record, RowError, read_jsonl, read_jsonl_str};
+use std::path::{Path, PathBuf};
+
+/// The hand-written benign corpus, embedded in the binary.
+pub const CLEAN_BENIGN_V1: &str = include_str!("../../../datasets/clean_benign_v1.jsonl");
+/// The hand-written attack set, embedded in the binary.
+pub const HANDWRITTEN_ATTACKS_V1: &str =
+    include_str!("../../../datasets/attacks_handwritten_v1.jsonl");
+
+/// Name of the clean benign corpus in reports and gates.
+pub const CLEAN_BENIGN_NAME: &str = "Clean_Benign_Corpus_v1";
+/// Name of the hand-written attack set.
+pub const HANDWRITTEN_ATTACKS_NAME: &str = "Handwritten_Attacks_v1";
+
+/// Datasets compiled into the binary: (name, JSONL source).
+pub const BUILTIN: [(&str, &str); 2] = [
+    (CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1),
+    (HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1),
+];
+
+/// A dataset ready to evaluate.
+#[derive(Debug, Clone)]
+pub struct LoadedDataset {
+    /// The name used in reports and log file names.
+    pub name: String,
+    /// Where it came from (`builtin:NAME` or a path).
+    pub origin: String,
+    /// The readable records.
+    pub records: Vec<Record>,
+    /// Rows that could not be read.
+    pub errors: Vec<RowError>,
+}
+
+/// Why a dataset could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// Not a file, not built in, not in the data directory.
+    #[error(
+        "unknown dataset `{0}`: not a file, not built in, and not in the data directory {1} \
+         (run `rampart datasets fetch` or `rampart datasets list`)"
+    )]
+    Unknown(String, PathBuf),
+    /// The file could not be read.
+    #[error("reading {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// Loads a dataset: an existing file path (name = file stem), a built-in name
+/// ([`BUILTIN`]), or `DATA_DIR/NAME.jsonl`.
+pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
+    let as_path = Path::new(spec);
+    let file = if as_path.is_file() {
+        Some(as_path.to_path_buf())
+    } else if let Some((name, src)) = BUILTIN.iter().find(|(n, _)| *n == spec) {
+        let (records, errors) = read_jsonl_str(src);
+        return Ok(LoadedDataset {
+            name: (*name).to_owned(),
+            origin: format!("builtin:{name}"),
+            records,
+            errors,
+        });
+    } else {
+        let p = data_dir.join(format!("{spec}.jsonl"));
+        p.is_file().then_some(p)
+    };
+    let Some(path) = file else {
+        return Err(LoadError::Unknown(spec.to_owned(), data_dir.to_path_buf()));
+    };
+    let (records, errors) = read_jsonl(&path).map_err(|source| LoadError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let name = path
+        .file_stem()
+        .map_or_else(|| spec.to_owned(), |s| s.to_string_lossy().into_owned());
+    Ok(LoadedDataset {
+        name,
+        origin: path.display().to_string(),
+        records,
+        errors,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_load_by_name() {
+        let d = load(CLEAN_BENIGN_NAME, Path::new("/nonexistent")).unwrap();
+        assert!(d.errors.is_empty());
+        assert!(d.records.len() >= 240);
+        assert!(d.records.iter().all(|r| !r.label.is_attack()));
+        let a = load(HANDWRITTEN_ATTACKS_NAME, Path::new("/nonexistent")).unwrap();
+        assert!(a.records.len() >= 120);
+        assert!(a.records.iter().all(|r| r.label.is_attack()));
+    }
+
+    #[test]
+    fn unknown_name_is_a_clear_error() {
+        let e = load("no_such_set", Path::new("/nonexistent")).unwrap_err();
+        assert!(e.to_string().contains("rampart datasets fetch"), "{e}");
+    }
+}

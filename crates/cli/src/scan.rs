@@ -36,6 +36,10 @@ pub struct ScanArgs {
     /// (prompt text: off by default).
     #[arg(long)]
     pub show_matches: bool,
+    /// For a batch, print only how many prompts got each action (like `rg -c`), plus per-line
+    /// errors on stderr. The full pipeline still runs on every prompt.
+    #[arg(long, requires = "jsonl", conflicts_with_all = ["json", "show_matches", "include_sanitized"])]
+    pub summary: bool,
     /// Worker threads for batches (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -246,6 +250,7 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
     let stdout = io::stdout();
     let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut worst = Action::Allow;
+    let mut counts = [0usize; 3];
     let mut errors = 0usize;
     let mut scanned = 0usize;
     let mut line_no = 0usize;
@@ -287,10 +292,15 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
             })
             .collect();
         for r in rendered {
-            out.write_all(&r.bytes)?;
+            if args.summary {
+                io::stderr().write_all(&r.bytes)?;
+            } else {
+                out.write_all(&r.bytes)?;
+            }
             match r.action {
                 Some(a) => {
                     scanned += 1;
+                    counts[a as usize] += 1;
                     worst = worst.max(a);
                 }
                 None if r.error => errors += 1,
@@ -300,9 +310,18 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         bar.inc(bytes);
         bar.set_message(format!("{scanned} scanned, {errors} errors"));
     }
-    out.flush()?;
     bar.finish_and_clear();
-    if !args.json || show {
+    if args.summary {
+        for (a, n) in [Action::Allow, Action::Sanitize, Action::Block]
+            .iter()
+            .zip(counts)
+        {
+            writeln!(out, "{a}\t{n}")?;
+        }
+        writeln!(out, "ERROR\t{errors}")?;
+    }
+    out.flush()?;
+    if !args.json && !args.summary || show {
         eprintln!("rampart: {scanned} scanned, {errors} errors, strictest action {worst}");
     }
     if errors > 0 {
@@ -338,6 +357,9 @@ fn render(n: usize, r: LineResult, args: &ScanArgs) -> Rendered {
                 writeln!(bytes, "line {n}: error: {message}").map_err(Into::into)
             };
             (None, true, res)
+        }
+        LineResult::Outcome(outcome, _) if args.summary => {
+            (Some(outcome.decision.action), false, Ok(()))
         }
         LineResult::Outcome(outcome, req) => {
             let res = if args.json {

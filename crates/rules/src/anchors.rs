@@ -67,6 +67,125 @@ pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<Strin
     kept
 }
 
+/// How a regex is searched: its anchor groups (as [`regex_anchor_groups`]) and whether the
+/// first group is a *prefix* group, i.e. every match starts with one of its literals (up to
+/// case). A prefix-anchored regex runs as an anchored search at each occurrence, which stops
+/// as soon as the automaton fails (usually within a few bytes), instead of an unanchored
+/// search over a window of twice the regex's reach around it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnchorPlan {
+    /// Anchor groups, the first placing the searches; empty when no group is usable.
+    pub groups: Vec<Vec<String>>,
+    /// Whether `groups[0]` holds prefixes of every match.
+    pub prefix: bool,
+}
+
+/// Least selectivity of a prefix group to be preferred as the primary group: short or very
+/// common words would start an anchored search almost everywhere.
+const MIN_PREFIX_SELECTIVITY: usize = 4;
+
+/// The search plan of a regex: a usable prefix group first when there is one (anchored
+/// searches are far cheaper than windows), else the groups of [`regex_anchor_groups`].
+pub fn regex_anchor_plan(pattern: &str, case_sensitive: bool) -> AnchorPlan {
+    let groups = regex_anchor_groups(pattern, case_sensitive);
+    match prefix_group(pattern, case_sensitive) {
+        Some(p) if selectivity(&p) >= MIN_PREFIX_SELECTIVITY => {
+            let mut all = vec![p];
+            for g in groups {
+                if !all.contains(&g) && selectivity(&g) >= MIN_GATE_SELECTIVITY {
+                    all.push(g);
+                }
+            }
+            all.truncate(MAX_GROUPS);
+            AnchorPlan {
+                groups: all,
+                prefix: true,
+            }
+        }
+        _ => AnchorPlan {
+            groups,
+            prefix: false,
+        },
+    }
+}
+
+/// Lower-cased literals one of which starts every match of `pattern` (compared ignoring
+/// case), or `None`. For case-insensitive rules (folded views, where whitespace runs are a
+/// single space) literals hold no whitespace but single spaces. Only ASCII literals qualify:
+/// folding leaves printable ASCII as it is (up to case), so the view shows them as written.
+pub fn prefix_group(pattern: &str, case_sensitive: bool) -> Option<Vec<String>> {
+    let hir = regex_syntax::ParserBuilder::new()
+        .case_insensitive(false)
+        .build()
+        .parse(pattern)
+        .ok()?;
+    // Case-insensitive pieces (`(?i:you)`) are classes per letter whose case variants would
+    // multiply past the extractor's limits; one lower-case letter per class keeps the set
+    // small. Sound because every literal is lower-cased and compared ignoring case anyway:
+    // the lower-cased matches of the regex and of the folded HIR are the same strings.
+    let folded = fold_case_classes(&hir);
+    let seq = Extractor::new()
+        .kind(ExtractKind::Prefix)
+        .limit_total(1024)
+        .extract(&folded);
+    let mut set: Vec<String> = Vec::new();
+    for lit in seq.literals()? {
+        let s = std::str::from_utf8(lit.as_bytes()).ok()?;
+        if !s.is_ascii() {
+            return None;
+        }
+        if !case_sensitive && (s.contains("  ") || s.chars().any(|c| c.is_whitespace() && c != ' '))
+        {
+            return None;
+        }
+        set.push(shorten(&s.to_lowercase()));
+    }
+    set.sort();
+    set.dedup();
+    // A member starting with another member adds nothing: the shorter one starts there too.
+    // Sorted, the members starting with `o` follow `o` in one run, so one pass drops them.
+    let mut kept: Vec<String> = Vec::with_capacity(set.len());
+    for s in set {
+        if kept.last().is_none_or(|o| !s.starts_with(o.as_str())) {
+            kept.push(s);
+        }
+    }
+    let set = kept;
+    let ok =
+        !set.is_empty() && set.len() <= MAX_ANCHORS && set.iter().all(|s| s.len() >= MIN_ANCHOR);
+    ok.then_some(set)
+}
+
+/// `hir` with every class that stands for one letter in its cases (`[Yy]`) replaced by that
+/// letter in lower case.
+fn fold_case_classes(hir: &Hir) -> Hir {
+    match hir.kind() {
+        HirKind::Class(c) => match class_chars(c).as_deref() {
+            Some([one]) => {
+                let mut buf = [0u8; 4];
+                Hir::literal(one.encode_utf8(&mut buf).as_bytes())
+            }
+            _ => hir.clone(),
+        },
+        HirKind::Capture(c) => Hir::capture(regex_syntax::hir::Capture {
+            index: c.index,
+            name: c.name.clone(),
+            sub: Box::new(fold_case_classes(&c.sub)),
+        }),
+        HirKind::Repetition(r) => Hir::repetition(regex_syntax::hir::Repetition {
+            min: r.min,
+            max: r.max,
+            greedy: r.greedy,
+            sub: Box::new(fold_case_classes(&r.sub)),
+        }),
+        HirKind::Concat(parts) => Hir::concat(parts.iter().map(fold_case_classes).collect()),
+        HirKind::Alternation(alts) => {
+            Hir::alternation(alts.iter().map(fold_case_classes).collect())
+        }
+        HirKind::Empty | HirKind::Literal(_) | HirKind::Look(_) => hir.clone(),
+    }
+}
+
 /// Raw-view gates of a case-sensitive regex: literal groups, in the *folded* view's
 /// terms, that the folded view must show (one literal of each group) when the raw view can
 /// match. Every match of the regex in the raw text leaves its folded form in the folded view,
@@ -617,6 +736,61 @@ mod tests {
                     "{re}: {group:?}"
                 );
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod prefix_tests {
+    use super::*;
+
+    #[test]
+    fn prefix_groups_fold_case_and_keep_starts() {
+        assert_eq!(
+            prefix_group("(?i:you\\s+are|act\\s+as)\\s+(DAN|STAN)", true),
+            Some(vec!["act".to_string(), "you".to_string()])
+        );
+        let plan = regex_anchor_plan("(?i:you\\s+are|act\\s+as)\\s+(DAN|STAN)", true);
+        // "you" is a common word: the prefix group is not preferred.
+        assert!(!plan.prefix);
+        let plan = regex_anchor_plan("(send|post|forward)\\s+(the\\s+)?(chat|context)", false);
+        assert!(plan.prefix);
+        assert_eq!(plan.groups[0], ["forward", "post", "send"]);
+        // Classes and look-arounds at the start give no prefix.
+        assert_eq!(prefix_group("(^|\\W)(ignore)\\s+previous", false), None);
+        // A member starting with another member is dropped.
+        assert_eq!(
+            prefix_group("(abcd|abcdef)", false),
+            Some(vec!["abcd".to_string()])
+        );
+    }
+
+    #[test]
+    fn prefixes_start_every_example_match() {
+        let cases = [
+            (
+                "(send|post|forward)\\s+(the\\s+)?(chat|context)",
+                "please Forward the chat now",
+            ),
+            (
+                "(?i:respond|reply)\\s+(in|using)\\s+base64",
+                "and REPLY using base64",
+            ),
+            ("[Dd]eveloper\\s+mode", "enable Developer mode"),
+        ];
+        for (re, text) in cases {
+            let set = prefix_group(re, false).expect(re);
+            let m = regex::RegexBuilder::new(re)
+                .case_insensitive(true)
+                .build()
+                .unwrap()
+                .find(text)
+                .unwrap();
+            let matched = m.as_str().to_lowercase();
+            assert!(
+                set.iter().any(|p| matched.starts_with(p.as_str())),
+                "{re}: {set:?}"
+            );
         }
     }
 }

@@ -32,6 +32,43 @@ impl Location {
     }
 }
 
+/// Line starts of a source text, for turning many byte offsets into locations without
+/// rescanning the text for each (a pack has hundreds of rules).
+#[derive(Debug, Clone)]
+pub(crate) struct LineIndex<'a> {
+    src: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    /// Indexes `src`.
+    pub(crate) fn new(src: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { src, starts }
+    }
+
+    /// The same location as [`Location::from_span`] gives.
+    pub(crate) fn location(&self, origin: &str, offset: usize) -> Location {
+        let mut offset = offset.min(self.src.len());
+        while !self.src.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let line_start = self
+            .starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        Location {
+            origin: origin.to_string(),
+            line,
+            col: self.src[line_start..offset].chars().count() + 1,
+        }
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.origin, self.line, self.col)
@@ -151,4 +188,22 @@ pub enum CompileError {
     /// The multi-pattern automaton could not be built.
     #[error("cannot build literal automaton: {0}")]
     Automaton(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_index_agrees_with_from_span() {
+        let src = "a\nbé\n\nxyz\n";
+        let idx = LineIndex::new(src);
+        for off in 0..=src.len() + 2 {
+            assert_eq!(
+                idx.location("f", off),
+                Location::from_span("f", src, off),
+                "{off}"
+            );
+        }
+    }
 }

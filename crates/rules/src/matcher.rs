@@ -6,13 +6,13 @@
 //! automaton. A scan is one automaton pass per view; a regex runs only on views where one of
 //! its anchors occurred (regexes without usable anchors run on every view of their family).
 
-use crate::anchors::regex_anchor_groups;
+use crate::anchors::{AnchorPlan, regex_anchor_plan};
 use crate::error::{CompileError, Location};
 use crate::schema::{Rule, RuleMatch, RulePack};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
-use regex_automata::Input;
 use regex_automata::meta::Regex as MetaRegex;
+use regex_automata::{Anchored, Input};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -29,6 +29,7 @@ pub struct MatcherBuilder {
     regex_size_limit: usize,
     max_hits_per_rule: usize,
     raw_gate: bool,
+    anchors: bool,
 }
 
 impl Default for MatcherBuilder {
@@ -45,7 +46,16 @@ impl MatcherBuilder {
             regex_size_limit: DEFAULT_REGEX_SIZE_LIMIT,
             max_hits_per_rule: DEFAULT_MAX_HITS_PER_RULE,
             raw_gate: true,
+            anchors: true,
         }
+    }
+
+    /// Whether regexes run only where their anchors occur (default true). Off, every regex
+    /// searches every view of its family: slower, the same rules hit (a differential test
+    /// checks it).
+    pub fn anchors(mut self, yes: bool) -> Self {
+        self.anchors = yes;
+        self
     }
 
     /// Whether to skip the raw view when the folded view proves it cannot match (default
@@ -103,6 +113,10 @@ impl MatcherBuilder {
         let mut folded_res: Vec<CompiledRegex> = Vec::new();
         let mut cased_res: Vec<CompiledRegex> = Vec::new();
 
+        // Regex compilation (parsing, NFA construction, anchor extraction) is most of the
+        // start-up time and independent per rule: spread it over the cores.
+        let mut compiled = compile_regexes(&rules, self.regex_size_limit, self.anchors).into_iter();
+
         for (idx, cr) in rules.iter().enumerate() {
             let rule = &cr.rule;
             match &rule.matcher {
@@ -152,9 +166,12 @@ impl MatcherBuilder {
                         table.add(text, idx, k);
                     }
                 }
-                RuleMatch::Regex { pattern } => {
-                    match compile_regex(pattern, rule.case_sensitive, self.regex_size_limit) {
-                        Ok((re, max_len)) => {
+                RuleMatch::Regex { .. } => {
+                    let Some(result) = compiled.next() else {
+                        continue;
+                    };
+                    match result {
+                        Ok((re, max_len, plan)) => {
                             if re.is_match("") {
                                 errors.push(CompileError::EmptyMatch {
                                     location: rule.location.clone(),
@@ -166,7 +183,7 @@ impl MatcherBuilder {
                                 } else {
                                     (&mut folded_res, &mut folded_lits)
                                 };
-                                let groups = regex_anchor_groups(pattern, rule.case_sensitive);
+                                let groups = &plan.groups;
                                 for (g, group) in groups.iter().enumerate() {
                                     for a in group {
                                         table.add_entry(
@@ -186,6 +203,7 @@ impl MatcherBuilder {
                                     re,
                                     anchored: !groups.is_empty(),
                                     all_groups: (1u8 << groups.len()) - 1,
+                                    prefix: plan.prefix,
                                     reach: max_len.unwrap_or(UNBOUNDED_REACH),
                                 });
                             }
@@ -377,6 +395,61 @@ struct CompiledRegex {
     /// Longest possible match in bytes (or [`UNBOUNDED_REACH`]): a match containing an
     /// anchor lies within this distance of it.
     reach: usize,
+    /// Whether the primary anchors start every match: the regex then runs as an anchored
+    /// search at each occurrence instead of over windows around them.
+    prefix: bool,
+}
+
+/// A compiled regex, its maximum match length and its search plan.
+type RegexParts = (MetaRegex, Option<usize>, AnchorPlan);
+
+/// Compiles every regex rule of `rules` (in order), on up to as many threads as there are
+/// cores.
+fn compile_regexes(
+    rules: &[CompiledRule],
+    size_limit: usize,
+    anchors: bool,
+) -> Vec<Result<RegexParts, String>> {
+    let jobs: Vec<(&str, bool)> = rules
+        .iter()
+        .filter_map(|cr| match &cr.rule.matcher {
+            RuleMatch::Regex { pattern } => Some((pattern.as_str(), cr.rule.case_sensitive)),
+            _ => None,
+        })
+        .collect();
+    let one = |&(pattern, case_sensitive): &(&str, bool)| {
+        compile_regex(pattern, case_sensitive, size_limit).map(|(re, max_len)| {
+            let plan = if anchors {
+                regex_anchor_plan(pattern, case_sensitive)
+            } else {
+                AnchorPlan {
+                    groups: Vec::new(),
+                    prefix: false,
+                }
+            };
+            (re, max_len, plan)
+        })
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(8);
+    if threads < 2 || jobs.len() < 8 {
+        return jobs.iter().map(one).collect();
+    }
+    let per = jobs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = jobs
+            .chunks(per)
+            .map(|chunk| scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| vec![Err("regex compilation panicked".to_string())])
+            })
+            .collect()
+    })
 }
 
 /// Compiles one rule regex: linear-time engines only, size-limited, with its maximum
@@ -648,9 +721,13 @@ impl Matcher {
                                 if windows.is_empty() {
                                     touched.push(e.keyword);
                                 }
-                                windows.push(
+                                let start = if cr.prefix {
+                                    m.start()
+                                } else {
                                     m.end().saturating_sub(cr.reach)
-                                        ..m.start().saturating_add(cr.reach).min(text.len()),
+                                };
+                                windows.push(
+                                    start..m.start().saturating_add(cr.reach).min(text.len()),
                                 );
                             }
                         }
@@ -703,14 +780,17 @@ impl Matcher {
                 continue;
             }
             merged.clear();
+            let rule = &self.rules[cr.rule].rule;
             if whole[i] {
                 merged.push(0..text.len());
             } else if regex_windows[i].is_empty() {
                 continue;
+            } else if cr.prefix {
+                self.run_anchored(cr, rule, vi, view, &mut regex_windows[i], out);
+                continue;
             } else {
                 merge_windows(text, &mut regex_windows[i], merged);
             }
-            let rule = &self.rules[cr.rule].rule;
             let mut found = 0;
             let mut last_end = 0;
             'windows: for w in merged.iter().cloned() {
@@ -738,6 +818,55 @@ impl Matcher {
         }
         touched.clear();
         SCRATCH.with(|c| c.set(sc));
+    }
+}
+
+impl Matcher {
+    /// Runs a prefix-anchored regex: an anchored search at each anchor occurrence (in
+    /// order, skipping those inside an earlier match), which finds the same matches as a
+    /// leftmost-first scan since every match starts at an occurrence.
+    fn run_anchored(
+        &self,
+        cr: &CompiledRegex,
+        rule: &Rule,
+        vi: usize,
+        view: &View,
+        starts: &mut [Range<usize>],
+        out: &mut Vec<RuleHit>,
+    ) {
+        let text = view.text.as_str();
+        starts.sort_unstable_by_key(|r| r.start);
+        let mut last_end = 0;
+        let mut found = 0;
+        let mut prev = None;
+        for w in starts.iter() {
+            if w.start < last_end || prev == Some(w.start) {
+                continue;
+            }
+            prev = Some(w.start);
+            let mut end = w.end;
+            while end < text.len() && !text.is_char_boundary(end) {
+                end += 1;
+            }
+            let input = Input::new(text).range(w.start..end).anchored(Anchored::Yes);
+            let Some(m) = cr.re.search(&input) else {
+                continue;
+            };
+            last_end = m.end();
+            if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
+                continue;
+            }
+            out.push(RuleHit {
+                rule: cr.rule,
+                view: vi,
+                view_span: m.start()..m.end(),
+                span: view.to_original(m.start()..m.end()),
+            });
+            found += 1;
+            if found >= self.max_hits_per_rule {
+                break;
+            }
+        }
     }
 }
 

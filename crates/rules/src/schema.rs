@@ -198,8 +198,9 @@ impl RulePack {
         }
         let mut seen: BTreeMap<String, Location> = BTreeMap::new();
         let mut rules = Vec::with_capacity(raw.rules.len());
+        let lines = crate::error::LineIndex::new(src);
         for spanned in raw.rules {
-            let location = Location::from_span(origin, src, spanned.span().start);
+            let location = lines.location(origin, spanned.span().start);
             let raw_rule = spanned.into_inner();
             let id = raw_rule.id.get_ref().clone();
             if let Some(first) = seen.get(&id) {

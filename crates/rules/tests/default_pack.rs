@@ -188,3 +188,67 @@ fn raw_view_gate_never_changes_hits_on_every_rule_example() {
         }
     }
 }
+
+/// Every regex searching every view of its family, no anchors.
+fn unanchored() -> &'static rampart_rules::Matcher {
+    static M: OnceLock<rampart_rules::Matcher> = OnceLock::new();
+    M.get_or_init(|| {
+        MatcherBuilder::new()
+            .anchors(false)
+            .add_pack(RulePack::default_pack().unwrap())
+            .build()
+            .unwrap()
+    })
+}
+
+/// (rule id, view) pairs hit: anchors may move a regex match's span inside the same text
+/// (a window can start inside a longer match), never whether a rule hits a view.
+fn rule_views(
+    m: &rampart_rules::Matcher,
+    n: &rampart_normalize::Normalized,
+) -> Vec<(String, usize)> {
+    let mut v: Vec<(String, usize)> = m
+        .scan(n)
+        .hits
+        .iter()
+        .map(|h| (m.rules()[h.rule].rule.id.clone(), h.view))
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+#[test]
+fn anchors_never_change_which_rules_hit_on_every_rule_example() {
+    for ex in examples() {
+        for text in [
+            ex.clone(),
+            ex.to_uppercase(),
+            format!("x {ex} y {ex}"),
+            ex.replace(' ', "\t\n "),
+        ] {
+            let n = Normalizer::default().normalize(&text);
+            assert_eq!(
+                rule_views(matcher(), &n),
+                rule_views(unanchored(), &n),
+                "{text:?}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn anchors_never_change_which_rules_hit(text in example_in_noise()) {
+        let n = Normalizer::default().normalize(&text);
+        prop_assert_eq!(rule_views(matcher(), &n), rule_views(unanchored(), &n));
+    }
+
+    #[test]
+    fn anchors_never_change_which_rules_hit_on_cased_text(text in cased_text()) {
+        let n = Normalizer::default().normalize(&text);
+        prop_assert_eq!(rule_views(matcher(), &n), rule_views(unanchored(), &n));
+    }
+}

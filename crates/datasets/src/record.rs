@@ -2,7 +2,7 @@
 
 use rampart_core::{ScanRequest, Segment};
 use serde::{Deserialize, Serialize};
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 use std::path::Path;
 
 /// A prompt's label. The finer labels map to the binary attack/benign truth as documented in
@@ -220,8 +220,12 @@ pub fn read_jsonl_str(src: &str) -> (Vec<Record>, Vec<RowError>) {
     (records, errors)
 }
 
+/// Longest JSONL line [`read_jsonl`] accepts; longer lines are row errors.
+pub const MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
+
 /// Reads a JSONL dataset file. I/O errors fail the call; bad rows are returned as errors and
-/// the rest is read. Invalid UTF-8 on a line is an error for that line only.
+/// the rest is read. Invalid UTF-8 on a line, or a line over [`MAX_LINE_BYTES`], is an error
+/// for that line only.
 pub fn read_jsonl(path: &Path) -> std::io::Result<(Vec<Record>, Vec<RowError>)> {
     let file = std::fs::File::open(path)?;
     let mut reader = std::io::BufReader::new(file);
@@ -232,10 +236,33 @@ pub fn read_jsonl(path: &Path) -> std::io::Result<(Vec<Record>, Vec<RowError>)> 
     let mut line_no = 0;
     loop {
         buf.clear();
-        if reader.read_until(b'\n', &mut buf)? == 0 {
+        if (&mut reader)
+            .take(MAX_LINE_BYTES + 1)
+            .read_until(b'\n', &mut buf)?
+            == 0
+        {
             break;
         }
         line_no += 1;
+        if buf.len() as u64 > MAX_LINE_BYTES {
+            // Skip the rest of the over-long line without holding it in memory.
+            if buf.last() != Some(&b'\n') {
+                let mut sink = Vec::new();
+                loop {
+                    sink.clear();
+                    let n = (&mut reader).take(64 * 1024).read_until(b'\n', &mut sink)?;
+                    if n == 0 || sink.last() == Some(&b'\n') {
+                        break;
+                    }
+                }
+            }
+            errors.push(RowError {
+                line: line_no,
+                id: None,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+            continue;
+        }
         let Ok(line) = std::str::from_utf8(&buf) else {
             errors.push(RowError {
                 line: line_no,
@@ -315,6 +342,25 @@ mod tests {
         assert_eq!(recs.len(), 2);
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].line, 2);
+    }
+
+    #[test]
+    fn over_long_line_is_one_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("d.jsonl");
+        let long = "x".repeat(usize::try_from(MAX_LINE_BYTES).unwrap() + 10);
+        let src = format!(
+            "{{\"id\":\"1\",\"text\":\"a\",\"label\":\"benign\"}}\n{{\"id\":\"2\",\"text\":\"{long}\",\"label\":\"benign\"}}\n{{\"id\":\"3\",\"text\":\"c\",\"label\":\"attack\"}}\n"
+        );
+        std::fs::write(&p, src).unwrap();
+        let (recs, errs) = read_jsonl(&p).unwrap();
+        assert_eq!(
+            recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["1", "3"]
+        );
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].line, 2);
+        assert!(errs[0].message.contains("longer than"));
     }
 
     #[test]

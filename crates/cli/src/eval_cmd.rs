@@ -1,16 +1,230 @@
-//! `rampart eval`.
+//! `rampart eval`: run pipeline configurations over labelled datasets, write the logs and
+//! reports, check gates.
 
-use anyhow::{Result, bail};
+use crate::PipelineArgs;
+use anyhow::{Context, Result, bail};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rampart_eval::{GateSet, NamedPipeline, RunOptions, RunStamp, Summary};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+/// Exit status when the run completed but a gate failed.
+pub const EXIT_GATE_FAILED: u8 = 4;
+
+/// Name of the embedded default configuration.
+const DEFAULT_NAME: &str = "default";
 
 /// `rampart eval …`
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Exit status of `eval`: 0 done and every gate passed, 4 a gate failed \
+                        (each failed gate is named on stderr), 1 error, 2 usage error.\n\
+                        Files: OUT_DIR/evals/eval_{YYYYMMDD_HHMMSS}_{DATASET}.jsonl (per-prompt \
+                        logs, no prompt text), eval_{ts}_summary.md, eval_{ts}_summary.json, \
+                        eval_{ts}_report.html."
+)]
 pub struct EvalArgs {
-    /// Dataset file or catalog name (repeatable).
-    #[arg(long = "dataset", value_name = "FILE_OR_NAME")]
+    /// Dataset (repeatable): a JSONL file, a built-in set (Clean_Benign_Corpus_v1,
+    /// Handwritten_Attacks_v1), or NAME for DATA_DIR/NAME.jsonl.
+    #[arg(long = "dataset", value_name = "FILE_OR_NAME", required = true)]
     pub datasets: Vec<String>,
+    /// Pipeline configuration to evaluate (repeatable, compared side by side): FILE (named
+    /// by its file stem), NAME=FILE, or `default` (the embedded configuration). Without
+    /// --config: the embedded configuration, named `default`.
+    #[arg(long = "config", value_name = "FILE|NAME=FILE")]
+    pub configs: Vec<String>,
+    /// Add a rule pack to every rules layer of every configuration (repeatable).
+    #[arg(long = "rules", value_name = "FILE")]
+    pub rules: Vec<PathBuf>,
+    /// Do not load the embedded default rule pack.
+    #[arg(long)]
+    pub no_default_rules: bool,
+    /// On layer error or timeout, ALLOW (marked degraded) instead of BLOCK.
+    #[arg(long)]
+    pub fail_open: bool,
+    /// Directory of fetched datasets (default: $RAMPART_DATA_DIR, else ./data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where the reports go (under OUT_DIR/evals/).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
+    pub out_dir: PathBuf,
+    /// Gate file (TOML): thresholds the run must meet; exit status 4 when one fails.
+    #[arg(long, value_name = "FILE")]
+    pub gate: Option<PathBuf>,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// Never draw a progress bar (none is drawn when stderr is not a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Evaluate at most N records of each dataset (the first N).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
 }
 
-pub fn run(_args: &EvalArgs) -> Result<u8> {
-    bail!("not implemented yet")
+impl EvalArgs {
+    fn pipeline_args(&self, config: Option<PathBuf>) -> PipelineArgs {
+        PipelineArgs {
+            config,
+            rules: self.rules.clone(),
+            no_default_rules: self.no_default_rules,
+            fail_open: self.fail_open,
+        }
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.data_dir.clone().unwrap_or_else(|| {
+            std::env::var_os("RAMPART_DATA_DIR")
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| PathBuf::from("data"), PathBuf::from)
+        })
+    }
+}
+
+/// Splits a `--config` value into (name, file); `None` as the file means the embedded
+/// configuration.
+fn parse_config_spec(spec: &str) -> Result<(String, Option<PathBuf>)> {
+    if Path::new(spec).is_file() {
+        let name = Path::new(spec)
+            .file_stem()
+            .map_or_else(|| spec.to_string(), |s| s.to_string_lossy().into_owned());
+        return Ok((name, Some(PathBuf::from(spec))));
+    }
+    if spec == DEFAULT_NAME {
+        return Ok((DEFAULT_NAME.to_string(), None));
+    }
+    if let Some((name, file)) = spec.split_once('=') {
+        let name = name.trim();
+        if name.is_empty() {
+            bail!("--config {spec:?}: empty NAME in NAME=FILE");
+        }
+        if file == DEFAULT_NAME && !Path::new(file).is_file() {
+            return Ok((name.to_string(), None));
+        }
+        return Ok((name.to_string(), Some(PathBuf::from(file))));
+    }
+    bail!("--config {spec:?}: no such file (use FILE, NAME=FILE or `default`)")
+}
+
+pub fn run(args: &EvalArgs) -> Result<u8> {
+    // Everything that can fail fast does so before any scan.
+    let gates = args
+        .gate
+        .as_deref()
+        .map(GateSet::load)
+        .transpose()
+        .context("reading the gate file")?;
+
+    let specs: Vec<(String, Option<PathBuf>)> = if args.configs.is_empty() {
+        vec![(DEFAULT_NAME.to_string(), None)]
+    } else {
+        args.configs
+            .iter()
+            .map(|s| parse_config_spec(s))
+            .collect::<Result<_>>()?
+    };
+    let mut configs = Vec::with_capacity(specs.len());
+    for (name, file) in specs {
+        let origin = file.as_ref().map_or_else(
+            || "the embedded configuration".to_string(),
+            |p| p.display().to_string(),
+        );
+        let pipeline = args
+            .pipeline_args(file)
+            .build()
+            .with_context(|| format!("configuration {name:?} ({origin})"))?;
+        configs.push(NamedPipeline::new(name, pipeline));
+    }
+
+    let data_dir = args.data_dir();
+    let mut datasets = Vec::with_capacity(args.datasets.len());
+    for spec in &args.datasets {
+        let d = rampart_datasets::load(spec, &data_dir)?;
+        if !d.errors.is_empty() {
+            eprintln!(
+                "rampart: {}: {} row(s) could not be read and are skipped (first: {})",
+                d.name,
+                d.errors.len(),
+                d.errors[0]
+            );
+        }
+        if d.records.is_empty() {
+            eprintln!("rampart: {}: no readable records", d.name);
+        }
+        datasets.push(d);
+    }
+
+    let opts = RunOptions {
+        threads: args.threads,
+        limit: args.limit,
+    };
+    let total = rampart_eval::planned_scans(configs.len(), &datasets, &opts);
+    let bar = if args.no_progress || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} eval [{elapsed_precise}] {wide_bar} {pos}/{len} prompts ({per_sec}, eta {eta})",
+            )
+            .context("progress bar template")?,
+        );
+        b
+    };
+
+    let stamp = RunStamp::reserve(&args.out_dir)?;
+    let result = rampart_eval::run(
+        &stamp.run_id,
+        &stamp.timestamp_utc,
+        &configs,
+        datasets,
+        &opts,
+        &|n| bar.inc(n),
+    );
+    bar.finish_and_clear();
+    let run = match result {
+        Ok(r) => r,
+        Err(e) => {
+            stamp.release(&args.out_dir);
+            return Err(e.into());
+        }
+    };
+
+    let mut summary = Summary::compute(&run);
+    if let Some(g) = &gates {
+        summary.gates = g.check(&summary);
+    }
+    let written = match rampart_eval::write_all(&run, &summary, &args.out_dir) {
+        Ok(w) => w,
+        Err(e) => {
+            stamp.release(&args.out_dir);
+            return Err(e.into());
+        }
+    };
+
+    let mut out = std::io::stdout().lock();
+    out.write_all(rampart_eval::render::markdown_headline(&summary).as_bytes())?;
+    out.flush()?;
+    eprintln!(
+        "rampart: {} scans in {:.2} s ({:.0} prompts/s); reports:",
+        summary.scans, summary.wall_seconds, summary.prompts_per_second
+    );
+    for p in written.all() {
+        eprintln!("  {}", p.display());
+    }
+    if summary.gates_passed() {
+        if !summary.gates.is_empty() {
+            eprintln!("rampart: all {} gate check(s) passed", summary.gates.len());
+        }
+        Ok(0)
+    } else {
+        for g in summary.gates.iter().filter(|g| !g.passed) {
+            eprintln!(
+                "rampart: gate failed: {} [{}]: {}",
+                g.name, g.config, g.detail
+            );
+        }
+        Ok(EXIT_GATE_FAILED)
+    }
 }

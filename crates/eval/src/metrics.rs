@@ -5,10 +5,10 @@
 //! threshold `t` when `score >= t`; prompts with equal scores are always on the same side,
 //! so ties are never split.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// True/false positive/negative counts.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Confusion {
     /// Attacks flagged.
     pub tp: u64,
@@ -168,7 +168,7 @@ pub fn tpr_at_fpr(scored: &[(f64, bool)], max_fpr: f64) -> Option<RocPoint> {
 }
 
 /// Latency percentiles (nearest-rank), in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     /// Samples.
     pub count: usize,

@@ -1,0 +1,723 @@
+//! The Markdown summary and the self-contained HTML report. Both are built from the same
+//! tables, so they always agree; the HTML adds the plots.
+
+use crate::error::EvalError;
+use crate::log::EvalLogRecord;
+use crate::metrics::roc_curve;
+use crate::plots;
+use crate::report::{
+    DatasetReport, FINAL_COLUMN, POOLED_ALL, PROMPTGUARD_REFERENCE_ACCURACY, Summary,
+};
+use crate::runner::EvalRun;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+/// A rate as a percentage with two decimals, or `n/a`.
+pub fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |x| format!("{:.2}%", x * 100.0))
+}
+
+fn num3(v: Option<f64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |x| format!("{x:.3}"))
+}
+
+/// Microseconds, human-readable.
+pub fn dur_us(us: u64) -> String {
+    if us >= 10_000 {
+        format!("{:.1} ms", us as f64 / 1000.0)
+    } else if us >= 1000 {
+        format!("{:.2} ms", us as f64 / 1000.0)
+    } else {
+        format!("{us} µs")
+    }
+}
+
+/// A table rendered to Markdown or HTML.
+struct Table {
+    head: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(head: &[&str]) -> Self {
+        Self {
+            head: head.iter().map(|s| (*s).to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn md(&self) -> String {
+        let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+        let mut out = String::new();
+        let line = |cells: &[String]| {
+            format!(
+                "| {} |\n",
+                cells.iter().map(|c| esc(c)).collect::<Vec<_>>().join(" | ")
+            )
+        };
+        out.push_str(&line(&self.head));
+        out.push_str(&format!(
+            "|{}\n",
+            self.head.iter().map(|_| "---|").collect::<String>()
+        ));
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
+    fn html(&self) -> String {
+        let mut out = String::from("<div class=\"scroll\"><table>\n<thead><tr>");
+        for h in &self.head {
+            let _ = write!(out, "<th>{}</th>", esc_html(h));
+        }
+        out.push_str("</tr></thead>\n<tbody>\n");
+        for r in &self.rows {
+            out.push_str("<tr>");
+            for (i, c) in r.iter().enumerate() {
+                if i == 0 {
+                    let _ = write!(out, "<th scope=\"row\">{}</th>", esc_html(c));
+                } else {
+                    let _ = write!(out, "<td>{}</td>", esc_html(c));
+                }
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody></table></div>\n");
+        out
+    }
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc_html(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+fn lat(r: &DatasetReport, f: impl Fn(&crate::metrics::Latency) -> u64) -> String {
+    r.latency.as_ref().map_or("n/a".into(), |l| dur_us(f(l)))
+}
+
+fn results_table(s: &Summary) -> Table {
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "prompts",
+        "attacks",
+        "benign",
+        "TP",
+        "FN",
+        "FP",
+        "TN",
+        "TPR",
+        "FPR",
+        "precision",
+        "F1",
+        "accuracy",
+        "ROC-AUC",
+        "TPR@1%FPR",
+        "TPR@0.1%FPR",
+        "p50",
+        "p95",
+        "p99",
+    ]);
+    for r in &s.reports {
+        let c = r.confusion;
+        t.row(vec![
+            r.dataset.clone(),
+            r.config.clone(),
+            r.prompts.to_string(),
+            r.attacks.to_string(),
+            r.benign.to_string(),
+            c.tp.to_string(),
+            c.fn_.to_string(),
+            c.fp.to_string(),
+            c.tn.to_string(),
+            pct(r.tpr),
+            pct(r.fpr),
+            pct(r.precision),
+            pct(r.f1),
+            pct(r.accuracy),
+            num3(r.roc_auc),
+            pct(r.tpr_at_1pct_fpr.map(|p| p.tpr)),
+            pct(r.tpr_at_0_1pct_fpr.map(|p| p.tpr)),
+            lat(r, |l| l.p50),
+            lat(r, |l| l.p95),
+            lat(r, |l| l.p99),
+        ]);
+    }
+    t
+}
+
+/// Side by side: one row per dataset, the configurations next to each other under each
+/// metric.
+fn comparison_table(s: &Summary) -> Option<Table> {
+    if s.configs.len() < 2 {
+        return None;
+    }
+    type Getter = fn(&DatasetReport) -> String;
+    let metrics: [(&str, Getter); 6] = [
+        ("TPR", |r| pct(r.tpr)),
+        ("FPR", |r| pct(r.fpr)),
+        ("F1", |r| pct(r.f1)),
+        ("accuracy", |r| pct(r.accuracy)),
+        ("ROC-AUC", |r| num3(r.roc_auc)),
+        ("p99", |r| lat(r, |l| l.p99)),
+    ];
+    let mut head = vec!["dataset".to_string()];
+    for (m, _) in &metrics {
+        for c in &s.configs {
+            head.push(format!("{m} {}", c.name));
+        }
+    }
+    let mut t = Table {
+        head,
+        rows: Vec::new(),
+    };
+    let mut datasets: Vec<&str> = Vec::new();
+    for r in &s.reports {
+        if !datasets.contains(&r.dataset.as_str()) {
+            datasets.push(&r.dataset);
+        }
+    }
+    for d in datasets {
+        let mut row = vec![d.to_string()];
+        for (_, get) in &metrics {
+            for c in &s.configs {
+                row.push(s.report(d, &c.name).map_or("n/a".into(), get));
+            }
+        }
+        t.row(row);
+    }
+    Some(t)
+}
+
+fn four_label_table(s: &Summary) -> Option<Table> {
+    let with: Vec<&DatasetReport> = s
+        .reports
+        .iter()
+        .filter(|r| r.fine_labels.is_some())
+        .collect();
+    if with.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "prompts",
+        "four-label accuracy",
+        "published reference",
+    ]);
+    for r in with {
+        if let Some(f) = &r.fine_labels {
+            t.row(vec![
+                r.dataset.clone(),
+                r.config.clone(),
+                f.total.to_string(),
+                pct(f.accuracy),
+                f.reference_accuracy
+                    .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
+            ]);
+        }
+    }
+    Some(t)
+}
+
+fn gates_table(s: &Summary) -> Option<Table> {
+    if s.gates.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&["gate", "config", "result", "detail"]);
+    for g in &s.gates {
+        t.row(vec![
+            g.name.clone(),
+            g.config.clone(),
+            if g.passed { "PASS" } else { "FAIL" }.into(),
+            g.detail.clone(),
+        ]);
+    }
+    Some(t)
+}
+
+fn datasets_table(s: &Summary) -> Table {
+    let mut t = Table::new(&[
+        "dataset",
+        "origin",
+        "records",
+        "evaluated",
+        "row errors",
+        "log",
+    ]);
+    for d in &s.datasets {
+        t.row(vec![
+            d.name.clone(),
+            d.origin.clone(),
+            d.records.to_string(),
+            d.evaluated.to_string(),
+            d.row_errors.to_string(),
+            d.log_file.clone(),
+        ]);
+    }
+    t
+}
+
+fn run_lines(s: &Summary) -> Vec<String> {
+    let configs: Vec<String> = s
+        .configs
+        .iter()
+        .map(|c| {
+            format!(
+                "{} (policy {}; layers {})",
+                c.name,
+                c.policy_version,
+                c.layers.join(" → ")
+            )
+        })
+        .collect();
+    vec![
+        format!("Started {}", s.timestamp_utc),
+        format!(
+            "Wall time {:.2} s for {} scans ({:.0} prompts/s, {} threads)",
+            s.wall_seconds, s.scans, s.prompts_per_second, s.threads
+        ),
+        format!("Configurations: {}", configs.join("; ")),
+    ]
+}
+
+/// Per-report detail tables: (title, table).
+fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
+    let mut out = Vec::new();
+    let mut t = Table::new(&["layer", "samples", "p50", "p95", "p99", "max", "mean"]);
+    if let Some(l) = &r.latency {
+        t.row(vec![
+            "whole scan".into(),
+            l.count.to_string(),
+            dur_us(l.p50),
+            dur_us(l.p95),
+            dur_us(l.p99),
+            dur_us(l.max),
+            format!("{:.1} µs", l.mean),
+        ]);
+    }
+    for (name, l) in &r.layer_latency {
+        t.row(vec![
+            name.clone(),
+            l.count.to_string(),
+            dur_us(l.p50),
+            dur_us(l.p95),
+            dur_us(l.p99),
+            dur_us(l.max),
+            format!("{:.1} µs", l.mean),
+        ]);
+    }
+    out.push(("Latency", t));
+
+    let mut t = Table::new(&[
+        "deciding layer",
+        "true positives caught",
+        "false positives caused",
+    ]);
+    let layers: BTreeSet<&String> = r
+        .attribution
+        .true_positives
+        .keys()
+        .chain(r.attribution.false_positives.keys())
+        .collect();
+    for l in layers {
+        t.row(vec![
+            l.clone(),
+            r.attribution
+                .true_positives
+                .get(l)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+            r.attribution
+                .false_positives
+                .get(l)
+                .copied()
+                .unwrap_or(0)
+                .to_string(),
+        ]);
+    }
+    out.push(("Attribution", t));
+
+    for (title, map) in [
+        ("By category", &r.by_category),
+        ("By language", &r.by_language),
+    ] {
+        let mut t = Table::new(&[
+            "slice", "prompts", "TP", "FN", "FP", "TN", "TPR", "FPR", "accuracy",
+        ]);
+        for (k, b) in map {
+            let c = b.confusion;
+            t.row(vec![
+                k.clone(),
+                c.total().to_string(),
+                c.tp.to_string(),
+                c.fn_.to_string(),
+                c.fp.to_string(),
+                c.tn.to_string(),
+                pct(b.tpr),
+                pct(b.fpr),
+                pct(b.accuracy),
+            ]);
+        }
+        out.push((title, t));
+    }
+
+    if let Some(f) = &r.fine_labels {
+        let mut t = Table::new(&["label", "expected", "ALLOW", "SANITIZE", "BLOCK", "correct"]);
+        for (label, row) in &f.matrix {
+            let expected = label_is_attack(label).map_or("?", |a| if a { "flag" } else { "ALLOW" });
+            let get = |a: &str| row.get(a).copied().unwrap_or(0).to_string();
+            t.row(vec![
+                label.clone(),
+                expected.into(),
+                get("ALLOW"),
+                get("SANITIZE"),
+                get("BLOCK"),
+                pct(f.accuracy_by_label.get(label).copied()),
+            ]);
+        }
+        t.row(vec![
+            "four-label accuracy".into(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            format!(
+                "{} ({}/{}){}",
+                pct(f.accuracy),
+                f.correct,
+                f.total,
+                f.reference_accuracy.map_or(String::new(), |x| format!(
+                    "; published reference {:.1}%",
+                    x * 100.0
+                ))
+            ),
+        ]);
+        out.push(("Fine labels × action", t));
+    }
+    out
+}
+
+fn label_is_attack(name: &str) -> Option<bool> {
+    rampart_datasets::Label::ALL
+        .iter()
+        .find(|l| l.name() == name)
+        .map(|l| l.is_attack())
+}
+
+/// The headline Markdown: run facts, the results table, the comparison, four-label
+/// accuracy and gates (printed to stdout by the CLI).
+pub fn markdown_headline(s: &Summary) -> String {
+    let mut md = format!("# Rampart evaluation `{}`\n\n", s.eval_run_id);
+    for l in run_lines(s) {
+        let _ = writeln!(md, "- {l}");
+    }
+    md.push_str("\n## Results\n\n");
+    md.push_str(&results_table(s).md());
+    if let Some(t) = comparison_table(s) {
+        md.push_str("\n## Comparison\n\n");
+        md.push_str(&t.md());
+    }
+    if let Some(t) = four_label_table(s) {
+        md.push_str("\n## Four-label accuracy\n\n");
+        md.push_str(&t.md());
+    }
+    if let Some(t) = gates_table(s) {
+        let failed = s.gates.iter().filter(|g| !g.passed).count();
+        let _ = write!(
+            md,
+            "\n## Gates: {}\n\n",
+            if failed == 0 {
+                "all passed".to_string()
+            } else {
+                format!("{failed} failed")
+            }
+        );
+        md.push_str(&t.md());
+    }
+    md
+}
+
+/// The full Markdown summary (`eval_{ts}_summary.md`).
+pub fn markdown(s: &Summary) -> String {
+    let mut md = markdown_headline(s);
+    md.push_str("\n## Datasets\n\n");
+    md.push_str(&datasets_table(s).md());
+    md.push_str(&format!(
+        "\nOutcome: flagged = any action but ALLOW; prompts over the input limits count as \
+         flagged (BLOCK). Four-label reference: {:.1}% (published, PromptGuard 680).\n",
+        PROMPTGUARD_REFERENCE_ACCURACY * 100.0
+    ));
+    md.push_str("\n## Details\n");
+    for r in &s.reports {
+        let _ = write!(md, "\n### {} · {}\n", r.dataset, r.config);
+        for (title, t) in detail_tables(r) {
+            let _ = write!(md, "\n**{title}**\n\n");
+            md.push_str(&t.md());
+        }
+    }
+    md
+}
+
+const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;\
+margin:24px;color:#1b1b1b;max-width:1500px}h1{font-size:22px}h2{font-size:18px;margin-top:32px;\
+border-bottom:1px solid #ddd}h3{font-size:15px;margin-top:24px}table{border-collapse:collapse;\
+margin:8px 0 16px;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}.scroll{overflow-x:auto}\
+th[scope=row],thead th{text-align:left;background:#f4f6f8}.plots{display:flex;flex-wrap:wrap;\
+gap:16px}.plots figure{margin:0;border:1px solid #e3e3e3;padding:6px}.note{color:#555;font-size:13px}\
+.fail{color:#b00020;font-weight:bold}.pass{color:#006b2d;font-weight:bold}details{margin:6px 0}";
+
+/// The self-contained HTML report (`eval_{ts}_report.html`): no external resource, plots as
+/// inline SVG.
+pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
+    let mut h = String::new();
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>Rampart evaluation {id}</title>\n<style>{CSS}</style>\n</head>\n<body>\n\
+         <h1>Rampart evaluation <code>{id}</code></h1>\n<ul>\n",
+        id = esc_html(&s.eval_run_id)
+    );
+    for l in run_lines(s) {
+        let _ = writeln!(h, "<li>{}</li>", esc_html(&l));
+    }
+    h.push_str("</ul>\n");
+    if !s.gates.is_empty() {
+        let failed = s.gates.iter().filter(|g| !g.passed).count();
+        let _ = writeln!(
+            h,
+            "<h2>Gates: <span class=\"{}\">{}</span></h2>",
+            if failed == 0 { "pass" } else { "fail" },
+            if failed == 0 {
+                "all passed".to_string()
+            } else {
+                format!("{failed} failed")
+            }
+        );
+        if let Some(t) = gates_table(s) {
+            h.push_str(&t.html());
+        }
+    }
+    h.push_str("<h2>Results</h2>\n");
+    h.push_str(&results_table(s).html());
+    if let Some(t) = comparison_table(s) {
+        h.push_str("<h2>Comparison</h2>\n");
+        h.push_str(&t.html());
+    }
+    if let Some(t) = four_label_table(s) {
+        h.push_str("<h2>Four-label accuracy</h2>\n");
+        h.push_str(&t.html());
+    }
+    h.push_str("<h2>Plots</h2>\n");
+    h.push_str(&plots_html(run)?);
+    h.push_str("<h2>Datasets</h2>\n");
+    h.push_str(&datasets_table(s).html());
+    h.push_str(
+        "<p class=\"note\">Outcome: flagged = any action but ALLOW; prompts over the input \
+         limits count as flagged (BLOCK). Score = the highest layer score (n/a when no layer \
+         yields one). Attribution: the first layer, in pipeline order, whose own action was not \
+         ALLOW; <code>(combined)</code> when only the combined score of all findings flagged the \
+         prompt.</p>\n",
+    );
+    h.push_str("<h2>Details</h2>\n");
+    for r in &s.reports {
+        let _ = writeln!(
+            h,
+            "<details><summary><b>{} · {}</b></summary>",
+            esc_html(&r.dataset),
+            esc_html(&r.config)
+        );
+        for (title, t) in detail_tables(r) {
+            let _ = writeln!(h, "<h3>{}</h3>", esc_html(title));
+            h.push_str(&t.html());
+        }
+        h.push_str("</details>\n");
+    }
+    h.push_str("</body>\n</html>\n");
+    Ok(h)
+}
+
+fn figure(svg: &str) -> String {
+    format!("<figure>{svg}</figure>\n")
+}
+
+fn plots_html(run: &EvalRun) -> Result<String, EvalError> {
+    let mut h = String::new();
+    let by_config = |name: &str| -> Vec<&EvalLogRecord> {
+        run.datasets
+            .iter()
+            .flat_map(|d| d.logs.iter())
+            .filter(|l| l.config == name)
+            .collect()
+    };
+
+    // ROC curves: for each dataset with both classes and the pool, one curve per config.
+    h.push_str("<h3>ROC curves</h3>\n<div class=\"plots\">\n");
+    let mut groups: Vec<(String, Vec<&EvalLogRecord>)> = run
+        .datasets
+        .iter()
+        .map(|d| (d.name.clone(), d.logs.iter().collect()))
+        .collect();
+    if run.datasets.len() > 1 {
+        groups.push((
+            POOLED_ALL.to_string(),
+            run.datasets.iter().flat_map(|d| d.logs.iter()).collect(),
+        ));
+    }
+    let mut any_roc = false;
+    for (name, logs) in &groups {
+        let curves: Vec<(String, Vec<crate::metrics::RocPoint>)> = run
+            .configs
+            .iter()
+            .map(|c| {
+                let scored: Vec<(f64, bool)> = logs
+                    .iter()
+                    .filter(|l| l.config == c.name)
+                    .filter_map(|l| l.score.map(|s| (f64::from(s), l.attack)))
+                    .collect();
+                (c.name.clone(), roc_curve(&scored))
+            })
+            .filter(|(_, pts)| !pts.is_empty())
+            .collect();
+        if !curves.is_empty() {
+            any_roc = true;
+            h.push_str(&figure(&plots::roc(&format!("ROC · {name}"), &curves)?));
+        }
+    }
+    if !any_roc {
+        h.push_str(
+            "<p class=\"note\">n/a: no configuration yields scores on a set with both attacks \
+             and benign prompts (the deterministic rules layer gives verdicts, not scores).</p>\n",
+        );
+    }
+    h.push_str("</div>\n");
+
+    // Score histograms per label, per config (pooled over datasets).
+    h.push_str("<h3>Score histograms per label</h3>\n<div class=\"plots\">\n");
+    let mut any_hist = false;
+    for c in &run.configs {
+        let mut per_label: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+        for l in by_config(&c.name) {
+            if let Some(s) = l.score {
+                per_label
+                    .entry(l.label.name())
+                    .or_default()
+                    .push(f64::from(s));
+            }
+        }
+        if per_label.is_empty() {
+            continue;
+        }
+        any_hist = true;
+        let series: Vec<(String, Vec<f64>)> = per_label
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        h.push_str(&figure(&plots::score_histograms(
+            &format!("Scores · {}", c.name),
+            &series,
+        )?));
+    }
+    if !any_hist {
+        h.push_str("<p class=\"note\">n/a: no layer of any configuration yields a score.</p>\n");
+    }
+    h.push_str("</div>\n");
+
+    // Heatmap: attack category × layer detection rate, per config.
+    h.push_str(
+        "<h3>Attack category × layer detection rate</h3>\n<p class=\"note\">Share of the \
+         attacks of each category that each layer flagged on its own (its own action not \
+         ALLOW); <code>(final)</code> is the pipeline's verdict.</p>\n<div class=\"plots\">\n",
+    );
+    let mut any_heat = false;
+    for c in &run.configs {
+        let logs = by_config(&c.name);
+        let attacks: Vec<&&EvalLogRecord> = logs.iter().filter(|l| l.attack).collect();
+        if attacks.is_empty() {
+            continue;
+        }
+        any_heat = true;
+        let mut cols: Vec<String> = c.layers.clone();
+        cols.push(FINAL_COLUMN.to_string());
+        let mut counts: BTreeMap<String, (u64, Vec<u64>)> = BTreeMap::new();
+        for l in attacks {
+            let cat = l
+                .category
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "(none)".into());
+            let e = counts
+                .entry(cat)
+                .or_insert_with(|| (0, vec![0; cols.len()]));
+            e.0 += 1;
+            for (j, col) in cols.iter().enumerate() {
+                let hit = if col == FINAL_COLUMN {
+                    l.action != rampart_core::Action::Allow
+                } else {
+                    l.layers
+                        .iter()
+                        .any(|x| x.layer == *col && x.action != rampart_core::Action::Allow)
+                };
+                if hit {
+                    e.1[j] += 1;
+                }
+            }
+        }
+        let rows: Vec<String> = counts
+            .iter()
+            .map(|(k, (n, _))| format!("{k} (n={n})"))
+            .collect();
+        let cells: Vec<Vec<Option<f64>>> = counts
+            .values()
+            .map(|(n, hits)| {
+                hits.iter()
+                    .map(|&x| (*n > 0).then(|| x as f64 / *n as f64))
+                    .collect()
+            })
+            .collect();
+        h.push_str(&figure(&plots::heatmap(
+            &format!("Detection rate · {}", c.name),
+            &rows,
+            &cols,
+            &cells,
+        )?));
+    }
+    if !any_heat {
+        h.push_str("<p class=\"note\">n/a: no attack prompts in this run.</p>\n");
+    }
+    h.push_str("</div>\n");
+
+    // Latency distribution.
+    h.push_str("<h3>Latency distribution</h3>\n<div class=\"plots\">\n");
+    let series: Vec<(String, Vec<u64>)> = run
+        .configs
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                by_config(&c.name).iter().map(|l| l.elapsed_us).collect(),
+            )
+        })
+        .collect();
+    h.push_str(&figure(&plots::latency("Whole-scan latency", &series)?));
+    h.push_str("</div>\n");
+    Ok(h)
+}

@@ -1,0 +1,463 @@
+//! The machine-readable summary of a run ([`Summary`], written as `eval_{ts}_summary.json`):
+//! one [`DatasetReport`] per (dataset, configuration), plus pooled reports.
+
+use crate::gate::GateResult;
+use crate::log::{EvalLogRecord, Outcome};
+use crate::metrics::{Confusion, Latency, RocPoint, roc_auc, tpr_at_fpr};
+
+/// A point of the ROC curve as stored in a summary.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct OperatingPoint {
+    /// True positive rate.
+    pub tpr: f64,
+    /// False positive rate.
+    pub fpr: f64,
+    /// Flag prompts scoring at least this; `None` flags nothing.
+    pub threshold: Option<f64>,
+}
+
+impl From<RocPoint> for OperatingPoint {
+    fn from(p: RocPoint) -> Self {
+        Self {
+            tpr: p.tpr,
+            fpr: p.fpr,
+            threshold: p.threshold.is_finite().then_some(p.threshold),
+        }
+    }
+}
+use crate::runner::{ConfigInfo, EvalRun};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The `schema` value of every summary.
+pub const SUMMARY_SCHEMA: &str = "rampart.eval_summary.v1";
+
+/// The published four-label accuracy on the PromptGuard 680 the report is compared with.
+pub const PROMPTGUARD_REFERENCE_ACCURACY: f64 = 0.557;
+
+/// Datasets whose name starts with this are PromptGuard sets (reference shown, aggregated).
+pub const PROMPTGUARD_PREFIX: &str = "promptguard_";
+
+/// Name of the report pooling every dataset of the run (when there are several).
+pub const POOLED_ALL: &str = "(all)";
+/// Name of the report pooling every `promptguard_*` dataset of the run.
+pub const POOLED_PROMPTGUARD: &str = "(promptguard)";
+
+/// Attribution label for a flagged prompt that no single layer flagged on its own (the
+/// combined score of all findings did).
+pub const ATTR_COMBINED: &str = "(combined)";
+/// Attribution label for a prompt that could not be scanned (counted as flagged).
+pub const ATTR_INPUT_ERROR: &str = "(input_error)";
+
+/// A dataset as loaded for the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    /// Name in reports.
+    pub name: String,
+    /// Origin (`builtin:NAME` or a path).
+    pub origin: String,
+    /// Readable records.
+    pub records: u64,
+    /// Records evaluated (under `--limit`, fewer).
+    pub evaluated: u64,
+    /// Rows that could not be read.
+    pub row_errors: u64,
+    /// The eval log file name (relative to the summary's directory).
+    pub log_file: String,
+}
+
+/// Counts and rates for a slice of a dataset (a category, a language).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Breakdown {
+    /// The confusion counts.
+    pub confusion: Confusion,
+    /// True positive rate.
+    pub tpr: Option<f64>,
+    /// False positive rate.
+    pub fpr: Option<f64>,
+    /// Accuracy.
+    pub accuracy: Option<f64>,
+}
+
+impl Breakdown {
+    fn from_confusion(confusion: Confusion) -> Self {
+        Self {
+            confusion,
+            tpr: confusion.tpr(),
+            fpr: confusion.fpr(),
+            accuracy: confusion.accuracy(),
+        }
+    }
+}
+
+/// Which layer caught each true positive and which caused each false positive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attribution {
+    /// True positives per deciding layer.
+    pub true_positives: BTreeMap<String, u64>,
+    /// False positives per deciding layer.
+    pub false_positives: BTreeMap<String, u64>,
+}
+
+/// Fine labels (PromptGuard and the like) against actions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct FineLabels {
+    /// label → action → prompts.
+    pub matrix: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Prompts whose verdict matched the label's expected verdict (ALLOW for
+    /// reciprocal/borderline/benign, flagged for manipulative/extractive/attack/harmful).
+    pub correct: u64,
+    /// Prompts.
+    pub total: u64,
+    /// `correct / total`.
+    pub accuracy: Option<f64>,
+    /// The same per label.
+    pub accuracy_by_label: BTreeMap<String, f64>,
+    /// The published reference accuracy, for PromptGuard sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_accuracy: Option<f64>,
+}
+
+/// Everything measured for one dataset (or pool) under one configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DatasetReport {
+    /// Dataset name (or [`POOLED_ALL`], [`POOLED_PROMPTGUARD`]).
+    pub dataset: String,
+    /// Configuration name.
+    pub config: String,
+    /// Prompts evaluated.
+    pub prompts: u64,
+    /// Attacks among them.
+    pub attacks: u64,
+    /// Benign prompts among them.
+    pub benign: u64,
+    /// Prompts that could not be scanned (counted as flagged).
+    pub scan_errors: u64,
+    /// Confusion counts.
+    pub confusion: Confusion,
+    /// True positive rate (recall).
+    pub tpr: Option<f64>,
+    /// False positive rate.
+    pub fpr: Option<f64>,
+    /// Precision.
+    pub precision: Option<f64>,
+    /// F1.
+    pub f1: Option<f64>,
+    /// Accuracy.
+    pub accuracy: Option<f64>,
+    /// Prompts by final action.
+    pub actions: BTreeMap<String, u64>,
+    /// Prompts with a score (some layer yields one).
+    pub scored: u64,
+    /// ROC-AUC over the scored prompts (needs both classes).
+    pub roc_auc: Option<f64>,
+    /// Best TPR with FPR ≤ 1% (and its threshold).
+    pub tpr_at_1pct_fpr: Option<OperatingPoint>,
+    /// Best TPR with FPR ≤ 0.1%.
+    pub tpr_at_0_1pct_fpr: Option<OperatingPoint>,
+    /// Whole-scan latency.
+    pub latency: Option<Latency>,
+    /// Latency per layer.
+    pub layer_latency: BTreeMap<String, Latency>,
+    /// Per category.
+    pub by_category: BTreeMap<String, Breakdown>,
+    /// Per language.
+    pub by_language: BTreeMap<String, Breakdown>,
+    /// Per-layer attribution of flags.
+    pub attribution: Attribution,
+    /// Attack category → layer → attacks that layer flagged on its own (its own action is
+    /// not ALLOW). The key `(final)` counts the attacks the pipeline flagged.
+    pub layer_detection: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Attacks per category (the denominators of `layer_detection`).
+    pub attacks_by_category: BTreeMap<String, u64>,
+    /// Fine labels × action, when the data has labels other than attack/benign.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fine_labels: Option<FineLabels>,
+}
+
+/// Key of the overall column of [`DatasetReport::layer_detection`].
+pub const FINAL_COLUMN: &str = "(final)";
+
+fn key_or(v: Option<&str>, missing: &str) -> String {
+    v.filter(|s| !s.is_empty()).unwrap_or(missing).to_string()
+}
+
+impl DatasetReport {
+    /// Computes the report over log records (all of one configuration).
+    pub fn compute<'a>(
+        dataset: &str,
+        config: &str,
+        logs: impl IntoIterator<Item = &'a EvalLogRecord>,
+    ) -> DatasetReport {
+        let mut r = DatasetReport {
+            dataset: dataset.to_string(),
+            config: config.to_string(),
+            ..Default::default()
+        };
+        let mut scored: Vec<(f64, bool)> = Vec::new();
+        let mut total_us: Vec<u64> = Vec::new();
+        let mut layer_us: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        let mut by_cat: BTreeMap<String, Confusion> = BTreeMap::new();
+        let mut by_lang: BTreeMap<String, Confusion> = BTreeMap::new();
+        let mut fine = FineLabels::default();
+        let mut fine_present = false;
+        let mut label_counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        for l in logs {
+            let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
+            r.prompts += 1;
+            if l.attack {
+                r.attacks += 1;
+            } else {
+                r.benign += 1;
+            }
+            if l.error.is_some() {
+                r.scan_errors += 1;
+            }
+            r.confusion.add(l.attack, flagged);
+            *r.actions.entry(l.action.name().to_string()).or_default() += 1;
+            if let Some(s) = l.score {
+                scored.push((f64::from(s), l.attack));
+            }
+            total_us.push(l.elapsed_us);
+            for layer in &l.layers {
+                layer_us
+                    .entry(layer.layer.clone())
+                    .or_default()
+                    .push(layer.elapsed_us);
+            }
+            let cat = key_or(l.category.as_deref(), "(none)");
+            by_cat
+                .entry(cat.clone())
+                .or_default()
+                .add(l.attack, flagged);
+            by_lang
+                .entry(key_or(l.language.as_deref(), "(unknown)"))
+                .or_default()
+                .add(l.attack, flagged);
+            if flagged {
+                let who = if l.error.is_some() {
+                    ATTR_INPUT_ERROR.to_string()
+                } else {
+                    l.deciding_layer
+                        .clone()
+                        .unwrap_or_else(|| ATTR_COMBINED.to_string())
+                };
+                let map = if l.attack {
+                    &mut r.attribution.true_positives
+                } else {
+                    &mut r.attribution.false_positives
+                };
+                *map.entry(who).or_default() += 1;
+            }
+            if l.attack {
+                *r.attacks_by_category.entry(cat.clone()).or_default() += 1;
+                let row = r.layer_detection.entry(cat).or_default();
+                for layer in &l.layers {
+                    let c = row.entry(layer.layer.clone()).or_default();
+                    if layer.action != rampart_core::Action::Allow {
+                        *c += 1;
+                    }
+                }
+                let c = row.entry(FINAL_COLUMN.to_string()).or_default();
+                if flagged {
+                    *c += 1;
+                }
+            }
+            let label = l.label.name().to_string();
+            if !matches!(
+                l.label,
+                rampart_datasets::Label::Attack | rampart_datasets::Label::Benign
+            ) {
+                fine_present = true;
+            }
+            *fine
+                .matrix
+                .entry(label.clone())
+                .or_default()
+                .entry(l.action.name().to_string())
+                .or_default() += 1;
+            let correct = flagged == l.label.is_attack();
+            let e = label_counts.entry(label).or_default();
+            e.1 += 1;
+            fine.total += 1;
+            if correct {
+                e.0 += 1;
+                fine.correct += 1;
+            }
+        }
+        let c = r.confusion;
+        r.tpr = c.tpr();
+        r.fpr = c.fpr();
+        r.precision = c.precision();
+        r.f1 = c.f1();
+        r.accuracy = c.accuracy();
+        r.scored = scored.len() as u64;
+        r.roc_auc = roc_auc(&scored);
+        r.tpr_at_1pct_fpr = tpr_at_fpr(&scored, 0.01).map(Into::into);
+        r.tpr_at_0_1pct_fpr = tpr_at_fpr(&scored, 0.001).map(Into::into);
+        r.latency = Latency::of(&total_us);
+        r.layer_latency = layer_us
+            .into_iter()
+            .filter_map(|(k, v)| Latency::of(&v).map(|l| (k, l)))
+            .collect();
+        r.by_category = by_cat
+            .into_iter()
+            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+            .collect();
+        r.by_language = by_lang
+            .into_iter()
+            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+            .collect();
+        // The pool of every dataset mixes sets: its fine-label matrix would mean nothing.
+        if fine_present && dataset != POOLED_ALL {
+            fine.accuracy = (fine.total > 0).then(|| fine.correct as f64 / fine.total as f64);
+            fine.accuracy_by_label = label_counts
+                .into_iter()
+                .filter(|(_, (_, n))| *n > 0)
+                .map(|(k, (ok, n))| (k, ok as f64 / n as f64))
+                .collect();
+            if dataset.starts_with(PROMPTGUARD_PREFIX) || dataset == POOLED_PROMPTGUARD {
+                fine.reference_accuracy = Some(PROMPTGUARD_REFERENCE_ACCURACY);
+            }
+            r.fine_labels = Some(fine);
+        }
+        r
+    }
+
+    /// The value of a gate metric, `None` when undefined.
+    pub fn metric(&self, m: crate::gate::Metric) -> Option<f64> {
+        use crate::gate::Metric;
+        match m {
+            Metric::Tpr => self.tpr,
+            Metric::Fpr => self.fpr,
+            Metric::Precision => self.precision,
+            Metric::F1 => self.f1,
+            Metric::Accuracy => self.accuracy,
+            Metric::RocAuc => self.roc_auc,
+            Metric::TprAt1pctFpr => self.tpr_at_1pct_fpr.map(|p| p.tpr),
+            Metric::TprAt01pctFpr => self.tpr_at_0_1pct_fpr.map(|p| p.tpr),
+            Metric::FourLabelAccuracy => self.fine_labels.as_ref().and_then(|f| f.accuracy),
+            Metric::LatencyP50Us => self.latency.map(|l| l.p50 as f64),
+            Metric::LatencyP95Us => self.latency.map(|l| l.p95 as f64),
+            Metric::LatencyP99Us => self.latency.map(|l| l.p99 as f64),
+        }
+    }
+}
+
+/// The whole run, machine-readable (`eval_{ts}_summary.json`; also the baseline format).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`SUMMARY_SCHEMA`].
+    pub schema: String,
+    /// `eval_{YYYYMMDD_HHMMSS}`.
+    pub eval_run_id: String,
+    /// Start of the run, ISO 8601 UTC.
+    pub timestamp_utc: String,
+    /// Wall time of the scans, in seconds.
+    pub wall_seconds: f64,
+    /// (configuration, prompt) scans made.
+    pub scans: u64,
+    /// Scans per second of wall time.
+    pub prompts_per_second: f64,
+    /// Worker threads.
+    pub threads: u64,
+    /// The configurations, in run order.
+    pub configs: Vec<ConfigInfo>,
+    /// The datasets, in run order.
+    pub datasets: Vec<DatasetInfo>,
+    /// One report per dataset and configuration (dataset-major, in run order), then the
+    /// pooled reports ([`POOLED_ALL`], [`POOLED_PROMPTGUARD`]).
+    pub reports: Vec<DatasetReport>,
+    /// Gate results, when gates were checked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<GateResult>,
+}
+
+impl Summary {
+    /// Computes every report of a run.
+    pub fn compute(run: &EvalRun) -> Summary {
+        let mut reports = Vec::new();
+        for d in &run.datasets {
+            for c in &run.configs {
+                reports.push(DatasetReport::compute(
+                    &d.name,
+                    &c.name,
+                    d.logs.iter().filter(|l| l.config == c.name),
+                ));
+            }
+        }
+        let pg: Vec<_> = run
+            .datasets
+            .iter()
+            .filter(|d| d.name.starts_with(PROMPTGUARD_PREFIX))
+            .collect();
+        if run.datasets.len() > 1 {
+            for c in &run.configs {
+                reports.push(DatasetReport::compute(
+                    POOLED_ALL,
+                    &c.name,
+                    run.datasets
+                        .iter()
+                        .flat_map(|d| d.logs.iter())
+                        .filter(|l| l.config == c.name),
+                ));
+            }
+        }
+        if !pg.is_empty() {
+            for c in &run.configs {
+                reports.push(DatasetReport::compute(
+                    POOLED_PROMPTGUARD,
+                    &c.name,
+                    pg.iter()
+                        .flat_map(|d| d.logs.iter())
+                        .filter(|l| l.config == c.name),
+                ));
+            }
+        }
+        let wall = run.wall.as_secs_f64();
+        let scans = run.scans() as u64;
+        Summary {
+            schema: SUMMARY_SCHEMA.to_string(),
+            eval_run_id: run.run_id.clone(),
+            timestamp_utc: run.timestamp_utc.clone(),
+            wall_seconds: wall,
+            scans,
+            prompts_per_second: if wall > 0.0 { scans as f64 / wall } else { 0.0 },
+            threads: run.threads as u64,
+            configs: run.configs.clone(),
+            datasets: run
+                .datasets
+                .iter()
+                .zip(crate::output::log_file_names(
+                    &run.run_id,
+                    &run.datasets
+                        .iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>(),
+                ))
+                .map(|(d, log_file)| DatasetInfo {
+                    name: d.name.clone(),
+                    origin: d.origin.clone(),
+                    records: d.records_total as u64,
+                    evaluated: d.records_evaluated as u64,
+                    row_errors: d.row_errors.len() as u64,
+                    log_file,
+                })
+                .collect(),
+            reports,
+            gates: Vec::new(),
+        }
+    }
+
+    /// The report for a dataset (or pool) and configuration.
+    pub fn report(&self, dataset: &str, config: &str) -> Option<&DatasetReport> {
+        self.reports
+            .iter()
+            .find(|r| r.dataset == dataset && r.config == config)
+    }
+
+    /// Whether every gate passed (true when none was checked).
+    pub fn gates_passed(&self) -> bool {
+        self.gates.iter().all(|g| g.passed)
+    }
+}

@@ -13,12 +13,6 @@ use rampart_core::{Pipeline, PipelineConfig, RulesLayerOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-// The scan path allocates per prompt (views, findings, decisions) on several threads and
-// start-up builds thousands of small automaton nodes: mimalloc measured faster than the
-// system allocator on both (see README, Measurements).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// Exit status for "allowed".
 pub const EXIT_ALLOW: u8 = 0;
 /// Exit status for a fatal error (bad configuration, unreadable file, input over the limits).

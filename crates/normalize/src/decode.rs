@@ -1005,6 +1005,22 @@ fn first_leet_token(bytes: &[u8]) -> Option<usize> {
     None
 }
 
+/// Substitutions in `token` that count as evidence of leetspeak: leet characters next to
+/// an ASCII letter ("h4ck3r": 2, "1gn0r3": 3), not those inside numbers ("10th", "1980s",
+/// "64x64": at most 1). Long all-hex tokens (hashes, UUID pieces: "59a04a5feb3b") count 0.
+/// Measured on 52,883 ShareGPT prompts: leet views fell from 1,624 prompts (4.5 MB, a
+/// fifth of all folded-view bytes) to about 470; the tokens left are mostly real mixes
+/// ("h1n1", "$t$"). Once a view is made, every token is still substituted.
+fn evidence_subs(token: &[u8]) -> usize {
+    if token.len() >= 8 && token.iter().all(u8::is_ascii_hexdigit) {
+        return 0;
+    }
+    let letter = |k: usize| token.get(k).is_some_and(u8::is_ascii_alphabetic);
+    (0..token.len())
+        .filter(|&k| leet_char(token[k]).is_some() && ((k > 0 && letter(k - 1)) || letter(k + 1)))
+        .count()
+}
+
 fn leet_char(b: u8) -> Option<u8> {
     Some(match b {
         b'0' => b'o',
@@ -1064,8 +1080,7 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
         while e > s && bytes[e - 1] == b'!' {
             e -= 1;
         }
-        let subs = (s..e).filter(|&k| leet_char(bytes[k]).is_some()).count();
-        max_subs = max_subs.max(subs);
+        max_subs = max_subs.max(evidence_subs(&bytes[s..e]));
         for k in s..e {
             if let Some(m) = leet_char(bytes[k]) {
                 let buf = out.get_or_insert_with(|| bytes.to_vec());
@@ -1081,6 +1096,7 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
     }
     // One substituted character in a word (utf8, mp3, 1st, ipv4, web3) is ordinary text;
     // leetspeak substitutes several ("1gn0r3", "h4ck3r"). Without such a word, no view.
+    // Only substitutions next to a letter count (see `evidence_subs`).
     if max_subs < MIN_LEET_SUBS {
         return None;
     }
@@ -1114,6 +1130,31 @@ pub fn reverse(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_with_units_and_hashes_are_not_leetspeak() {
+        // Regression: ShareGPT prompts full of "10th", "1980s", "64x64" and hash pieces made
+        // a leet view for 3% of prompts, a fifth of the matcher's folded-view bytes.
+        for t in [
+            "the 10th of may, 1980s style, 64x64 px",
+            "commit 59a04a5feb3b0c1d",
+            "10x 10px 13th",
+        ] {
+            assert!(leet(t).is_none(), "{t}");
+        }
+        for t in [
+            "1gn0r3 all rules",
+            "you are a h4ck3r",
+            "pr3v10u5 instructions",
+            "n00b",
+        ] {
+            assert!(leet(t).is_some(), "{t}");
+        }
+        assert_eq!(
+            leet("1gn0r3 the 10th").map(|d| d.text),
+            Some("ignore the ioth".into())
+        );
+    }
     use proptest::prelude::*;
 
     fn same(a: Option<Decoded>, b: Option<Decoded>) -> bool {

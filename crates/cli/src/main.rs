@@ -4,6 +4,7 @@ mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;
 mod human;
+mod registry;
 mod rules_cmd;
 mod scan;
 
@@ -115,7 +116,7 @@ impl PipelineArgs {
                 }
             }
         }
-        Pipeline::from_config(config).map_err(Into::into)
+        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
     }
 }
 
@@ -150,7 +151,7 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
                 None => PipelineConfig::default(),
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();
-            Pipeline::from_config(config)?;
+            Pipeline::from_config_with(config, &registry::registry())?;
             println!("ok: layers {}", layers.join(" -> "));
             Ok(0)
         }

@@ -219,7 +219,8 @@ fn four_label_table(s: &Summary) -> Option<Table> {
         "dataset",
         "config",
         "prompts",
-        "four-label accuracy",
+        "verdict accuracy",
+        "strict four-label accuracy",
         "published reference",
     ]);
     for r in with {
@@ -229,6 +230,7 @@ fn four_label_table(s: &Summary) -> Option<Table> {
                 r.config.clone(),
                 f.total.to_string(),
                 pct(f.accuracy),
+                pct(f.strict_accuracy),
                 f.reference_accuracy
                     .map_or("—".into(), |x| format!("{:.1}%", x * 100.0)),
             ]);
@@ -412,6 +414,37 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
             ),
         ]);
         out.push(("Fine labels × action", t));
+        let columns = ["reciprocal", "borderline", "manipulative", "extractive"];
+        let mut header = vec!["true label \\ predicted"];
+        header.extend(columns);
+        header.push("correct");
+        let mut t = Table::new(&header);
+        for (label, row) in &f.predicted {
+            let mut cells = vec![label.clone()];
+            cells.extend(
+                columns
+                    .iter()
+                    .map(|c| row.get(*c).copied().unwrap_or(0).to_string()),
+            );
+            let n: u64 = row.values().sum();
+            let ok = row.get(label.as_str()).copied().unwrap_or(0);
+            cells.push(pct((n > 0).then(|| ok as f64 / n as f64)));
+            t.row(cells);
+        }
+        let mut last = vec!["strict four-label accuracy".to_string()];
+        last.extend(columns.iter().map(|_| String::new()));
+        last.push(format!(
+            "{} ({}/{}){}",
+            pct(f.strict_accuracy),
+            f.strict_correct,
+            f.total,
+            f.reference_accuracy.map_or(String::new(), |x| format!(
+                "; published reference {:.1}%",
+                x * 100.0
+            ))
+        ));
+        t.row(last);
+        out.push(("Four-label confusion matrix (predicted: ALLOW → reciprocal, flagged with a system-marker finding → extractive, other flagged → manipulative)", t));
     }
     out
 }

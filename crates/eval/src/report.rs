@@ -116,6 +116,36 @@ pub struct FineLabels {
     /// The published reference accuracy, for PromptGuard sets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_accuracy: Option<f64>,
+    /// True label → predicted label → prompts: the four-label confusion matrix. The
+    /// pipeline's verdict is mapped to a PromptGuard label by [`predicted_label`].
+    #[serde(default)]
+    pub predicted: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Prompts whose predicted label equals the true label.
+    #[serde(default)]
+    pub strict_correct: u64,
+    /// `strict_correct / total`: accuracy over the four labels themselves.
+    #[serde(default)]
+    pub strict_accuracy: Option<f64>,
+}
+
+/// The PromptGuard label a verdict stands for: ALLOW → `reciprocal`; flagged with a counted
+/// system-marker finding (prompt extraction, system-prompt markers) → `extractive`; any
+/// other flagged prompt → `manipulative`. `borderline` is never predicted (a deterministic
+/// verdict has no "allowed but risky" class), so borderline prompts always count as
+/// misclassified in the strict accuracy.
+pub fn predicted_label(log: &EvalLogRecord) -> &'static str {
+    if log.action == rampart_core::Action::Allow {
+        return "reciprocal";
+    }
+    let extraction = log
+        .findings
+        .iter()
+        .any(|f| f.points > 0 && f.category == rampart_core::Category::SystemMarker);
+    if extraction {
+        "extractive"
+    } else {
+        "manipulative"
+    }
 }
 
 /// Everything measured for one dataset (or pool) under one configuration.
@@ -276,6 +306,16 @@ impl DatasetReport {
                 .or_default()
                 .entry(l.action.name().to_string())
                 .or_default() += 1;
+            let predicted = predicted_label(l);
+            *fine
+                .predicted
+                .entry(l.label.name().to_string())
+                .or_default()
+                .entry(predicted.to_string())
+                .or_default() += 1;
+            if predicted == l.label.name() {
+                fine.strict_correct += 1;
+            }
             let correct = flagged == l.label.is_attack();
             let e = label_counts.entry(label).or_default();
             e.1 += 1;
@@ -311,6 +351,8 @@ impl DatasetReport {
         // The pool of every dataset mixes sets: its fine-label matrix would mean nothing.
         if fine_present && dataset != POOLED_ALL {
             fine.accuracy = (fine.total > 0).then(|| fine.correct as f64 / fine.total as f64);
+            fine.strict_accuracy =
+                (fine.total > 0).then(|| fine.strict_correct as f64 / fine.total as f64);
             fine.accuracy_by_label = label_counts
                 .into_iter()
                 .filter(|(_, (_, n))| *n > 0)
@@ -459,5 +501,76 @@ impl Summary {
     /// Whether every gate passed (true when none was checked).
     pub fn gates_passed(&self) -> bool {
         self.gates.iter().all(|g| g.passed)
+    }
+}
+
+#[cfg(test)]
+mod predicted_label_tests {
+    use super::*;
+    use crate::log::FindingLog;
+    use rampart_core::{Action, Category, RiskClass, Span, Strength, ViewKind};
+    use rampart_datasets::Label;
+
+    fn rec(action: Action, findings: Vec<(Category, u8)>) -> EvalLogRecord {
+        EvalLogRecord {
+            schema: crate::log::EVAL_LOG_SCHEMA.into(),
+            eval_run_id: "eval_x".into(),
+            config: "c".into(),
+            dataset: "promptguard_x".into(),
+            split: None,
+            prompt_id: "1".into(),
+            input_hash: "h".into(),
+            hash_key_id: "k".into(),
+            label: Label::Extractive,
+            attack: true,
+            category: None,
+            language: None,
+            outcome: Outcome::of(true, action != Action::Allow),
+            action,
+            risk: RiskClass::HighRisk,
+            score: None,
+            deciding_layer: None,
+            layers: Vec::new(),
+            findings: findings
+                .into_iter()
+                .map(|(category, points)| FindingLog {
+                    layer: "rules".into(),
+                    rule_id: "X_001".into(),
+                    category,
+                    strength: Strength::Strong,
+                    points,
+                    segment: 0,
+                    span: Span { start: 0, end: 1 },
+                    view: ViewKind::Folded,
+                })
+                .collect(),
+            transforms: Vec::new(),
+            elapsed_us: 1,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn verdicts_map_to_promptguard_labels() {
+        assert_eq!(
+            predicted_label(&rec(Action::Allow, vec![(Category::SystemMarker, 2)])),
+            "reciprocal"
+        );
+        assert_eq!(
+            predicted_label(&rec(Action::Block, vec![(Category::SystemMarker, 2)])),
+            "extractive"
+        );
+        // An uncounted system-marker finding does not make it extraction.
+        assert_eq!(
+            predicted_label(&rec(
+                Action::Block,
+                vec![(Category::SystemMarker, 0), (Category::ControlPhrase, 2)]
+            )),
+            "manipulative"
+        );
+        assert_eq!(
+            predicted_label(&rec(Action::Sanitize, vec![])),
+            "manipulative"
+        );
     }
 }

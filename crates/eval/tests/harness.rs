@@ -359,6 +359,21 @@ fn four_label_confusion_matrix_and_promptguard_aggregate() {
     assert!(close(a.reference_accuracy, 0.557));
     assert!(close(a.accuracy_by_label.get("manipulative").copied(), 1.0));
     assert!(close(a.accuracy_by_label.get("reciprocal").copied(), 0.5));
+    // Four-label confusion matrix: ALLOW → reciprocal; flagged without a system-marker
+    // finding → manipulative (the test layer reports no findings).
+    let p = |f: &rampart_eval::report::FineLabels, l: &str, pred: &str| {
+        f.predicted
+            .get(l)
+            .and_then(|r| r.get(pred))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(p(&a, "reciprocal", "reciprocal"), 1);
+    assert_eq!(p(&a, "reciprocal", "manipulative"), 1);
+    assert_eq!(p(&a, "manipulative", "manipulative"), 1);
+    assert_eq!(p(&a, "extractive", "reciprocal"), 1);
+    assert_eq!(a.strict_correct, 2);
+    assert!(close(a.strict_accuracy, 0.5));
 
     let agg = s.report(POOLED_PROMPTGUARD, "scored").unwrap();
     let f = agg.fine_labels.as_ref().unwrap();
@@ -377,7 +392,7 @@ fn four_label_confusion_matrix_and_promptguard_aggregate() {
     let md = rampart_eval::render::markdown(&s);
     assert!(md.contains("Four-label accuracy"), "{md}");
     assert!(
-        md.contains("| promptguard_a | scored | 4 | 50.00% | 55.7% |"),
+        md.contains("| promptguard_a | scored | 4 | 50.00% | 50.00% | 55.7% |"),
         "{md}"
     );
     assert!(

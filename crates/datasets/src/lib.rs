@@ -85,7 +85,7 @@ pub use import::{
 };
 pub use load::{
     BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1,
-    LoadError, LoadedDataset, load,
+    HashPart, LoadError, LoadedDataset, load,
 };
 pub use record::{Label, MAX_LINE_BYTES, Record, RowError, Split, read_jsonl, read_jsonl_str};
 pub use sources::{

@@ -56,6 +56,16 @@ pub enum LoadError {
 /// Loads a dataset: an existing file path (name = file stem), a built-in name
 /// ([`BUILTIN`]), or `DATA_DIR/NAME.jsonl`.
 pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
+    if let Some((base, part)) = spec.rsplit_once(':')
+        && let Some(part) = HashPart::parse(part)
+        && !Path::new(spec).is_file()
+    {
+        let mut d = load(base, data_dir)?;
+        d.records.retain(|r| part.contains(&r.id));
+        d.name = format!("{}_{}", d.name, part.name());
+        d.origin = format!("{} (hash split {})", d.origin, part.name());
+        return Ok(d);
+    }
     let as_path = Path::new(spec);
     let file = if as_path.is_file() {
         Some(as_path.to_path_buf())
@@ -89,6 +99,57 @@ pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
     })
 }
 
+/// A deterministic part of a dataset that has no splits of its own (ShareGPT first turns):
+/// `NAME:train`, `NAME:validation` or `NAME:heldout` keep the records whose id hashes into
+/// that part. The rule, shared by every trainer: the first byte of SHA-256(id), modulo 10:
+/// 0–5 train (60 %), 6–7 validation (20 %), 8–9 held back (20 %, never trained or tuned on).
+/// The loaded dataset is named `NAME_train`, `NAME_validation`, `NAME_heldout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashPart {
+    /// Buckets 0–5.
+    Train,
+    /// Buckets 6–7.
+    Validation,
+    /// Buckets 8–9.
+    Heldout,
+}
+
+impl HashPart {
+    /// `train`, `validation` or `heldout`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "train" => Some(Self::Train),
+            "validation" => Some(Self::Validation),
+            "heldout" => Some(Self::Heldout),
+            _ => None,
+        }
+    }
+
+    /// The part's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Validation => "validation",
+            Self::Heldout => "heldout",
+        }
+    }
+
+    /// The part a record id falls in.
+    pub fn of(id: &str) -> Self {
+        use sha2::{Digest, Sha256};
+        match Sha256::digest(id.as_bytes())[0] % 10 {
+            0..=5 => Self::Train,
+            6..=7 => Self::Validation,
+            _ => Self::Heldout,
+        }
+    }
+
+    /// Whether `id` falls in this part.
+    pub fn contains(self, id: &str) -> bool {
+        Self::of(id) == self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +163,38 @@ mod tests {
         let a = load(HANDWRITTEN_ATTACKS_NAME, Path::new("/nonexistent")).unwrap();
         assert!(a.records.len() >= 120);
         assert!(a.records.iter().all(|r| r.label.is_attack()));
+    }
+
+    #[test]
+    fn hash_parts_partition_a_dataset() {
+        let all = load(CLEAN_BENIGN_NAME, Path::new("/nonexistent")).unwrap();
+        let parts: Vec<LoadedDataset> = ["train", "validation", "heldout"]
+            .iter()
+            .map(|p| {
+                load(
+                    &format!("{CLEAN_BENIGN_NAME}:{p}"),
+                    Path::new("/nonexistent"),
+                )
+                .unwrap()
+            })
+            .collect();
+        assert_eq!(
+            parts.iter().map(|d| d.records.len()).sum::<usize>(),
+            all.records.len()
+        );
+        assert_eq!(parts[2].name, "Clean_Benign_Corpus_v1_heldout");
+        // Roughly 60/20/20 and disjoint.
+        assert!(parts[0].records.len() > parts[1].records.len());
+        let mut ids: Vec<&str> = parts
+            .iter()
+            .flat_map(|d| d.records.iter().map(|r| r.id.as_str()))
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), all.records.len());
+        // The rule is fixed: first byte of SHA-256("a") is 0xca = 202, 202 % 10 = 2 → train.
+        assert_eq!(HashPart::of("a"), HashPart::Train);
+        assert!(load("Clean_Benign_Corpus_v1:nope", Path::new("/nonexistent")).is_err());
     }
 
     #[test]

@@ -219,8 +219,11 @@ fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
 }
 
 fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8> {
-    let (reader, total): (Box<dyn BufRead>, Option<u64>) = if path.as_os_str() == "-" {
-        (Box::new(BufReader::new(io::stdin().lock())), None)
+    let (reader, total): (Box<dyn BufRead + Send>, Option<u64>) = if path.as_os_str() == "-" {
+        (
+            Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
+            None,
+        )
     } else {
         let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         let len = f.metadata().ok().map(|m| m.len());
@@ -254,31 +257,9 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
     let mut errors = 0usize;
     let mut scanned = 0usize;
     let mut line_no = 0usize;
-    let mut eof = false;
-    while !eof {
-        // Read one chunk of lines (raw bytes: invalid UTF-8 is an error for that line only).
-        let mut chunk: Vec<(usize, Result<Vec<u8>, String>)> = Vec::with_capacity(CHUNK_LINES);
-        let mut bytes = 0u64;
-        while chunk.len() < CHUNK_LINES {
-            let mut buf = Vec::new();
-            let (n, overflow) = read_line_bounded(&mut reader, &mut buf, max_line)?;
-            if n == 0 {
-                eof = true;
-                break;
-            }
-            bytes += n as u64;
-            line_no += 1;
-            if overflow {
-                chunk.push((
-                    line_no,
-                    Err(format!("line longer than {max_line} bytes; skipped")),
-                ));
-            } else {
-                chunk.push((line_no, Ok(buf)));
-            }
-        }
+    let process = |chunk: &[ChunkLine]| -> Vec<Rendered> {
         // Scan and render in the workers; the main thread only writes bytes in order.
-        let rendered: Vec<Rendered> = chunk
+        chunk
             .par_iter()
             .map(|(n, raw)| {
                 let r = match raw {
@@ -290,7 +271,24 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
                 };
                 render(*n, r, args)
             })
-            .collect();
+            .collect()
+    };
+    let mut next = read_chunk(&mut reader, &mut line_no, max_line)?;
+    loop {
+        let (chunk, bytes, eof) = next;
+        if chunk.is_empty() {
+            break;
+        }
+        // The next chunk is read while this one is scanned, so the workers never wait for
+        // input between chunks.
+        let (rendered, following) = if eof {
+            (process(&chunk), None)
+        } else {
+            rayon::join(
+                || process(&chunk),
+                || Some(read_chunk(&mut reader, &mut line_no, max_line)),
+            )
+        };
         for r in rendered {
             if args.summary {
                 io::stderr().write_all(&r.bytes)?;
@@ -309,6 +307,10 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         }
         bar.inc(bytes);
         bar.set_message(format!("{scanned} scanned, {errors} errors"));
+        match following {
+            Some(r) => next = r?,
+            None => break,
+        }
     }
     bar.finish_and_clear();
     if args.summary {
@@ -328,6 +330,38 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         return Ok(EXIT_BATCH_ERRORS);
     }
     Ok(exit_code(worst))
+}
+
+/// One line of a chunk: its number and its bytes, or why it was skipped.
+type ChunkLine = (usize, Result<Vec<u8>, String>);
+
+/// Reads up to [`CHUNK_LINES`] lines (raw bytes: invalid UTF-8 is an error for that line
+/// only). Returns the lines, the bytes consumed, and whether the input ended.
+fn read_chunk(
+    reader: &mut (dyn BufRead + Send),
+    line_no: &mut usize,
+    max_line: usize,
+) -> io::Result<(Vec<ChunkLine>, u64, bool)> {
+    let mut chunk: Vec<ChunkLine> = Vec::with_capacity(CHUNK_LINES);
+    let mut bytes = 0u64;
+    while chunk.len() < CHUNK_LINES {
+        let mut buf = Vec::new();
+        let (n, overflow) = read_line_bounded(reader, &mut buf, max_line)?;
+        if n == 0 {
+            return Ok((chunk, bytes, true));
+        }
+        bytes += n as u64;
+        *line_no += 1;
+        if overflow {
+            chunk.push((
+                *line_no,
+                Err(format!("line longer than {max_line} bytes; skipped")),
+            ));
+        } else {
+            chunk.push((*line_no, Ok(buf)));
+        }
+    }
+    Ok((chunk, bytes, false))
 }
 
 /// One batch line's output, rendered by a worker.
@@ -392,7 +426,7 @@ fn render(n: usize, r: LineResult, args: &ScanArgs) -> Rendered {
 /// Reads one line (without the newline) into `buf`, keeping at most `max` bytes; the rest of
 /// an over-long line is consumed and discarded. Returns (bytes consumed, overflowed).
 fn read_line_bounded(
-    r: &mut dyn BufRead,
+    r: &mut (dyn BufRead + Send),
     buf: &mut Vec<u8>,
     max: usize,
 ) -> io::Result<(usize, bool)> {

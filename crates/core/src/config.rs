@@ -143,9 +143,38 @@ pub struct HashSection {
 pub struct LayerConfig {
     /// The factory name, e.g. `"rules"`.
     pub kind: String,
+    /// When the layer runs (default: always). This is how a cascade is built: an expensive
+    /// layer runs only where a cheap earlier layer is unsure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_if: Option<RunIf>,
     /// Factory options.
     #[serde(flatten)]
     pub options: toml::Table,
+}
+
+/// A condition on what earlier layers found, deciding whether a layer runs. A layer that
+/// does not run is recorded in the decision as skipped (never silently): it contributes
+/// nothing, so the verdict is the earlier layers' (the ratchet still holds).
+///
+/// ```toml
+/// [[layers]]
+/// kind = "transformer"
+/// run_if = { not_blocked = true, score_of = "linear", between = [0.02, 0.98] }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunIf {
+    /// Skip the layer when an earlier layer already decided BLOCK (its verdict could not
+    /// change the outcome).
+    #[serde(default)]
+    pub not_blocked: bool,
+    /// An earlier layer whose score decides, with `between`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_of: Option<String>,
+    /// Run only when `score_of`'s score lies in `[low, high]` (inclusive). When that layer
+    /// yielded no score (it failed, timed out or was skipped), the layer runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub between: Option<[f32; 2]>,
 }
 
 /// Options of the built-in `rules` layer.
@@ -208,6 +237,7 @@ impl Default for PipelineConfig {
                 hash: HashSection::default(),
                 layers: vec![LayerConfig {
                     kind: "rules".into(),
+                    run_if: None,
                     options: toml::Table::new(),
                 }],
             },

@@ -117,6 +117,12 @@ pub enum LayerStatus {
         /// The budget, in milliseconds.
         budget_ms: u64,
     },
+    /// Its `run_if` condition did not hold, so it did not run (a cascade); it contributes
+    /// nothing to the verdict.
+    Skipped {
+        /// Which condition (never input text).
+        reason: String,
+    },
 }
 
 /// One layer's verdict.

@@ -33,7 +33,7 @@ pub mod scoring;
 
 pub use config::{
     CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FailMode, HashSection, LayerConfig,
-    NormalizeSection, PipelineConfig, PolicyConfig, RulesLayerOptions,
+    NormalizeSection, PipelineConfig, PolicyConfig, RulesLayerOptions, RunIf,
 };
 pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,

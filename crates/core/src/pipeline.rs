@@ -1,6 +1,6 @@
 //! The pipeline: limits → normalization → layers in order → scoring → policy (ratchet).
 
-use crate::config::{FailMode, HashSection, LayerConfig, PipelineConfig, RulesLayerOptions};
+use crate::config::{FailMode, HashSection, LayerConfig, PipelineConfig, RulesLayerOptions, RunIf};
 use crate::decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
@@ -126,6 +126,14 @@ pub enum BuildError {
     /// Two layers share a name.
     #[error("two layers are named {0:?}")]
     DuplicateLayer(String),
+    /// A `run_if` condition is malformed or names no earlier layer.
+    #[error("layer {layer:?}: invalid run_if: {message}")]
+    RunIf {
+        /// The layer whose condition is wrong.
+        layer: String,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 /// The assembled, immutable pipeline. `Send + Sync`; share it in an `Arc` and scan from any
@@ -135,6 +143,8 @@ pub struct Pipeline {
     config: PipelineConfig,
     normalizer: Normalizer,
     detectors: Vec<Arc<dyn Detector>>,
+    /// Per detector, when it runs (from the configuration's layers).
+    run_if: Vec<Option<RunIf>>,
     hash_key: [u8; 32],
     hash_key_id: String,
 }
@@ -170,12 +180,43 @@ impl Pipeline {
                 return Err(BuildError::DuplicateLayer(d.name().to_string()));
             }
         }
+        // Conditions come from the configuration's layers when they describe these
+        // detectors (built from configuration); detectors handed in directly always run.
+        let run_if: Vec<Option<RunIf>> = if config.layers.len() == detectors.len() {
+            config.layers.iter().map(|l| l.run_if.clone()).collect()
+        } else {
+            vec![None; detectors.len()]
+        };
+        for (i, cond) in run_if.iter().enumerate() {
+            let Some(c) = cond else { continue };
+            let layer = detectors[i].name().to_string();
+            let err = |message: String| BuildError::RunIf {
+                layer: layer.clone(),
+                message,
+            };
+            match (&c.score_of, c.between) {
+                (Some(name), Some([lo, hi])) => {
+                    if !detectors[..i].iter().any(|d| d.name() == name) {
+                        return Err(err(format!("score_of {name:?} is not an earlier layer")));
+                    }
+                    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+                        return Err(err(format!(
+                            "between [{lo}, {hi}] must satisfy 0 <= low <= high <= 1"
+                        )));
+                    }
+                }
+                (None, None) if c.not_blocked => {}
+                (None, None) => return Err(err("an empty condition".into())),
+                _ => return Err(err("score_of and between go together".into())),
+            }
+        }
         let hash_key = resolve_hash_key(&config.hash);
         let hash_key_id = blake3::hash(&hash_key).to_hex()[..8].to_string();
         Ok(Pipeline {
             normalizer: Normalizer::new(config.normalize.to_config()),
             config,
             detectors,
+            run_if,
             hash_key,
             hash_key_id,
         })
@@ -261,7 +302,25 @@ impl Pipeline {
             segments,
             deadline: Instant::now() + budget,
         };
-        for det in &self.detectors {
+        for (i, det) in self.detectors.iter().enumerate() {
+            if let Some(reason) = self
+                .run_if
+                .get(i)
+                .and_then(Option::as_ref)
+                .and_then(|c| skip_reason(c, &layers))
+            {
+                layers.push(LayerResult {
+                    layer: det.name().to_string(),
+                    status: LayerStatus::Skipped { reason },
+                    risk: RiskClass::LowRisk,
+                    action: Action::Allow,
+                    score: None,
+                    categories: BTreeMap::new(),
+                    findings: 0,
+                    elapsed_us: 0,
+                });
+                continue;
+            }
             input.deadline = Instant::now() + budget;
             let t = Instant::now();
             let result = det.detect(&input);
@@ -347,6 +406,9 @@ impl Pipeline {
                         "layer {} ran past its {budget_ms} ms budget; fail mode {:?} gives {}",
                         l.layer, policy.fail_mode, l.action
                     ));
+                }
+                LayerStatus::Skipped { reason } => {
+                    reasons.push(format!("layer {} skipped: {reason}", l.layer));
                 }
             }
         }
@@ -528,4 +590,22 @@ fn resolve_hash_key(section: &HashSection) -> [u8; 32] {
             blake3::derive_key("rampart input hash v1 (ephemeral)", &seed)
         }
     }
+}
+
+/// Why a layer with condition `c` does not run, given the earlier layers' results; `None`
+/// when it runs.
+fn skip_reason(c: &RunIf, earlier: &[LayerResult]) -> Option<String> {
+    if c.not_blocked && earlier.iter().any(|l| l.action == Action::Block) {
+        return Some("an earlier layer decided BLOCK".into());
+    }
+    if let (Some(name), Some([lo, hi])) = (&c.score_of, c.between) {
+        let score = earlier
+            .iter()
+            .find(|l| &l.layer == name && l.status == LayerStatus::Ok)
+            .and_then(|l| l.score)?;
+        if score < lo || score > hi {
+            return Some(format!("{name} score {score:.3} outside [{lo}, {hi}]"));
+        }
+    }
+    None
 }

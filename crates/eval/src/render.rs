@@ -303,10 +303,14 @@ fn run_lines(s: &Summary) -> Vec<String> {
 /// Per-report detail tables: (title, table).
 fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
     let mut out = Vec::new();
-    let mut t = Table::new(&["layer", "samples", "p50", "p95", "p99", "max", "mean"]);
+    let mut t = Table::new(&[
+        "layer", "reached", "samples", "p50", "p95", "p99", "max", "mean",
+    ]);
+    let reach = |n: usize| pct((r.prompts > 0).then(|| n as f64 / r.prompts as f64));
     if let Some(l) = &r.latency {
         t.row(vec![
             "whole scan".into(),
+            reach(l.count),
             l.count.to_string(),
             dur_us(l.p50),
             dur_us(l.p95),
@@ -318,6 +322,7 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
     for (name, l) in &r.layer_latency {
         t.row(vec![
             name.clone(),
+            reach(l.count),
             l.count.to_string(),
             dur_us(l.p50),
             dur_us(l.p95),

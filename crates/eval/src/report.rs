@@ -187,7 +187,8 @@ pub struct DatasetReport {
     pub tpr_at_0_1pct_fpr: Option<OperatingPoint>,
     /// Whole-scan latency.
     pub latency: Option<Latency>,
-    /// Latency per layer.
+    /// Latency per layer, over the prompts that reached it (its `count`; a cascade's
+    /// skipped layers are not counted).
     pub layer_latency: BTreeMap<String, Latency>,
     /// Per category.
     pub by_category: BTreeMap<String, Breakdown>,
@@ -249,7 +250,12 @@ impl DatasetReport {
                 scored.push((f64::from(s), l.attack));
             }
             total_us.push(l.elapsed_us);
+            // Layers a cascade skipped did not run: they are left out of the latency (so a
+            // layer's sample count is the number of prompts that reached it).
             for layer in &l.layers {
+                if matches!(layer.status, rampart_core::LayerStatus::Skipped { .. }) {
+                    continue;
+                }
                 layer_us
                     .entry(layer.layer.clone())
                     .or_default()

@@ -38,10 +38,11 @@ def best(cmd, out):
             s = time.perf_counter(); subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL); t.append(time.perf_counter() - s)
     return min(t)
 rg = best(["rg", "-F", "-c", "-f", f"{data}/literals.txt", f"{data}/corpus.txt"], os.devnull)
+# The deterministic pipeline (configs/rules.toml: the binary default adds the linear classifier).
 # Headline: counts only (`--summary`, the counterpart of `rg -c`); the full pipeline still runs
 # on every prompt. Also timed: one JSON decision per prompt (`--json`).
-rs = best([bin_, "scan", "--jsonl", f"{data}/corpus.jsonl", "--summary", "--no-progress"], f"{data}/summary.txt")
-rp = best([bin_, "scan", "--jsonl", f"{data}/corpus.jsonl", "--json", "--no-progress"], f"{data}/decisions.jsonl")
+rs = best([bin_, "scan", "--config", "configs/rules.toml", "--jsonl", f"{data}/corpus.jsonl", "--summary", "--no-progress"], f"{data}/summary.txt")
+rp = best([bin_, "scan", "--config", "configs/rules.toml", "--jsonl", f"{data}/corpus.jsonl", "--json", "--no-progress"], f"{data}/decisions.jsonl")
 import json
 acts = {"BLOCK": 0, "SANITIZE": 0, "ALLOW": 0}
 for line in open(f"{data}/decisions.jsonl"):

@@ -169,10 +169,9 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
         packs.push(RulePack::from_path(p).map_err(|e| anyhow::anyhow!("{e}"))?);
     }
     let existing = existing_rules_matcher(packs)?;
-    let policy_version = args
-        .policy_version
-        .clone()
-        .unwrap_or_else(|| rampart_core::PipelineConfig::default().policy.version);
+    let policy_version = args.policy_version.clone().unwrap_or_else(|| {
+        crate::default_config().map_or_else(|_| "unknown".to_string(), |c| c.policy.version)
+    });
     let ctx = RunContext::new(git_commit(), policy_version, timefmt::now_utc());
     let opts = MineOptions {
         min_support: args.min_support,

@@ -4,9 +4,11 @@ mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;
 mod human;
+mod models_cmd;
 mod registry;
 mod rules_cmd;
 mod scan;
+mod train_cmd;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -56,6 +58,16 @@ enum Command {
     Eval(eval_cmd::EvalArgs),
     /// Mine candidate rule patterns from eval logs (pattern_candidates.v1).
     Discover(discover_cmd::DiscoverArgs),
+    /// Set up the built-in models, list models, pull hub models.
+    Models {
+        #[command(subcommand)]
+        command: models_cmd::ModelsCommand,
+    },
+    /// Train the built-in linear classifier from catalogued datasets.
+    Train {
+        #[command(subcommand)]
+        command: train_cmd::TrainCommand,
+    },
     /// Check or print pipeline configuration.
     Config {
         #[command(subcommand)]
@@ -72,6 +84,17 @@ enum ConfigCommand {
     },
     /// Print the embedded default configuration.
     Show,
+}
+
+/// The binary's default pipeline: the rules and the built-in linear classifier. (The core
+/// library's own default, `PipelineConfig::default()`, has only the layers core knows: the
+/// rules.)
+pub const DEFAULT_CONFIG_SRC: &str = include_str!("../../../configs/rules+linear.toml");
+
+/// The binary's default configuration, parsed.
+pub fn default_config() -> Result<PipelineConfig> {
+    PipelineConfig::parse(DEFAULT_CONFIG_SRC, "<embedded>/configs/rules+linear.toml")
+        .map_err(Into::into)
 }
 
 /// Options shared by commands that build a pipeline.
@@ -96,7 +119,7 @@ impl PipelineArgs {
     pub fn build(&self) -> Result<Pipeline> {
         let mut config = match &self.config {
             Some(p) => PipelineConfig::from_path(p)?,
-            None => PipelineConfig::default(),
+            None => default_config()?,
         };
         if self.fail_open {
             config.policy.fail_mode = rampart_core::FailMode::Open;
@@ -129,6 +152,8 @@ fn main() -> ExitCode {
         Command::Datasets { command } => datasets_cmd::run(&command),
         Command::Eval(args) => eval_cmd::run(&args),
         Command::Discover(args) => discover_cmd::run(&args),
+        Command::Models { command } => models_cmd::run(&command),
+        Command::Train { command } => train_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -142,13 +167,13 @@ fn main() -> ExitCode {
 fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
     match cmd {
         ConfigCommand::Show => {
-            print!("{}", rampart_core::DEFAULT_CONFIG_SRC);
+            print!("{DEFAULT_CONFIG_SRC}");
             Ok(0)
         }
         ConfigCommand::Check { path } => {
             let config = match path {
                 Some(p) => PipelineConfig::from_path(p)?,
-                None => PipelineConfig::default(),
+                None => default_config()?,
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();
             Pipeline::from_config_with(config, &registry::registry())?;

@@ -8,5 +8,7 @@ pub fn registry() -> Registry {
     #[allow(unused_mut)]
     let mut r = Registry::default();
     // One line per layer crate, e.g. `r.register(Box::new(rampart_classify::LinearFactory));`
+    r.register(Box::new(rampart_classify::LinearFactory));
+    r.register(Box::new(rampart_transformer::TransformerFactory));
     r
 }

@@ -126,7 +126,7 @@ fn mines_to_the_default_path_and_the_file_validates() {
         "Clean_Benign_Corpus_v1"
     );
     assert_eq!(first["run"]["script"], "rampart discover");
-    assert_eq!(first["run"]["guardrail"]["policy_version"], "default-1");
+    assert_eq!(first["run"]["guardrail"]["policy_version"], "default-2");
     // Not a git checkout: the commit is unknown.
     assert_eq!(first["run"]["git_commit"], "unknown");
 

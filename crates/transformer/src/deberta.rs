@@ -8,7 +8,7 @@
 use crate::Batch;
 use crate::config::ModelConfig;
 use crate::error::{Result, TransformerError};
-use crate::nn::{Act, LayerNorm, Linear, Weights, from_heads, mask_bias, to_heads};
+use crate::nn::{Act, LayerNorm, LayerTail, Linear, Weights, from_heads, mask_bias, to_heads};
 use candle_core::{Device, Tensor};
 use rayon::prelude::*;
 
@@ -16,11 +16,8 @@ struct Layer {
     q: Linear,
     k: Linear,
     v: Linear,
-    attn_out: Linear,
-    attn_ln: LayerNorm,
-    inter: Linear,
-    out: Linear,
-    out_ln: LayerNorm,
+    /// Output projection, feed-forward block and their LayerNorms.
+    tail: LayerTail,
     /// Cached `c2p` position keys, head-major `[heads, 2*span, d]`.
     pos_key: Option<Tensor>,
     /// Cached `p2c` position queries, head-major `[heads, 2*span, d]`, pre-divided by the
@@ -205,16 +202,7 @@ impl Deberta {
                 q: q.scaled(scale)?,
                 k,
                 v: w.linear(&format!("{l}.attention.self.value_proj"), h, all, true)?,
-                attn_out: w.linear(&format!("{l}.attention.output.dense"), all, h, true)?,
-                attn_ln: w.layer_norm(&format!("{l}.attention.output.LayerNorm"), h, eps)?,
-                inter: w.linear(
-                    &format!("{l}.intermediate.dense"),
-                    h,
-                    cfg.intermediate_size,
-                    true,
-                )?,
-                out: w.linear(&format!("{l}.output.dense"), cfg.intermediate_size, h, true)?,
-                out_ln: w.layer_norm(&format!("{l}.output.LayerNorm"), h, eps)?,
+                tail: LayerTail::load(w, &l, h, all, cfg.intermediate_size, eps)?,
                 pos_key,
                 pos_query,
             });
@@ -390,10 +378,6 @@ impl Deberta {
             .matmul(&v.reshape((nh, b, l, d))?)?
             .reshape((nh, b * lq, d))?;
         let ctx = from_heads(&ctx)?;
-        let a = layer
-            .attn_ln
-            .forward(&(layer.attn_out.forward(&ctx)? + &xq)?)?;
-        let f = self.act.forward(&layer.inter.forward(&a)?)?;
-        layer.out_ln.forward(&(layer.out.forward(&f)? + &a)?)
+        layer.tail.forward(&ctx, &xq, self.act)
     }
 }

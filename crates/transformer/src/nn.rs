@@ -167,6 +167,57 @@ impl LayerNorm {
     }
 }
 
+/// The part of an encoder layer after the attention context, shared by BERT and DeBERTa:
+/// output projection + residual + LayerNorm, then the feed-forward block + residual +
+/// LayerNorm.
+#[derive(Debug, Clone)]
+pub(crate) struct LayerTail {
+    attn_out: Linear,
+    attn_ln: LayerNorm,
+    inter: Linear,
+    out: Linear,
+    out_ln: LayerNorm,
+}
+
+impl LayerTail {
+    /// Loads `{l}.attention.output.*`, `{l}.intermediate.dense` and `{l}.output.*`.
+    pub fn load(
+        w: &Weights,
+        l: &str,
+        hidden: usize,
+        all_heads: usize,
+        intermediate: usize,
+        eps: f64,
+    ) -> Result<Self> {
+        Ok(LayerTail {
+            attn_out: w.linear(
+                &format!("{l}.attention.output.dense"),
+                all_heads,
+                hidden,
+                true,
+            )?,
+            attn_ln: w.layer_norm(&format!("{l}.attention.output.LayerNorm"), hidden, eps)?,
+            inter: w.linear(
+                &format!("{l}.intermediate.dense"),
+                hidden,
+                intermediate,
+                true,
+            )?,
+            out: w.linear(&format!("{l}.output.dense"), intermediate, hidden, true)?,
+            out_ln: w.layer_norm(&format!("{l}.output.LayerNorm"), hidden, eps)?,
+        })
+    }
+
+    /// The layer's output from the attention context and the layer's input rows.
+    pub fn forward(&self, ctx: &Tensor, residual: &Tensor, act: Act) -> Result<Tensor> {
+        let a = self
+            .attn_ln
+            .forward(&(self.attn_out.forward(ctx)? + residual)?)?;
+        let f = act.forward(&self.inter.forward(&a)?)?;
+        self.out_ln.forward(&(self.out.forward(&f)? + &a)?)
+    }
+}
+
 /// Activation functions named in configs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Act {

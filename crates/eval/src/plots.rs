@@ -17,6 +17,16 @@ fn finish(svg: String) -> String {
     svg.replacen(" xmlns=\"http://www.w3.org/2000/svg\"", "", 1)
 }
 
+/// Top of a y axis of shares: the largest share (at least 5 %) plus a tenth.
+fn share_axis_max(series: &[(String, Vec<f64>)]) -> f64 {
+    series
+        .iter()
+        .flat_map(|(_, h)| h.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(0.05)
+        * 1.1
+}
+
 fn color(i: usize) -> RGBColor {
     // Colour-blind-friendly (Okabe-Ito) first, then plotters' palette.
     const OKABE_ITO: [(u8, u8, u8); 7] = [
@@ -110,12 +120,7 @@ pub fn score_histograms(title: &str, series: &[(String, Vec<f64>)]) -> Result<St
             )
         })
         .collect();
-    let ymax = hists
-        .iter()
-        .flat_map(|(_, h)| h.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(0.05)
-        * 1.1;
+    let ymax = share_axis_max(&hists);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (560, 380)).into_drawing_area();
@@ -282,12 +287,7 @@ pub fn latency(title: &str, series: &[(String, Vec<u64>)]) -> Result<String, Eva
             (name.clone(), h.into_iter().map(|x| x / n).collect())
         })
         .collect();
-    let ymax = shares
-        .iter()
-        .flat_map(|(_, h)| h.iter().copied())
-        .fold(0.0f64, f64::max)
-        .max(0.05)
-        * 1.1;
+    let ymax = share_axis_max(&shares);
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, (620, 380)).into_drawing_area();

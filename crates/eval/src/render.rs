@@ -407,16 +407,7 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
             String::new(),
             String::new(),
             String::new(),
-            format!(
-                "{} ({}/{}){}",
-                pct(f.accuracy),
-                f.correct,
-                f.total,
-                f.reference_accuracy.map_or(String::new(), |x| format!(
-                    "; published reference {:.1}%",
-                    x * 100.0
-                ))
-            ),
+            accuracy_cell(f.accuracy, f.correct, f),
         ]);
         out.push(("Fine labels × action", t));
         let columns = ["reciprocal", "borderline", "manipulative", "extractive"];
@@ -438,20 +429,25 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
         }
         let mut last = vec!["strict four-label accuracy".to_string()];
         last.extend(columns.iter().map(|_| String::new()));
-        last.push(format!(
-            "{} ({}/{}){}",
-            pct(f.strict_accuracy),
-            f.strict_correct,
-            f.total,
-            f.reference_accuracy.map_or(String::new(), |x| format!(
-                "; published reference {:.1}%",
-                x * 100.0
-            ))
-        ));
+        last.push(accuracy_cell(f.strict_accuracy, f.strict_correct, f));
         t.row(last);
         out.push(("Four-label confusion matrix (predicted: ALLOW → reciprocal, flagged with a system-marker finding → extractive, other flagged → manipulative)", t));
     }
     out
+}
+
+/// "54.00% (270/500); published reference 55.7%": an accuracy with its counts and, for
+/// PromptGuard sets, the reference.
+fn accuracy_cell(accuracy: Option<f64>, correct: u64, f: &crate::report::FineLabels) -> String {
+    format!(
+        "{} ({correct}/{}){}",
+        pct(accuracy),
+        f.total,
+        f.reference_accuracy.map_or(String::new(), |x| format!(
+            "; published reference {:.1}%",
+            x * 100.0
+        ))
+    )
 }
 
 fn label_is_attack(name: &str) -> Option<bool> {

@@ -165,13 +165,25 @@ impl Pipeline {
             .iter()
             .map(|l| registry.build(l))
             .collect::<Result<Vec<_>, _>>()?;
-        Pipeline::with_detectors(config, detectors)
+        let run_if = config.layers.iter().map(|l| l.run_if.clone()).collect();
+        Pipeline::assemble(config, detectors, run_if)
     }
 
-    /// Builds a pipeline from already-built detectors (the config's `layers` are ignored).
+    /// Builds a pipeline from already-built detectors (the config's `layers`, and so their
+    /// `run_if` conditions, are ignored: every detector runs).
     pub fn with_detectors(
         config: PipelineConfig,
         detectors: Vec<Arc<dyn Detector>>,
+    ) -> Result<Pipeline, BuildError> {
+        let run_if = vec![None; detectors.len()];
+        Pipeline::assemble(config, detectors, run_if)
+    }
+
+    /// Checks layer names and `run_if` conditions (one per detector) and builds.
+    fn assemble(
+        config: PipelineConfig,
+        detectors: Vec<Arc<dyn Detector>>,
+        run_if: Vec<Option<RunIf>>,
     ) -> Result<Pipeline, BuildError> {
         let mut names = std::collections::BTreeSet::new();
         names.insert("normalize".to_string());
@@ -180,13 +192,6 @@ impl Pipeline {
                 return Err(BuildError::DuplicateLayer(d.name().to_string()));
             }
         }
-        // Conditions come from the configuration's layers when they describe these
-        // detectors (built from configuration); detectors handed in directly always run.
-        let run_if: Vec<Option<RunIf>> = if config.layers.len() == detectors.len() {
-            config.layers.iter().map(|l| l.run_if.clone()).collect()
-        } else {
-            vec![None; detectors.len()]
-        };
         for (i, cond) in run_if.iter().enumerate() {
             let Some(c) = cond else { continue };
             let layer = detectors[i].name().to_string();

@@ -1,0 +1,2 @@
+//! Rampart's audit log (being written).
+#![deny(missing_docs)]

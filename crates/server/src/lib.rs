@@ -1,0 +1,2 @@
+//! Rampart as a service (being written).
+#![deny(missing_docs)]

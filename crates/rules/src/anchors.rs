@@ -55,10 +55,27 @@ pub const MAX_GROUPS: usize = 4;
 /// (a regex runs on a view only when every group occurred in it). Empty when no group is
 /// usable.
 pub fn regex_anchor_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
+    parse_plain(pattern).map_or_else(Vec::new, |hir| anchor_groups_hir(&hir, case_sensitive))
+}
+
+/// `pattern` parsed the way the anchor functions read it (case as written, so that literal
+/// extraction sees single letters rather than case classes), or `None` if it does not parse.
+/// Parsing is a good share of start-up: [`crate::MatcherBuilder`] parses each regex once
+/// here and hands the HIR to the `*_hir` functions.
+pub(crate) fn parse_plain(pattern: &str) -> Option<Hir> {
+    regex_syntax::ParserBuilder::new()
+        .case_insensitive(false)
+        .build()
+        .parse(pattern)
+        .ok()
+}
+
+/// [`regex_anchor_groups`] of a pattern already parsed by [`parse_plain`].
+fn anchor_groups_hir(hir: &Hir, case_sensitive: bool) -> Vec<Vec<String>> {
     // Gates made of common words filter little and cost automaton matches: keep the
     // primary group whatever it is, and only selective gates besides it.
     let mut kept: Vec<Vec<String>> = Vec::new();
-    for g in candidate_groups(pattern, case_sensitive) {
+    for g in candidate_groups(hir, case_sensitive) {
         if kept.is_empty() || selectivity(&g) >= MIN_GATE_SELECTIVITY {
             kept.push(g);
         }
@@ -87,8 +104,19 @@ const MIN_PREFIX_SELECTIVITY: usize = 4;
 /// The search plan of a regex: a usable prefix group first when there is one (anchored
 /// searches are far cheaper than windows), else the groups of [`regex_anchor_groups`].
 pub fn regex_anchor_plan(pattern: &str, case_sensitive: bool) -> AnchorPlan {
-    let groups = regex_anchor_groups(pattern, case_sensitive);
-    match prefix_group(pattern, case_sensitive) {
+    match parse_plain(pattern) {
+        Some(hir) => anchor_plan_hir(&hir, case_sensitive),
+        None => AnchorPlan {
+            groups: Vec::new(),
+            prefix: false,
+        },
+    }
+}
+
+/// [`regex_anchor_plan`] of a pattern already parsed by [`parse_plain`].
+pub(crate) fn anchor_plan_hir(hir: &Hir, case_sensitive: bool) -> AnchorPlan {
+    let groups = anchor_groups_hir(hir, case_sensitive);
+    match prefix_group_hir(hir, case_sensitive) {
         Some(p) if selectivity(&p) >= MIN_PREFIX_SELECTIVITY => {
             let mut all = vec![p];
             for g in groups {
@@ -114,16 +142,16 @@ pub fn regex_anchor_plan(pattern: &str, case_sensitive: bool) -> AnchorPlan {
 /// single space) literals hold no whitespace but single spaces. Only ASCII literals qualify:
 /// folding leaves printable ASCII as it is (up to case), so the view shows them as written.
 pub fn prefix_group(pattern: &str, case_sensitive: bool) -> Option<Vec<String>> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .case_insensitive(false)
-        .build()
-        .parse(pattern)
-        .ok()?;
+    prefix_group_hir(&parse_plain(pattern)?, case_sensitive)
+}
+
+/// [`prefix_group`] of a pattern already parsed by [`parse_plain`].
+fn prefix_group_hir(hir: &Hir, case_sensitive: bool) -> Option<Vec<String>> {
     // Case-insensitive pieces (`(?i:you)`) are classes per letter whose case variants would
     // multiply past the extractor's limits; one lower-case letter per class keeps the set
     // small. Sound because every literal is lower-cased and compared ignoring case anyway:
     // the lower-cased matches of the regex and of the folded HIR are the same strings.
-    let folded = fold_case_classes(&hir);
+    let folded = fold_case_classes(hir);
     let seq = Extractor::new()
         .kind(ExtractKind::Prefix)
         .limit_total(1024)
@@ -195,8 +223,13 @@ fn fold_case_classes(hir: &Hir) -> Hir {
 /// holding the literal). Only printable-ASCII literals qualify (folding keeps them, up to
 /// case and whitespace). Empty when no group qualifies.
 pub fn raw_gate_groups(pattern: &str, fold: impl Fn(&str) -> String) -> Vec<Vec<String>> {
+    parse_plain(pattern).map_or_else(Vec::new, |hir| raw_gate_groups_hir(&hir, fold))
+}
+
+/// [`raw_gate_groups`] of a pattern already parsed by [`parse_plain`].
+pub(crate) fn raw_gate_groups_hir(hir: &Hir, fold: impl Fn(&str) -> String) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = Vec::new();
-    for g in candidate_groups(pattern, false) {
+    for g in candidate_groups(hir, false) {
         if !g.iter().all(|s| {
             s.bytes()
                 .all(|b| b.is_ascii_graphic() || b.is_ascii_whitespace())
@@ -223,14 +256,7 @@ pub fn raw_gate_groups(pattern: &str, fold: impl Fn(&str) -> String) -> Vec<Vec<
 }
 
 /// Every usable anchor group, most selective first.
-fn candidate_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
-    let Ok(hir) = regex_syntax::ParserBuilder::new()
-        .case_insensitive(false)
-        .build()
-        .parse(pattern)
-    else {
-        return Vec::new();
-    };
+fn candidate_groups(hir: &Hir, case_sensitive: bool) -> Vec<Vec<String>> {
     let finish = |set: Vec<String>| -> Option<Vec<String>> {
         let mut set: Vec<String> = set
             .into_iter()
@@ -247,8 +273,8 @@ fn candidate_groups(pattern: &str, case_sensitive: bool) -> Vec<Vec<String>> {
             && (!case_sensitive || set.iter().all(|s| s.is_ascii()));
         ok.then_some(set)
     };
-    let mut candidates = vec![extracted(&hir, true), extracted(&hir, false)];
-    candidates.extend(top_level_sets(&hir, !case_sensitive).into_iter().map(Some));
+    let mut candidates = vec![extracted(hir, true), extracted(hir, false)];
+    candidates.extend(top_level_sets(hir, !case_sensitive).into_iter().map(Some));
     let mut groups: Vec<Vec<String>> = candidates
         .into_iter()
         .flatten()

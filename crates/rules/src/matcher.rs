@@ -6,13 +6,14 @@
 //! automaton. A scan is one automaton pass per view; a regex runs only on views where one of
 //! its anchors occurred (regexes without usable anchors run on every view of their family).
 
-use crate::anchors::{AnchorPlan, regex_anchor_plan};
+use crate::anchors::{AnchorPlan, anchor_plan_hir, raw_gate_groups_hir};
 use crate::error::{CompileError, Location};
 use crate::schema::{Rule, RuleMatch, RulePack};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
 use regex_automata::meta::Regex as MetaRegex;
 use regex_automata::{Anchored, Input};
+use regex_syntax::hir::Hir;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -113,9 +114,29 @@ impl MatcherBuilder {
         let mut folded_res: Vec<CompiledRegex> = Vec::new();
         let mut cased_res: Vec<CompiledRegex> = Vec::new();
 
-        // Regex compilation (parsing, NFA construction, anchor extraction) is most of the
-        // start-up time and independent per rule: spread it over the cores.
-        let mut compiled = compile_regexes(&rules, self.regex_size_limit, self.anchors).into_iter();
+        // Start-up, in two parallel phases. First each regex is parsed (once per reading)
+        // into what the automata need: its anchor plan and raw-view gates. Then the
+        // automata and the regex NFAs, all independent, are built together (see
+        // `run_jobs`). Regex compilation is most of the start-up time.
+        let raw_gate = self.raw_gate;
+        let anchors = self.anchors;
+        let prep_jobs: Vec<Job<'_, Result<PreparedRegex, String>>> = rules
+            .iter()
+            .filter_map(|cr| match &cr.rule.matcher {
+                RuleMatch::Regex { pattern } => {
+                    let cs = cr.rule.case_sensitive;
+                    let job: Job<'_, _> =
+                        Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate && cs));
+                    Some(job)
+                }
+                _ => None,
+            })
+            .collect();
+        let mut prepared = run_jobs(prep_jobs)
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("regex compilation panicked".to_string())));
+        let mut pending: Vec<PendingRegex> = Vec::new();
+        let mut regex_raw_gates: HashMap<usize, Vec<Vec<String>>> = HashMap::new();
 
         for (idx, cr) in rules.iter().enumerate() {
             let rule = &cr.rule;
@@ -167,46 +188,47 @@ impl MatcherBuilder {
                     }
                 }
                 RuleMatch::Regex { .. } => {
-                    let Some(result) = compiled.next() else {
+                    let Some(result) = prepared.next() else {
                         continue;
                     };
                     match result {
-                        Ok((re, max_len, plan)) => {
-                            if re.is_match("") {
-                                errors.push(CompileError::EmptyMatch {
-                                    location: rule.location.clone(),
-                                    rule_id: rule.id.clone(),
-                                });
+                        Ok(prep) => {
+                            let cased = rule.case_sensitive;
+                            let table = if cased {
+                                &mut cased_lits
                             } else {
-                                let (res, table) = if rule.case_sensitive {
-                                    (&mut cased_res, &mut cased_lits)
-                                } else {
-                                    (&mut folded_res, &mut folded_lits)
-                                };
-                                let groups = &plan.groups;
-                                for (g, group) in groups.iter().enumerate() {
-                                    for a in group {
-                                        table.add_entry(
-                                            a.clone(),
-                                            LitEntry {
-                                                rule: idx,
-                                                keyword: res.len(),
-                                                anchor: true,
-                                                group: g as u8,
-                                                gate: false,
-                                            },
-                                        );
-                                    }
+                                &mut folded_lits
+                            };
+                            // The regex's index in its engine, counted over this family's
+                            // regexes in rule order (as `pending` is filled).
+                            let slot = pending.iter().filter(|p| p.cased == cased).count();
+                            let groups = &prep.plan.groups;
+                            for (g, group) in groups.iter().enumerate() {
+                                for a in group {
+                                    table.add_entry(
+                                        a.clone(),
+                                        LitEntry {
+                                            rule: idx,
+                                            keyword: slot,
+                                            anchor: true,
+                                            group: g as u8,
+                                            gate: false,
+                                        },
+                                    );
                                 }
-                                res.push(CompiledRegex {
-                                    rule: idx,
-                                    re,
-                                    anchored: !groups.is_empty(),
-                                    all_groups: (1u8 << groups.len()) - 1,
-                                    prefix: plan.prefix,
-                                    reach: max_len.unwrap_or(UNBOUNDED_REACH),
-                                });
                             }
+                            if cased {
+                                regex_raw_gates.insert(idx, prep.raw_gates);
+                            }
+                            pending.push(PendingRegex {
+                                rule: idx,
+                                cased,
+                                hir: prep.hir,
+                                anchored: !groups.is_empty(),
+                                all_groups: (1u8 << groups.len()) - 1,
+                                prefix: prep.plan.prefix,
+                                reach: prep.max_len.unwrap_or(UNBOUNDED_REACH),
+                            });
                         }
                         Err(message) => errors.push(CompileError::Regex {
                             location: rule.location.clone(),
@@ -240,9 +262,7 @@ impl MatcherBuilder {
                 RuleMatch::KeywordSet { keywords, .. } => {
                     gate_group(keywords).into_iter().collect()
                 }
-                RuleMatch::Regex { pattern } => {
-                    crate::anchors::raw_gate_groups(pattern, fold_pattern)
-                }
+                RuleMatch::Regex { .. } => regex_raw_gates.remove(&idx).unwrap_or_default(),
             };
             if groups.is_empty() || groups.len() > 8 {
                 gated = false;
@@ -271,20 +291,75 @@ impl MatcherBuilder {
                 }
             }
         }
-        // The two automata are independent: build them on two threads (start-up time).
-        let (folded, cased) = std::thread::scope(|scope| {
-            let cased = scope.spawn(|| Engine::build(cased_lits, cased_res, true));
-            let folded = Engine::build(folded_lits, folded_res, false);
-            let cased = cased
-                .join()
-                .unwrap_or_else(|_| Err(CompileError::Automaton("builder thread panicked".into())));
-            (folded, cased)
-        });
-        match (folded, cased) {
-            (Ok(folded), Ok(cased)) => Ok(Matcher {
+        // Phase two: the two automata and every regex NFA, independent of each other. The
+        // folded automaton (the largest job) goes first.
+        let size_limit = self.regex_size_limit;
+        let mut jobs: Vec<Job<'_, Built>> = Vec::with_capacity(pending.len() + 2);
+        jobs.push(Box::new(|| {
+            Built::Automaton(build_automaton(&folded_lits.patterns, false))
+        }));
+        jobs.push(Box::new(|| {
+            Built::Automaton(build_automaton(&cased_lits.patterns, true))
+        }));
+        for p in &pending {
+            jobs.push(Box::new(move || {
+                Built::Regex(compile_regex(&p.hir, size_limit))
+            }));
+        }
+        let mut built = run_jobs(jobs).into_iter();
+        let mut automaton = || match built.next() {
+            Some(Some(Built::Automaton(a))) => a,
+            _ => Err(CompileError::Automaton("builder thread failed".into())),
+        };
+        let (folded_ac, cased_ac) = (automaton(), automaton());
+        for p in pending {
+            let rule = &rules[p.rule].rule;
+            let re = match built.next() {
+                Some(Some(Built::Regex(r))) => r,
+                _ => Err("builder thread failed".to_string()),
+            };
+            match re {
+                Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
+                    location: rule.location.clone(),
+                    rule_id: rule.id.clone(),
+                }),
+                Ok(re) => {
+                    let res = if p.cased {
+                        &mut cased_res
+                    } else {
+                        &mut folded_res
+                    };
+                    res.push(CompiledRegex {
+                        rule: p.rule,
+                        re,
+                        anchored: p.anchored,
+                        all_groups: p.all_groups,
+                        prefix: p.prefix,
+                        reach: p.reach,
+                    });
+                }
+                Err(message) => errors.push(CompileError::Regex {
+                    location: rule.location.clone(),
+                    rule_id: rule.id.clone(),
+                    message,
+                }),
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors);
+        }
+        let engine = |ac, lits: LiteralTable, regexes, verify_case| Engine {
+            ac,
+            entries: lits.entries,
+            patterns: lits.patterns,
+            regexes,
+            verify_case,
+        };
+        match (folded_ac, cased_ac) {
+            (Ok(f), Ok(c)) => Ok(Matcher {
+                folded: engine(f, folded_lits, folded_res, false),
+                cased: engine(c, cased_lits, cased_res, true),
                 rules,
-                folded,
-                cased,
                 gated,
                 gate_of_rule,
                 gate_masks,
@@ -400,66 +475,87 @@ struct CompiledRegex {
     prefix: bool,
 }
 
-/// A compiled regex, its maximum match length and its search plan.
-type RegexParts = (MetaRegex, Option<usize>, AnchorPlan);
+/// A job of [`run_jobs`].
+type Job<'a, T> = Box<dyn FnOnce() -> T + Send + 'a>;
 
-/// Compiles every regex rule of `rules` (in order), on up to as many threads as there are
-/// cores.
-fn compile_regexes(
-    rules: &[CompiledRule],
-    size_limit: usize,
-    anchors: bool,
-) -> Vec<Result<RegexParts, String>> {
-    let jobs: Vec<(&str, bool)> = rules
-        .iter()
-        .filter_map(|cr| match &cr.rule.matcher {
-            RuleMatch::Regex { pattern } => Some((pattern.as_str(), cr.rule.case_sensitive)),
-            _ => None,
-        })
-        .collect();
-    let one = |&(pattern, case_sensitive): &(&str, bool)| {
-        compile_regex(pattern, case_sensitive, size_limit).map(|(re, max_len)| {
-            let plan = if anchors {
-                regex_anchor_plan(pattern, case_sensitive)
-            } else {
-                AnchorPlan {
-                    groups: Vec::new(),
-                    prefix: false,
-                }
-            };
-            (re, max_len, plan)
-        })
-    };
+/// Runs `jobs` on up to as many threads as there are cores (at most 8), each thread taking
+/// the next job as soon as it is free, so one long job does not hold up the others (a
+/// fixed split per thread did). Results come back in job order; a job whose thread
+/// panicked yields `None`. Written by hand because the rules crate has no thread pool and
+/// start-up needs only this.
+fn run_jobs<T: Send>(jobs: Vec<Job<'_, T>>) -> Vec<Option<T>> {
+    let n = jobs.len();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
-        .min(8);
-    if threads < 2 || jobs.len() < 8 {
-        return jobs.iter().map(one).collect();
+        .min(8)
+        .min(n);
+    if threads < 2 {
+        return jobs.into_iter().map(|j| Some(j())).collect();
     }
-    let per = jobs.len().div_ceil(threads);
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate());
+    let mut out: Vec<Option<T>> = (0..n).map(|_| None).collect();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = jobs
-            .chunks(per)
-            .map(|chunk| scope.spawn(move || chunk.iter().map(one).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| vec![Err("regex compilation panicked".to_string())])
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let next = match queue.lock() {
+                            Ok(mut q) => q.next(),
+                            Err(_) => None,
+                        };
+                        let Some((i, job)) = next else { break };
+                        done.push((i, job()));
+                    }
+                    done
+                })
             })
-            .collect()
-    })
+            .collect();
+        for h in handles {
+            for (i, r) in h.join().unwrap_or_default() {
+                out[i] = Some(r);
+            }
+        }
+    });
+    out
 }
 
-/// Compiles one rule regex: linear-time engines only, size-limited, with its maximum
-/// match length.
-fn compile_regex(
+/// What phase two builds.
+enum Built {
+    Automaton(Result<Option<AhoCorasick>, CompileError>),
+    Regex(Result<MetaRegex, String>),
+}
+
+/// A regex rule after phase one: what it compiles from and how it is searched.
+struct PreparedRegex {
+    /// Parsed with the rule's case option: the NFA is compiled from it.
+    hir: Hir,
+    /// Longest match in bytes, if bounded.
+    max_len: Option<usize>,
+    plan: AnchorPlan,
+    /// Raw-view gate groups (cased rules, when raw gating is on).
+    raw_gates: Vec<Vec<String>>,
+}
+
+/// A regex rule waiting for its NFA (phase two).
+struct PendingRegex {
+    rule: usize,
+    cased: bool,
+    hir: Hir,
+    anchored: bool,
+    all_groups: u8,
+    prefix: bool,
+    reach: usize,
+}
+
+/// Phase one for one regex: parse it (once as compiled, once as the anchor functions read
+/// it), and derive its reach, its search plan and its raw-view gates.
+fn prepare_regex(
     pattern: &str,
     case_sensitive: bool,
-    size_limit: usize,
-) -> Result<(MetaRegex, Option<usize>), String> {
-    let syntax = regex_automata::util::syntax::Config::new().case_insensitive(!case_sensitive);
+    anchors: bool,
+    raw_gates: bool,
+) -> Result<PreparedRegex, String> {
     let hir = regex_syntax::ParserBuilder::new()
         .case_insensitive(!case_sensitive)
         .build()
@@ -467,8 +563,33 @@ fn compile_regex(
         .map_err(|e| e.to_string())?;
     // Folded views hold single spaces only, so there whitespace runs count as one byte.
     let max_len = crate::anchors::max_len(&hir, !case_sensitive);
-    let re = MetaRegex::builder()
-        .syntax(syntax)
+    let plain = if anchors || raw_gates {
+        crate::anchors::parse_plain(pattern)
+    } else {
+        None
+    };
+    let plan = match (&plain, anchors) {
+        (Some(h), true) => anchor_plan_hir(h, case_sensitive),
+        _ => AnchorPlan {
+            groups: Vec::new(),
+            prefix: false,
+        },
+    };
+    let raw_gates = match (&plain, raw_gates) {
+        (Some(h), true) => raw_gate_groups_hir(h, fold_pattern),
+        _ => Vec::new(),
+    };
+    Ok(PreparedRegex {
+        hir,
+        max_len,
+        plan,
+        raw_gates,
+    })
+}
+
+/// Compiles one rule regex from its HIR: linear-time engines only, size-limited.
+fn compile_regex(hir: &Hir, size_limit: usize) -> Result<MetaRegex, String> {
+    MetaRegex::builder()
         .configure(
             MetaRegex::config()
                 // Anchors already decide where a regex runs (small windows): a literal
@@ -477,9 +598,26 @@ fn compile_regex(
                 .nfa_size_limit(Some(size_limit))
                 .hybrid_cache_capacity(2 * size_limit),
         )
-        .build(pattern)
-        .map_err(|e| e.to_string())?;
-    Ok((re, max_len))
+        .build_from_hir(hir)
+        .map_err(|e| e.to_string())
+}
+
+/// The automaton of one family's literals, or `None` when it has none.
+fn build_automaton(patterns: &[String], cased: bool) -> Result<Option<AhoCorasick>, CompileError> {
+    if patterns.is_empty() {
+        return Ok(None);
+    }
+    // The cased automaton matches ASCII case-insensitively so that lower-cased regex
+    // anchors find "System:" too; case-sensitive literals are verified byte for byte.
+    AhoCorasick::builder()
+        .match_kind(MatchKind::Standard)
+        // A full DFA: a few MB for the default pack, and the fastest overlapping search
+        // (the automatic choice is an NFA at this pattern count).
+        .kind(Some(AhoCorasickKind::DFA))
+        .ascii_case_insensitive(cased)
+        .build(patterns)
+        .map(Some)
+        .map_err(|e| CompileError::Automaton(e.to_string()))
 }
 
 /// One family of views (folded or cased): an automaton (literals, keywords and regex
@@ -493,38 +631,6 @@ struct Engine {
     regexes: Vec<CompiledRegex>,
     /// Whether literal hits must be verified byte for byte (the cased family).
     verify_case: bool,
-}
-
-impl Engine {
-    fn build(
-        lits: LiteralTable,
-        regexes: Vec<CompiledRegex>,
-        cased: bool,
-    ) -> Result<Engine, CompileError> {
-        let ac = if lits.patterns.is_empty() {
-            None
-        } else {
-            // The cased automaton matches ASCII case-insensitively so that lower-cased regex
-            // anchors find "System:" too; case-sensitive literals are verified byte for byte.
-            Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::Standard)
-                    // A full DFA: a few MB for the default pack, and the fastest overlapping
-                    // search (the automatic choice is an NFA at this pattern count).
-                    .kind(Some(AhoCorasickKind::DFA))
-                    .ascii_case_insensitive(cased)
-                    .build(&lits.patterns)
-                    .map_err(|e| CompileError::Automaton(e.to_string()))?,
-            )
-        };
-        Ok(Engine {
-            ac,
-            entries: lits.entries,
-            patterns: lits.patterns,
-            regexes,
-            verify_case: cased,
-        })
-    }
 }
 
 /// One rule hit in one view.

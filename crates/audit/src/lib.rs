@@ -1,2 +1,93 @@
-//! Rampart's audit log (being written).
+//! Rampart's decision audit log: every decision the service makes, appended to an embedded
+//! SQLite database in WAL mode, queryable and exportable while the service runs.
+//!
+//! * **What is stored**: time, request ID, API key ID, endpoint, the keyed hash of the
+//!   input, action, risk, policy version, findings (rule ID, category, strength, layer) and
+//!   per-layer timings ([`AuditRecord`]). Never prompt text, never matched text.
+//! * **Writing** ([`AuditLog`], [`AuditWriter`]): one writer thread owns the connection and
+//!   commits whatever is queued (up to `max_batch` records) in one transaction (group
+//!   commit). [`AuditWriter::append`] is async: it never blocks a thread, and resolves with
+//!   the row ID only once the record's transaction has committed, so an acknowledged record
+//!   survives a kill -9 of the process (and, with `synchronous = "full"`, a power loss).
+//! * **Overload**: the queue is bounded (`queue_capacity`); when it is full, `append` waits
+//!   up to `backpressure_wait_ms` or fails at once (`on_full = "fail_closed"`), returning
+//!   [`AuditError::Full`] so the service can refuse the request rather than lose its record.
+//! * **Reading** ([`AuditReader`]): filters by time range, action, rule ID, key ID, request
+//!   ID and endpoint ([`AuditFilter`]); CSV or JSONL export ([`ExportFormat`]).
+//! * **Retention**: `retention_days` deletes older records at open and every
+//!   `prune_interval_s`; [`prune`] does it on demand.
+//! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]); an older log is
+//!   migrated when the writer opens it, a newer one is refused with a clear error.
+//!
+//! ```
+//! use rampart_audit::{AuditConfig, AuditFilter, AuditLog, AuditReader, AuditRecord, ExportFormat};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("audit.db");
+//! let log = AuditLog::open(AuditConfig::at(&path))?;
+//! let writer = log.writer();
+//!
+//! let record = AuditRecord {
+//!     time_ms: rampart_audit::now_ms(),
+//!     request_id: "req-1".into(),
+//!     key_id: Some("team-a".into()),
+//!     endpoint: "scan".into(),
+//!     input_hash: "9f2c…".into(),
+//!     hash_key_id: "k0".into(),
+//!     action: "BLOCK".into(),
+//!     risk: "high_risk".into(),
+//!     policy_version: "1".into(),
+//!     findings: vec![rampart_audit::AuditFinding {
+//!         rule_id: "CTRL_001".into(),
+//!         category: "control_phrase".into(),
+//!         strength: "strong".into(),
+//!         layer: "rules".into(),
+//!     }],
+//!     layer_timings_us: [("rules".to_string(), 42)].into(),
+//!     elapsed_us: 50,
+//!     degraded: false,
+//! };
+//! // In the service this is awaited on the request's task.
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! let id = rt.block_on(writer.append(record.clone()))?;
+//!
+//! let reader = AuditReader::open(&path)?;
+//! let blocked = reader.query(&AuditFilter {
+//!     rule_id: Some("CTRL_001".into()),
+//!     ..AuditFilter::default()
+//! })?;
+//! assert_eq!(blocked.len(), 1);
+//! assert_eq!(blocked[0].id, id);
+//! assert_eq!(blocked[0].record, record);
+//!
+//! let mut csv = Vec::new();
+//! reader.export(&AuditFilter::default(), ExportFormat::Csv, &mut csv)?;
+//! assert!(String::from_utf8(csv)?.starts_with("id,time,time_ms,request_id"));
+//!
+//! let stats = log.shutdown()?;
+//! assert_eq!(stats.committed, 1);
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
+
+mod config;
+mod error;
+mod reader;
+mod record;
+mod schema;
+mod timefmt;
+mod writer;
+
+pub use config::{
+    AuditConfig, DEFAULT_BACKPRESSURE_WAIT_MS, MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, Synchronous,
+};
+pub use error::AuditError;
+pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune};
+pub use record::{AuditFinding, AuditRecord, StoredRecord};
+pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
+pub use writer::{AuditLog, AuditStats, AuditWriter};
+
+/// The schema version this build writes (`PRAGMA user_version`).
+pub const SCHEMA_VERSION: u32 = 1;

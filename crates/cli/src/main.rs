@@ -1,5 +1,6 @@
 //! `rampart`: the prompt firewall's command-line tool.
 
+mod audit_cmd;
 mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;
@@ -8,6 +9,7 @@ mod models_cmd;
 mod registry;
 mod rules_cmd;
 mod scan;
+mod serve_cmd;
 mod train_cmd;
 
 use anyhow::{Context, Result};
@@ -68,6 +70,13 @@ enum Command {
         #[command(subcommand)]
         command: train_cmd::TrainCommand,
     },
+    /// Query, export and prune the service's decision audit log.
+    Audit {
+        #[command(subcommand)]
+        command: audit_cmd::AuditCommand,
+    },
+    /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
+    Serve(serve_cmd::ServeArgs),
     /// Check or print pipeline configuration.
     Config {
         #[command(subcommand)]
@@ -77,10 +86,14 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum ConfigCommand {
-    /// Validate a configuration file and build the pipeline it describes.
+    /// Validate a configuration file (a pipeline configuration, or a server configuration
+    /// for `rampart serve`, told apart by content) and build the pipeline it describes.
     Check {
         /// The file (default: the embedded default configuration).
         path: Option<PathBuf>,
+        /// Treat the file as a server configuration (`rampart serve --config`).
+        #[arg(long)]
+        server: bool,
     },
     /// Print the embedded default configuration.
     Show,
@@ -149,11 +162,13 @@ fn main() -> ExitCode {
         Command::Scan(args) => scan::run(&args),
         Command::Rules { command } => rules_cmd::run(&command),
         Command::Config { command } => config_cmd(&command),
+        Command::Serve(args) => serve_cmd::run(&args),
         Command::Datasets { command } => datasets_cmd::run(&command),
         Command::Eval(args) => eval_cmd::run(&args),
         Command::Discover(args) => discover_cmd::run(&args),
         Command::Models { command } => models_cmd::run(&command),
         Command::Train { command } => train_cmd::run(&command),
+        Command::Audit { command } => audit_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -170,7 +185,17 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
             print!("{DEFAULT_CONFIG_SRC}");
             Ok(0)
         }
-        ConfigCommand::Check { path } => {
+        ConfigCommand::Check { path, server } => {
+            if let Some(p) = path {
+                let is_server = *server
+                    || std::fs::read_to_string(p)
+                        .map(|src| serve_cmd::looks_like_server_config(&src))
+                        .unwrap_or(false);
+                if is_server {
+                    println!("{}", serve_cmd::check(p)?);
+                    return Ok(0);
+                }
+            }
             let config = match path {
                 Some(p) => PipelineConfig::from_path(p)?,
                 None => default_config()?,

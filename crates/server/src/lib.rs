@@ -1,2 +1,298 @@
-//! Rampart as a service (being written).
+//! Rampart as a service: the HTTP check API (`/v1/scan`, `/v1/scan/batch`), the
+//! OpenAI-compatible proxy, operations endpoints (`/healthz`, `/readyz`, `/metrics`,
+//! `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS, and the audit
+//! log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
+//!
+//! The configuration is one strict TOML file:
+//!
+//! ```
+//! use rampart_server::config::ServerConfig;
+//!
+//! let cfg = ServerConfig::parse(r#"
+//! version = 1
+//! [server]
+//! listen = "127.0.0.1:0"
+//! max_body_bytes = 65536
+//! [[auth.keys]]
+//! id = "ci"
+//! sha256 = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+//! rate_per_s = 10.0
+//! burst = 20
+//! "#, "server.toml").unwrap();
+//! assert_eq!(cfg.auth.keys[0].id, "ci");
+//! assert!(ServerConfig::parse("version = 1\nlisten = 1\n", "bad.toml").is_err());
+//! ```
+//!
+//! Serving (in-process; the CLI's `rampart serve` does the same):
+//!
+//! ```no_run
+//! use rampart_server::{Server, ServerOptions, config::ServerConfig};
+//! # async fn demo() -> Result<(), rampart_server::ServerError> {
+//! let server = Server::bind(ServerConfig::default(), ServerOptions::default()).await?;
+//! println!("listening on {}", server.local_addr());
+//! server.run(async { let _ = tokio::signal::ctrl_c().await; }).await
+//! # }
+//! ```
 #![deny(missing_docs)]
+
+mod api;
+mod audit;
+mod auth;
+mod canary;
+pub mod config;
+mod metrics;
+mod ops;
+mod output;
+mod proxy;
+mod sse;
+mod state;
+mod tls;
+
+pub use state::{AppState, Caller, ReloadInfo, ServiceError};
+
+use config::ServerConfig;
+use rampart_core::{PipelineConfig, Registry};
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Every route the server serves, as `(method, path)`; the OpenAPI document lists exactly
+/// these (checked by the tests).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET", "/healthz"),
+    ("GET", "/readyz"),
+    ("GET", "/metrics"),
+    ("GET", "/openapi.json"),
+    ("POST", "/admin/reload"),
+    ("POST", "/v1/scan"),
+    ("POST", "/v1/scan/batch"),
+    ("POST", "/v1/scan/output"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/completions"),
+];
+
+/// The OpenAPI 3.1 document (kept in the repository as `crates/server/openapi.json`).
+pub const OPENAPI_JSON: &str = include_str!("../openapi.json");
+
+/// What the embedding program supplies: the detector factories and its default pipeline.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Detector factories (`[[layers]] kind = …`).
+    pub registry: Arc<Registry>,
+    /// The pipeline served when the configuration names none.
+    pub default_pipeline: PipelineConfig,
+    /// Reload on SIGHUP (unix). The CLI sets it; tests leave it off.
+    pub reload_on_sighup: bool,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            registry: Arc::new(Registry::default()),
+            default_pipeline: PipelineConfig::default(),
+            reload_on_sighup: false,
+        }
+    }
+}
+
+/// Why the server could not start or stopped with an error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The configuration is invalid.
+    #[error("{0}")]
+    Config(#[from] config::ServerConfigError),
+    /// The pipeline could not be built.
+    #[error("cannot build the pipeline: {0}")]
+    Pipeline(String),
+    /// The audit log could not be opened.
+    #[error("cannot open the audit log: {0}")]
+    Audit(String),
+    /// TLS setup failed.
+    #[error("TLS: {0}")]
+    Tls(String),
+    /// Binding or serving failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A bound, ready server. [`Server::run`] serves until the shutdown future resolves.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+    state: Arc<AppState>,
+    audit: Option<audit::AuditLog>,
+    local_addr: SocketAddr,
+    sighup: bool,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("local_addr", &self.local_addr)
+            .field("tls", &self.tls.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Validates the configuration, builds the pipeline, opens the audit log, loads TLS
+    /// material, and binds the listener (port 0 picks a free port).
+    pub async fn bind(config: ServerConfig, options: ServerOptions) -> Result<Server, ServerError> {
+        config.validate(
+            &config
+                .source
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "<config>".into()),
+        )?;
+        let addr = config
+            .listen_addr()
+            .map_err(|m| config::ServerConfigError::Invalid {
+                origin: "<config>".into(),
+                message: m,
+            })?;
+        let tls = match &config.tls {
+            Some(t) => Some(tls::acceptor(
+                &config.resolve(&t.cert),
+                &config.resolve(&t.key),
+            )?),
+            None => None,
+        };
+        let built = {
+            let cfg = config.clone();
+            let opts = options.clone();
+            tokio::task::spawn_blocking(move || {
+                state::build_pipeline(&cfg, &opts.default_pipeline, &opts.registry)
+            })
+            .await
+            .map_err(|e| ServerError::Pipeline(e.to_string()))?
+            .map_err(ServerError::Pipeline)?
+        };
+        let audit = match &config.audit {
+            Some(a) => {
+                let mut a = a.clone();
+                a.path = config.resolve(&a.path);
+                Some(audit::AuditLog::open(a).map_err(|e| ServerError::Audit(e.to_string()))?)
+            }
+            None => None,
+        };
+        let writer = audit.as_ref().map(|a| a.writer());
+        let state = AppState::new(
+            config,
+            built,
+            options.registry.clone(),
+            options.default_pipeline.clone(),
+            writer,
+        )
+        .map_err(ServerError::Pipeline)?;
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        Ok(Server {
+            listener,
+            tls,
+            state: Arc::new(state),
+            audit,
+            local_addr,
+            sighup: options.reload_on_sighup,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Whether TLS is on.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The shared state (e.g. to trigger a reload).
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then stops accepting, drains in-flight requests
+    /// (up to `server.shutdown_grace_ms`), and shuts the audit log down (flushing it).
+    pub async fn run(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServerError> {
+        let Server {
+            listener,
+            tls,
+            state,
+            audit,
+            local_addr,
+            sighup,
+        } = self;
+        let grace = Duration::from_millis(state.config().server.shutdown_grace_ms);
+        if sighup {
+            spawn_sighup(state.clone());
+        }
+        let app = api::router(state.clone());
+        let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining in-flight requests");
+            let _ = started_tx.send(());
+        };
+        let serve = async move {
+            match tls {
+                None => {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(signal)
+                        .await
+                }
+                Some(acc) => {
+                    axum::serve(tls::TlsListener::new(listener, acc), app)
+                        .with_graceful_shutdown(signal)
+                        .await
+                }
+            }
+        };
+        let grace_timer = async move {
+            if started_rx.await.is_ok() {
+                tokio::time::sleep(grace).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            r = serve => r?,
+            () = grace_timer => {
+                tracing::warn!(grace_ms = grace.as_millis() as u64, "shutdown grace period over; dropping remaining connections");
+            }
+        }
+        drop(state);
+        if let Some(a) = audit {
+            match a.shutdown_async().await {
+                Ok(stats) => tracing::info!(committed = stats.committed, "audit log closed"),
+                Err(e) => tracing::error!(error = %e, "audit log shutdown failed"),
+            }
+        }
+        tracing::info!(%local_addr, "stopped");
+        Ok(())
+    }
+}
+
+#[cfg(unix)]
+fn spawn_sighup(state: Arc<AppState>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(mut s) => {
+            tokio::spawn(async move {
+                while s.recv().await.is_some() {
+                    tracing::info!("SIGHUP: reloading");
+                    let _ = state.reload().await;
+                }
+            });
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot install the SIGHUP handler"),
+    }
+}
+
+#[cfg(not(unix))]
+fn spawn_sighup(_state: Arc<AppState>) {}

@@ -1,0 +1,496 @@
+//! [`AuditReader`]: filtered queries and exports; [`prune`].
+
+use crate::schema;
+use crate::{AuditError, AuditFinding, AuditRecord, StoredRecord, format_time_ms};
+use rusqlite::types::Value;
+use rusqlite::{Connection, Row};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which records to read. Every field is optional; set fields are combined with AND.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Records at or after this time (Unix epoch ms).
+    pub since_ms: Option<i64>,
+    /// Records strictly before this time (Unix epoch ms).
+    pub until_ms: Option<i64>,
+    /// `ALLOW`, `SANITIZE` or `BLOCK` (any case).
+    pub action: Option<String>,
+    /// Records with at least one finding of this rule ID (exact).
+    pub rule_id: Option<String>,
+    /// Records of this API key ID (exact).
+    pub key_id: Option<String>,
+    /// Records of this request ID (exact).
+    pub request_id: Option<String>,
+    /// Records of this endpoint (exact), e.g. `scan`.
+    pub endpoint: Option<String>,
+    /// At most this many records.
+    pub limit: Option<usize>,
+    /// Newest first (default: oldest first). With `limit`, picks the newest records.
+    pub newest_first: bool,
+}
+
+/// An export format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// RFC 4180 CSV with a header row; findings and timings as JSON cells. A cell that
+    /// starts with `=`, `+`, `-`, `@`, tab or CR (client-chosen request IDs can) gets a
+    /// leading `'`, so a spreadsheet shows it as text instead of running it as a formula.
+    Csv,
+    /// One JSON object per line ([`StoredRecord`]).
+    Jsonl,
+}
+
+impl std::str::FromStr for ExportFormat {
+    type Err = AuditError;
+
+    fn from_str(s: &str) -> Result<Self, AuditError> {
+        match s.to_ascii_lowercase().as_str() {
+            "csv" => Ok(ExportFormat::Csv),
+            "jsonl" | "ndjson" => Ok(ExportFormat::Jsonl),
+            _ => Err(AuditError::Filter(format!(
+                "unknown export format {s:?}: expected csv or jsonl"
+            ))),
+        }
+    }
+}
+
+/// The CSV export's columns.
+pub const CSV_COLUMNS: [&str; 16] = [
+    "id",
+    "time",
+    "time_ms",
+    "request_id",
+    "key_id",
+    "endpoint",
+    "action",
+    "risk",
+    "policy_version",
+    "input_hash",
+    "hash_key_id",
+    "rule_ids",
+    "findings",
+    "layer_timings_us",
+    "elapsed_us",
+    "degraded",
+];
+
+const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
+
+const COLUMNS: &str = "d.id, d.time_ms, d.request_id, d.key_id, d.endpoint, d.input_hash, \
+    d.hash_key_id, d.action, d.risk, d.policy_version, d.findings_json, d.layer_timings_json, \
+    d.elapsed_us, d.degraded";
+
+impl AuditFilter {
+    /// Checks the filter: a known action, `since_ms` not after `until_ms`.
+    pub fn validate(&self) -> Result<(), AuditError> {
+        if let Some(a) = &self.action
+            && !ACTIONS.iter().any(|x| x.eq_ignore_ascii_case(a))
+        {
+            return Err(AuditError::Filter(format!(
+                "invalid filter: unknown action {a:?} (expected ALLOW, SANITIZE or BLOCK)"
+            )));
+        }
+        if let (Some(s), Some(u)) = (self.since_ms, self.until_ms)
+            && s > u
+        {
+            return Err(AuditError::Filter(format!(
+                "invalid filter: since ({}) is after until ({})",
+                format_time_ms(s),
+                format_time_ms(u)
+            )));
+        }
+        Ok(())
+    }
+
+    /// The `WHERE` clause (placeholders only) and its bound values. Values are never
+    /// interpolated into the SQL text.
+    pub(crate) fn where_clause(&self) -> Result<(String, Vec<Value>), AuditError> {
+        self.validate()?;
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut values: Vec<Value> = Vec::new();
+        if let Some(s) = self.since_ms {
+            clauses.push("d.time_ms >= ?");
+            values.push(Value::Integer(s));
+        }
+        if let Some(u) = self.until_ms {
+            clauses.push("d.time_ms < ?");
+            values.push(Value::Integer(u));
+        }
+        if let Some(a) = &self.action {
+            clauses.push("d.action = ?");
+            values.push(Value::Text(a.to_ascii_uppercase()));
+        }
+        if let Some(k) = &self.key_id {
+            clauses.push("d.key_id = ?");
+            values.push(Value::Text(k.clone()));
+        }
+        if let Some(r) = &self.request_id {
+            clauses.push("d.request_id = ?");
+            values.push(Value::Text(r.clone()));
+        }
+        if let Some(e) = &self.endpoint {
+            clauses.push("d.endpoint = ?");
+            values.push(Value::Text(e.clone()));
+        }
+        if let Some(r) = &self.rule_id {
+            clauses.push(
+                "EXISTS (SELECT 1 FROM findings f WHERE f.rule_id = ? AND f.decision_id = d.id)",
+            );
+            values.push(Value::Text(r.clone()));
+        }
+        let sql = if clauses.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", clauses.join(" AND "))
+        };
+        Ok((sql, values))
+    }
+
+    /// The full `SELECT` and its bound values.
+    pub(crate) fn select_sql(&self) -> Result<(String, Vec<Value>), AuditError> {
+        let (where_sql, mut values) = self.where_clause()?;
+        let order = if self.newest_first { "DESC" } else { "ASC" };
+        let mut sql = format!(
+            "SELECT {COLUMNS} FROM decisions d{where_sql} ORDER BY d.time_ms {order}, d.id {order}"
+        );
+        if let Some(limit) = self.limit {
+            sql.push_str(" LIMIT ?");
+            values.push(Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        }
+        Ok((sql, values))
+    }
+}
+
+/// A read-only connection to an audit log; usable while the service writes to it.
+#[derive(Debug)]
+pub struct AuditReader {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl AuditReader {
+    /// Opens an existing log read-only. A missing file is [`AuditError::NotFound`]; a file
+    /// that is not a Rampart audit log, or has another schema version, is
+    /// [`AuditError::Schema`].
+    pub fn open(path: &Path) -> Result<Self, AuditError> {
+        Ok(AuditReader {
+            conn: schema::open_reader(path)?,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The records matching `f`, oldest first (or newest first with `f.newest_first`).
+    pub fn query(&self, f: &AuditFilter) -> Result<Vec<StoredRecord>, AuditError> {
+        let mut out = Vec::new();
+        self.for_each(f, |r| {
+            out.push(r);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// How many records [`AuditReader::query`] would return.
+    pub fn count(&self, f: &AuditFilter) -> Result<u64, AuditError> {
+        let (where_sql, values) = f.where_clause()?;
+        let sql = format!("SELECT count(*) FROM decisions d{where_sql}");
+        let n: i64 = self
+            .conn
+            .query_row(&sql, rusqlite::params_from_iter(values), |r| r.get(0))
+            .map_err(AuditError::sqlite(&self.path))?;
+        let n = u64::try_from(n).unwrap_or(0);
+        Ok(match f.limit {
+            Some(l) => n.min(l as u64),
+            None => n,
+        })
+    }
+
+    /// Writes the records matching `f` to `out` (streamed, not collected), returns how many.
+    pub fn export(
+        &self,
+        f: &AuditFilter,
+        format: ExportFormat,
+        out: &mut dyn Write,
+    ) -> Result<u64, AuditError> {
+        let io = |source| AuditError::Io {
+            path: PathBuf::from("<export output>"),
+            source,
+        };
+        let mut n = 0u64;
+        if format == ExportFormat::Csv {
+            writeln!(out, "{}", CSV_COLUMNS.join(",")).map_err(io)?;
+        }
+        let mut line = String::new();
+        self.for_each(f, |r| {
+            line.clear();
+            match format {
+                ExportFormat::Csv => csv_row(&r, &mut line),
+                ExportFormat::Jsonl => {
+                    line.push_str(&serde_json::to_string(&r).map_err(|e| AuditError::Corrupt {
+                        path: self.path.clone(),
+                        id: r.id,
+                        message: e.to_string(),
+                    })?)
+                }
+            }
+            line.push('\n');
+            out.write_all(line.as_bytes()).map_err(io)?;
+            n += 1;
+            Ok(())
+        })?;
+        out.flush().map_err(io)?;
+        Ok(n)
+    }
+
+    fn for_each(
+        &self,
+        f: &AuditFilter,
+        mut each: impl FnMut(StoredRecord) -> Result<(), AuditError>,
+    ) -> Result<(), AuditError> {
+        let sq = AuditError::sqlite(&self.path);
+        let (sql, values) = f.select_sql()?;
+        let mut stmt = match self.conn.prepare(&sql) {
+            Ok(s) => s,
+            Err(e) => return Err(sq(e)),
+        };
+        let mut rows = match stmt.query(rusqlite::params_from_iter(values)) {
+            Ok(r) => r,
+            Err(e) => return Err(sq(e)),
+        };
+        loop {
+            let row = match rows.next() {
+                Ok(Some(row)) => row,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(sq(e)),
+            };
+            each(self.decode(row)?)?;
+        }
+    }
+
+    fn decode(&self, row: &Row<'_>) -> Result<StoredRecord, AuditError> {
+        let sq = AuditError::sqlite(&self.path);
+        let get = |row: &Row<'_>| -> rusqlite::Result<_> {
+            Ok((
+                row.get::<_, i64>(0)?,
+                AuditRecord {
+                    time_ms: row.get(1)?,
+                    request_id: row.get(2)?,
+                    key_id: row.get(3)?,
+                    endpoint: row.get(4)?,
+                    input_hash: row.get(5)?,
+                    hash_key_id: row.get(6)?,
+                    action: row.get(7)?,
+                    risk: row.get(8)?,
+                    policy_version: row.get(9)?,
+                    findings: Vec::new(),
+                    layer_timings_us: BTreeMap::new(),
+                    elapsed_us: u64::try_from(row.get::<_, i64>(12)?).unwrap_or(0),
+                    degraded: row.get(13)?,
+                },
+                row.get::<_, String>(10)?,
+                row.get::<_, String>(11)?,
+            ))
+        };
+        let (id, mut record, findings, timings) = get(row).map_err(sq)?;
+        let corrupt = |e: serde_json::Error| AuditError::Corrupt {
+            path: self.path.clone(),
+            id,
+            message: e.to_string(),
+        };
+        record.findings = serde_json::from_str::<Vec<AuditFinding>>(&findings).map_err(corrupt)?;
+        record.layer_timings_us = serde_json::from_str(&timings).map_err(corrupt)?;
+        Ok(StoredRecord { id, record })
+    }
+}
+
+/// Appends one CSV cell, quoted when it holds a comma, quote, CR or LF (RFC 4180), and
+/// prefixed with `'` when a spreadsheet would read it as a formula (CSV injection).
+fn csv_cell(out: &mut String, s: &str) {
+    let guarded;
+    let s = if s.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        guarded = format!("'{s}");
+        guarded.as_str()
+    } else {
+        s
+    };
+    if s.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&s.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(s);
+    }
+}
+
+fn csv_row(r: &StoredRecord, out: &mut String) {
+    let rec = &r.record;
+    let json = |v: Result<String, serde_json::Error>| v.unwrap_or_default();
+    let cells: [String; 16] = [
+        r.id.to_string(),
+        format_time_ms(rec.time_ms),
+        rec.time_ms.to_string(),
+        rec.request_id.clone(),
+        rec.key_id.clone().unwrap_or_default(),
+        rec.endpoint.clone(),
+        rec.action.clone(),
+        rec.risk.clone(),
+        rec.policy_version.clone(),
+        rec.input_hash.clone(),
+        rec.hash_key_id.clone(),
+        rec.rule_ids().join(";"),
+        json(serde_json::to_string(&rec.findings)),
+        json(serde_json::to_string(&rec.layer_timings_us)),
+        rec.elapsed_us.to_string(),
+        rec.degraded.to_string(),
+    ];
+    for (i, c) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        csv_cell(out, c);
+    }
+}
+
+/// Deletes every record with `time_ms < older_than_ms` (a Unix epoch ms cutoff, not an age)
+/// and its findings, a chunk per transaction, and returns how many. Safe while the service
+/// writes (it waits for the write lock). The writer also applies `retention_days` itself.
+pub fn prune(path: &Path, older_than_ms: i64) -> Result<u64, AuditError> {
+    let mut conn = schema::open_existing_rw(path, Duration::from_secs(30))?;
+    schema::prune_all(&mut conn, path, older_than_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn empty_filter_has_no_where() {
+        let (sql, values) = AuditFilter::default().select_sql().unwrap();
+        assert!(!sql.contains("WHERE"), "{sql}");
+        assert!(values.is_empty());
+        assert!(sql.ends_with("ORDER BY d.time_ms ASC, d.id ASC"), "{sql}");
+    }
+
+    #[test]
+    fn table() {
+        let f = AuditFilter {
+            since_ms: Some(10),
+            until_ms: Some(20),
+            action: Some("block".into()),
+            rule_id: Some("CTRL_001".into()),
+            key_id: Some("k1".into()),
+            request_id: Some("r1".into()),
+            endpoint: Some("scan".into()),
+            limit: Some(5),
+            newest_first: true,
+        };
+        let (sql, values) = f.select_sql().unwrap();
+        assert_eq!(
+            sql,
+            format!(
+                "SELECT {COLUMNS} FROM decisions d WHERE d.time_ms >= ? AND d.time_ms < ? \
+                 AND d.action = ? AND d.key_id = ? AND d.request_id = ? AND d.endpoint = ? \
+                 AND EXISTS (SELECT 1 FROM findings f WHERE f.rule_id = ? AND f.decision_id = d.id) \
+                 ORDER BY d.time_ms DESC, d.id DESC LIMIT ?"
+            )
+        );
+        assert_eq!(
+            values,
+            vec![
+                Value::Integer(10),
+                Value::Integer(20),
+                Value::Text("BLOCK".into()),
+                Value::Text("k1".into()),
+                Value::Text("r1".into()),
+                Value::Text("scan".into()),
+                Value::Text("CTRL_001".into()),
+                Value::Integer(5),
+            ]
+        );
+        let bad = AuditFilter {
+            action: Some("DENY".into()),
+            ..AuditFilter::default()
+        };
+        assert!(matches!(bad.select_sql(), Err(AuditError::Filter(_))));
+        let backwards = AuditFilter {
+            since_ms: Some(2),
+            until_ms: Some(1),
+            ..AuditFilter::default()
+        };
+        assert!(matches!(backwards.select_sql(), Err(AuditError::Filter(_))));
+    }
+
+    #[test]
+    fn csv_cells_are_escaped() {
+        let mut s = String::new();
+        csv_cell(&mut s, "plain");
+        s.push('|');
+        csv_cell(&mut s, "a,b");
+        s.push('|');
+        csv_cell(&mut s, "say \"hi\"");
+        s.push('|');
+        csv_cell(&mut s, "two\nlines");
+        assert_eq!(s, "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\nlines\"");
+    }
+
+    #[test]
+    fn csv_cells_that_look_like_formulas_are_text() {
+        let mut s = String::new();
+        for cell in ["=HYPERLINK(\"x\")", "+1", "-2", "@SUM(A1)", "ok"] {
+            csv_cell(&mut s, cell);
+            s.push('|');
+        }
+        assert_eq!(s, "\"'=HYPERLINK(\"\"x\"\")\"|'+1|'-2|'@SUM(A1)|ok|");
+    }
+
+    fn text() -> impl Strategy<Value = Option<String>> {
+        proptest::option::of(any::<String>())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        /// Values only ever appear as bound parameters: the SQL text is one of a fixed set
+        /// of shapes, and there is one `?` per value.
+        #[test]
+        fn values_are_bound_never_interpolated(
+            since in proptest::option::of(any::<i64>()),
+            until in proptest::option::of(any::<i64>()),
+            key in text(), request in text(), rule in text(), endpoint in text(),
+            action in proptest::option::of(prop_oneof![
+                Just("ALLOW".to_string()), Just("sanitize".to_string()), Just("Block".to_string())
+            ]),
+            limit in proptest::option::of(any::<usize>()),
+            newest_first in any::<bool>(),
+        ) {
+            let f = AuditFilter {
+                since_ms: since, until_ms: until, action, rule_id: rule, key_id: key,
+                request_id: request, endpoint, limit, newest_first,
+            };
+            match f.select_sql() {
+                Ok((sql, values)) => {
+                    prop_assert_eq!(sql.matches('?').count(), values.len());
+                    prop_assert!(!sql.contains('\''));
+                    let allowed = |c: char| c.is_ascii_alphanumeric() || " _.,()?=<>*".contains(c);
+                    prop_assert!(sql.chars().all(allowed), "{}", sql);
+                    // The SQL text depends only on which fields are set, not on their values.
+                    let some = |o: &Option<String>| o.as_ref().map(|_| "x".to_string());
+                    let shape = AuditFilter {
+                        since_ms: since.map(|_| 0), until_ms: until.map(|_| 0),
+                        action: f.action.as_ref().map(|_| "ALLOW".to_string()),
+                        rule_id: some(&f.rule_id), key_id: some(&f.key_id),
+                        request_id: some(&f.request_id), endpoint: some(&f.endpoint),
+                        limit: limit.map(|_| 0), newest_first,
+                    };
+                    prop_assert_eq!(sql, shape.select_sql().unwrap().0);
+                }
+                Err(AuditError::Filter(_)) => {
+                    prop_assert!(matches!((since, until), (Some(s), Some(u)) if s > u));
+                }
+                Err(e) => prop_assert!(false, "unexpected error {}", e),
+            }
+        }
+    }
+}

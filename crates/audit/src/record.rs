@@ -1,0 +1,125 @@
+//! What one audit record holds.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One decision as logged: identifiers, the keyed hash of the input, the verdict, the
+/// findings (rule IDs, never matched text) and the layer timings. Never prompt text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRecord {
+    /// When the decision was made, Unix epoch milliseconds.
+    pub time_ms: i64,
+    /// The service's request ID.
+    pub request_id: String,
+    /// The API key's ID (never the key), if the caller authenticated.
+    pub key_id: Option<String>,
+    /// The endpoint: `scan`, `scan_batch`, `scan_output`, `chat_completions`, `completions`…
+    pub endpoint: String,
+    /// Keyed hash of the input ([`Decision::input_hash`](rampart_core::Decision)).
+    pub input_hash: String,
+    /// Which hash key ([`Decision::hash_key_id`](rampart_core::Decision)).
+    pub hash_key_id: String,
+    /// `ALLOW`, `SANITIZE` or `BLOCK`.
+    pub action: String,
+    /// `low_risk`, `medium_risk` or `high_risk`.
+    pub risk: String,
+    /// The policy version that decided.
+    pub policy_version: String,
+    /// The findings, in the decision's order.
+    pub findings: Vec<AuditFinding>,
+    /// Wall time per layer, microseconds (a repeated layer name gets `#2`, `#3`…).
+    pub layer_timings_us: BTreeMap<String, u64>,
+    /// Total wall time, microseconds.
+    pub elapsed_us: u64,
+    /// Whether a layer failed or timed out and the fail mode decided.
+    pub degraded: bool,
+}
+
+/// One finding as logged: which rule, never where or what it matched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditFinding {
+    /// Rule ID, e.g. `CTRL_001`.
+    pub rule_id: String,
+    /// Category name, e.g. `control_phrase`.
+    pub category: String,
+    /// `weak` or `strong`.
+    pub strength: String,
+    /// The layer that produced it.
+    pub layer: String,
+}
+
+impl AuditRecord {
+    /// Builds the record of `d`. `time_ms` is Unix epoch milliseconds (see
+    /// [`now_ms`](crate::now_ms)).
+    pub fn from_decision(
+        d: &rampart_core::Decision,
+        request_id: &str,
+        key_id: Option<&str>,
+        endpoint: &str,
+        time_ms: i64,
+    ) -> AuditRecord {
+        let findings = d
+            .findings
+            .iter()
+            .map(|f| AuditFinding {
+                rule_id: f.rule_id.clone(),
+                category: f.category.name().to_string(),
+                strength: match f.strength {
+                    rampart_core::Strength::Weak => "weak",
+                    rampart_core::Strength::Strong => "strong",
+                }
+                .to_string(),
+                layer: f.layer.clone(),
+            })
+            .collect();
+        let mut layer_timings_us = BTreeMap::new();
+        for l in &d.layers {
+            let mut name = l.layer.clone();
+            let mut n = 1;
+            while layer_timings_us.contains_key(&name) {
+                n += 1;
+                name = format!("{}#{n}", l.layer);
+            }
+            layer_timings_us.insert(name, l.elapsed_us);
+        }
+        AuditRecord {
+            time_ms,
+            request_id: request_id.to_string(),
+            key_id: key_id.map(str::to_string),
+            endpoint: endpoint.to_string(),
+            input_hash: d.input_hash.clone(),
+            hash_key_id: d.hash_key_id.clone(),
+            action: d.action.name().to_string(),
+            risk: d.risk.name().to_string(),
+            policy_version: d.policy_version.clone(),
+            findings,
+            layer_timings_us,
+            elapsed_us: d.elapsed_us,
+            degraded: d.degraded,
+        }
+    }
+
+    /// The distinct rule IDs of the findings, in first-seen order.
+    pub fn rule_ids(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for f in &self.findings {
+            if !out.contains(&f.rule_id.as_str()) {
+                out.push(&f.rule_id);
+            }
+        }
+        out
+    }
+}
+
+/// A record read back from the log, with its row ID. Serialized flat: `{"id": …, "time_ms":
+/// …, …}` (the JSONL export format).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StoredRecord {
+    /// The row ID (what [`AuditWriter::append`](crate::AuditWriter::append) returned).
+    pub id: i64,
+    /// The record.
+    #[serde(flatten)]
+    pub record: AuditRecord,
+}

@@ -1,0 +1,512 @@
+//! `rampart audit query|export|prune`: read the service's decision audit log.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+use rampart_audit::{
+    AuditFilter, AuditReader, ExportFormat, StoredRecord, format_time_ms, now_ms,
+    parse_duration_ms, parse_time,
+};
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Default `--limit` of `query`.
+const DEFAULT_QUERY_LIMIT: usize = 100;
+
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Print the records matching the filters, newest first (a table, or JSONL with --json).
+    Query(QueryArgs),
+    /// Write the records matching the filters as CSV or JSONL, oldest first.
+    Export(ExportArgs),
+    /// Delete records older than a duration (the service also applies `retention_days`).
+    Prune(PruneArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FilterArgs {
+    /// The audit log (SQLite database) written by `rampart serve`.
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+    /// Records at or after this time: RFC 3339 (2026-11-24T05:00:00Z), a date (2026-11-24,
+    /// UTC) or a duration ago (30m, 24h, 7d).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Records before this time (same forms as --since).
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Only this action.
+    #[arg(long, ignore_case = true, value_parser = ["ALLOW", "SANITIZE", "BLOCK"])]
+    pub action: Option<String>,
+    /// Only records with a finding of this rule ID (e.g. CTRL_001).
+    #[arg(long, value_name = "RULE_ID")]
+    pub rule: Option<String>,
+    /// Only records of this API key ID.
+    #[arg(long, value_name = "KEY_ID")]
+    pub key: Option<String>,
+    /// Only the records of this request ID.
+    #[arg(long, value_name = "REQUEST_ID")]
+    pub request: Option<String>,
+    /// Only records of this endpoint (scan, scan_batch, scan_output, chat_completions…).
+    #[arg(long, value_name = "NAME")]
+    pub endpoint: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// At most this many records (0: no limit).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_QUERY_LIMIT)]
+    pub limit: usize,
+    /// Oldest first instead of newest first.
+    #[arg(long)]
+    pub oldest_first: bool,
+    /// One JSON object per line instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    /// RFC 4180 CSV with a header row.
+    Csv,
+    /// One JSON object per line.
+    Jsonl,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    #[command(flatten)]
+    pub filter: FilterArgs,
+    /// Output format.
+    #[arg(long, value_enum)]
+    pub format: Format,
+    /// Output file, or `-` for stdout.
+    #[arg(long, value_name = "FILE", default_value = "-")]
+    pub out: PathBuf,
+    /// At most this many records (the oldest).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// The audit log (SQLite database).
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+    /// Delete records older than this duration (e.g. 30d, 12h, 2w).
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: String,
+    /// Only count what would be deleted.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+impl FilterArgs {
+    fn to_filter(&self, now: i64) -> Result<AuditFilter> {
+        let time = |flag: &str, v: &Option<String>| -> Result<Option<i64>> {
+            v.as_deref()
+                .map(|s| parse_time(s, now).with_context(|| format!("--{flag}")))
+                .transpose()
+        };
+        let f = AuditFilter {
+            since_ms: time("since", &self.since)?,
+            until_ms: time("until", &self.until)?,
+            action: self.action.as_ref().map(|a| a.to_ascii_uppercase()),
+            rule_id: self.rule.clone(),
+            key_id: self.key.clone(),
+            request_id: self.request.clone(),
+            endpoint: self.endpoint.clone(),
+            limit: None,
+            newest_first: false,
+        };
+        f.validate()?;
+        Ok(f)
+    }
+}
+
+pub fn run(cmd: &AuditCommand) -> Result<u8> {
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    match run_to(cmd, &mut out) {
+        // `rampart audit export … | head`: the reader went away; not an error.
+        Err(e) if is_broken_pipe(&e) => Ok(0),
+        r => r,
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
+    let now = now_ms();
+    match cmd {
+        AuditCommand::Query(a) => {
+            let mut f = a.filter.to_filter(now)?;
+            f.limit = (a.limit > 0).then_some(a.limit);
+            f.newest_first = !a.oldest_first;
+            let reader = AuditReader::open(&a.filter.db)?;
+            if a.json {
+                reader.export(&f, ExportFormat::Jsonl, out)?;
+            } else {
+                let records = reader.query(&f)?;
+                out.write_all(table(&records).as_bytes())?;
+                let total = reader.count(&AuditFilter { limit: None, ..f })?;
+                let shown = records.len() as u64;
+                if shown < total {
+                    writeln!(out, "{shown} of {total} records (use --limit to see more)")?;
+                } else {
+                    writeln!(out, "{shown} record{}", if shown == 1 { "" } else { "s" })?;
+                }
+            }
+            out.flush()?;
+            Ok(0)
+        }
+        AuditCommand::Export(a) => {
+            let mut f = a.filter.to_filter(now)?;
+            f.limit = a.limit;
+            let reader = AuditReader::open(&a.filter.db)?;
+            let format = match a.format {
+                Format::Csv => ExportFormat::Csv,
+                Format::Jsonl => ExportFormat::Jsonl,
+            };
+            if a.out == Path::new("-") {
+                reader.export(&f, format, out)?;
+            } else {
+                let n = export_to_file(&reader, &f, format, &a.out)?;
+                eprintln!("exported {n} records to {}", a.out.display());
+            }
+            Ok(0)
+        }
+        AuditCommand::Prune(a) => {
+            let age = parse_duration_ms(&a.older_than).context("--older-than")?;
+            let cutoff = now.saturating_sub(age);
+            if a.dry_run {
+                let reader = AuditReader::open(&a.db)?;
+                let n = reader.count(&AuditFilter {
+                    until_ms: Some(cutoff),
+                    ..AuditFilter::default()
+                })?;
+                writeln!(
+                    out,
+                    "would delete {n} records before {}",
+                    format_time_ms(cutoff)
+                )?;
+            } else {
+                let n = rampart_audit::prune(&a.db, cutoff)?;
+                writeln!(out, "deleted {n} records before {}", format_time_ms(cutoff))?;
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// Writes the export to `path` through a temporary file renamed at the end, so a failed
+/// export leaves no partial file.
+fn export_to_file(
+    reader: &AuditReader,
+    f: &AuditFilter,
+    format: ExportFormat,
+    path: &Path,
+) -> Result<u64> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("--out {}: not a file name", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(".partial");
+    let tmp = path.with_file_name(tmp_name);
+    let result = (|| -> Result<u64> {
+        let file =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        let n = reader.export(f, format, &mut w)?;
+        w.into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|f| f.sync_all())
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(n)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Control characters (from client-supplied IDs) are escaped so they cannot drive the
+/// terminal.
+fn printable(s: &str) -> String {
+    if s.chars().any(char::is_control) {
+        s.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    } else {
+        s.to_string()
+    }
+}
+
+fn table(records: &[StoredRecord]) -> String {
+    const HEAD: [&str; 8] = [
+        "TIME", "ACTION", "RISK", "ENDPOINT", "KEY", "REQUEST", "RULES", "ELAPSED",
+    ];
+    let rows: Vec<[String; 8]> = records
+        .iter()
+        .map(|r| {
+            let rec = &r.record;
+            let mut action = rec.action.clone();
+            if rec.degraded {
+                action.push('*');
+            }
+            [
+                format_time_ms(rec.time_ms),
+                printable(&action),
+                printable(&rec.risk),
+                printable(&rec.endpoint),
+                printable(rec.key_id.as_deref().unwrap_or("-")),
+                printable(&rec.request_id),
+                printable(&rec.rule_ids().join(",")),
+                format!("{}us", rec.elapsed_us),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut widths = HEAD.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(HEAD.map(str::to_string)).chain(rows) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if records.iter().any(|r| r.record.degraded) {
+        out.push_str("(* degraded: a layer failed or timed out and the fail mode decided)\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use rampart_audit::{AuditConfig, AuditFinding, AuditLog, AuditRecord};
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::task::{Context as TaskContext, Poll, Wake, Waker};
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        cmd: AuditCommand,
+    }
+
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+
+    /// Enough of an executor for `append` (no timers needed with room in the queue).
+    fn block_on<F: Future>(fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = TaskContext::from_waker(&waker);
+        loop {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            std::thread::park();
+        }
+    }
+
+    fn record(i: i64, age_ms: i64) -> AuditRecord {
+        AuditRecord {
+            time_ms: now_ms() - age_ms,
+            request_id: format!("req-{i}"),
+            key_id: (i % 2 == 0).then(|| "team-a".to_string()),
+            endpoint: "scan".into(),
+            input_hash: "ab".repeat(32),
+            hash_key_id: "hk".into(),
+            action: if i % 2 == 0 { "BLOCK" } else { "ALLOW" }.into(),
+            risk: "low_risk".into(),
+            policy_version: "1".into(),
+            findings: if i % 2 == 0 {
+                vec![AuditFinding {
+                    rule_id: "CTRL_001".into(),
+                    category: "control_phrase".into(),
+                    strength: "strong".into(),
+                    layer: "rules".into(),
+                }]
+            } else {
+                vec![]
+            },
+            layer_timings_us: [("rules".to_string(), 5)].into(),
+            elapsed_us: 7,
+            degraded: false,
+        }
+    }
+
+    fn db() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let log = AuditLog::open(AuditConfig::at(&path)).unwrap();
+        let w = log.writer();
+        for (i, age_h) in [(0, 72), (1, 48), (2, 2), (3, 1)] {
+            block_on(w.append(record(i, age_h * 3_600_000))).unwrap();
+        }
+        log.shutdown().unwrap();
+        (dir, path)
+    }
+
+    fn run_args(args: &[&str]) -> Result<String> {
+        let cli = Cli::try_parse_from(std::iter::once("audit").chain(args.iter().copied()))?;
+        let mut out = Vec::new();
+        run_to(&cli.cmd, &mut out)?;
+        Ok(String::from_utf8(out)?)
+    }
+
+    #[test]
+    fn query_table_and_filters() {
+        let (_dir, path) = db();
+        let db = path.to_str().unwrap();
+        let out = run_args(&["query", "--db", db]).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("TIME") && lines[0].contains("REQUEST"),
+            "{out}"
+        );
+        // Newest first.
+        assert!(
+            lines[1].contains("req-3") && lines[4].contains("req-0"),
+            "{out}"
+        );
+        assert_eq!(lines[5], "4 records");
+
+        let out = run_args(&["query", "--db", db, "--since", "24h", "--action", "block"]).unwrap();
+        assert!(
+            out.contains("req-2") && !out.contains("req-0") && !out.contains("req-3"),
+            "{out}"
+        );
+        assert!(out.ends_with("1 record\n"), "{out}");
+
+        let out = run_args(&[
+            "query", "--db", db, "--rule", "CTRL_001", "--key", "team-a", "--json",
+        ])
+        .unwrap();
+        let ids: Vec<String> = out
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<StoredRecord>(l)
+                    .unwrap()
+                    .record
+                    .request_id
+            })
+            .collect();
+        assert_eq!(ids, ["req-2", "req-0"]);
+
+        let out = run_args(&["query", "--db", db, "--limit", "1", "--oldest-first"]).unwrap();
+        assert!(
+            out.contains("req-0") && out.ends_with("1 of 4 records (use --limit to see more)\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn export_to_file_and_stdout() {
+        let (dir, path) = db();
+        let db = path.to_str().unwrap();
+        let out = run_args(&["export", "--db", db, "--format", "csv", "--until", "24h"]).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("id,time,time_ms,request_id"));
+        assert_eq!(lines.len(), 3, "{out}");
+        assert!(
+            lines[1].contains(",req-0,") && lines[2].contains(",req-1,"),
+            "{out}"
+        );
+
+        let file = dir.path().join("out.jsonl");
+        run_args(&[
+            "export",
+            "--db",
+            db,
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ])
+        .unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(text.lines().count(), 4);
+        assert!(!dir.path().join(".out.jsonl.partial").exists());
+    }
+
+    #[test]
+    fn prune_older_than() {
+        let (_dir, path) = db();
+        let db = path.to_str().unwrap();
+        let out = run_args(&["prune", "--db", db, "--older-than", "1d", "--dry-run"]).unwrap();
+        assert!(out.starts_with("would delete 2 records before "), "{out}");
+        let out = run_args(&["prune", "--db", db, "--older-than", "1d"]).unwrap();
+        assert!(out.starts_with("deleted 2 records before "), "{out}");
+        let out = run_args(&["query", "--db", db]).unwrap();
+        assert!(out.ends_with("2 records\n"), "{out}");
+    }
+
+    #[test]
+    fn clear_errors() {
+        let (dir, path) = db();
+        let db = path.to_str().unwrap();
+        let missing = dir.path().join("nope.db");
+        let e = run_args(&["query", "--db", missing.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+        let e = run_args(&["query", "--db", db, "--since", "yesterday"]).unwrap_err();
+        assert!(format!("{e:#}").contains("--since: invalid time"), "{e:#}");
+        let e = run_args(&["query", "--db", db, "--since", "1h", "--until", "2h"]).unwrap_err();
+        assert!(format!("{e:#}").contains("is after until"), "{e:#}");
+        let e = run_args(&["prune", "--db", db, "--older-than", "30"]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("--older-than: invalid duration"),
+            "{e:#}"
+        );
+        assert!(run_args(&["query", "--db", db, "--action", "DENY"]).is_err());
+        assert!(run_args(&["export", "--db", db, "--format", "xml"]).is_err());
+    }
+
+    #[test]
+    fn table_escapes_control_characters() {
+        let mut r = record(1, 0);
+        r.request_id = "evil\u{1b}[2Jid".into();
+        r.degraded = true;
+        let t = table(&[StoredRecord { id: 1, record: r }]);
+        assert!(
+            !t.contains('\u{1b}') && t.contains("evil\\u{1b}[2Jid"),
+            "{t}"
+        );
+        assert!(t.contains("ALLOW*") && t.contains("degraded"), "{t}");
+    }
+}

@@ -1,0 +1,154 @@
+//! `rampart serve`: the HTTP service (check API, OpenAI-compatible proxy, operations), and
+//! `rampart serve hash-key`. The server configuration is documented in
+//! `rampart_server::config`; `rampart config check FILE` validates one.
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use rampart_server::config::{ServerConfig, hash_api_key};
+use rampart_server::{Server, ServerOptions};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// `rampart serve [--config FILE] [--listen ADDR]`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct ServeArgs {
+    #[command(subcommand)]
+    command: Option<ServeCommand>,
+    /// Server configuration file (TOML). Default: $RAMPART_CONFIG, else the built-in
+    /// defaults (127.0.0.1:8080, the embedded pipeline, no keys, no audit log).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Address to listen on (overrides server.listen and RAMPART_LISTEN).
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Log format on stderr: `json` (default) or `text`. Level: RUST_LOG (default info).
+    #[arg(long, value_name = "FORMAT", default_value = "json")]
+    log_format: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum ServeCommand {
+    /// Read an API key from stdin and print its SHA-256, the form `[[auth.keys]] sha256`
+    /// takes (the key itself is never stored).
+    HashKey,
+}
+
+/// Loads the server configuration the way `serve` does (file, environment, `--listen`).
+pub fn load_config(path: Option<&Path>, listen: Option<&str>) -> Result<ServerConfig> {
+    let mut cfg = ServerConfig::load(path)?;
+    if let Some(l) = listen {
+        cfg.server.listen = l.to_string();
+        cfg.validate("--listen")?;
+    }
+    Ok(cfg)
+}
+
+/// Validates a server configuration file and builds the pipeline it names.
+pub fn check(path: &Path) -> Result<String> {
+    let cfg = ServerConfig::from_path(path)?;
+    let pc = cfg.pipeline_config(&crate::default_config()?)?;
+    let layers: Vec<String> = pc.layers.iter().map(|l| l.kind.clone()).collect();
+    rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
+    Ok(format!(
+        "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; layers {}",
+        cfg.server.listen,
+        cfg.auth.keys.len(),
+        if cfg.audit.is_some() { "on" } else { "off" },
+        if cfg.tls.is_some() { "on" } else { "off" },
+        if cfg.proxy.upstream_url.is_some() {
+            "set"
+        } else {
+            "unset"
+        },
+        layers.join(" -> ")
+    ))
+}
+
+/// Whether a TOML file looks like a server configuration (rather than a pipeline one).
+pub fn looks_like_server_config(src: &str) -> bool {
+    const SERVER_KEYS: [&str; 8] = [
+        "server", "pipeline", "auth", "audit", "tls", "proxy", "canary", "output",
+    ];
+    match toml::from_str::<toml::Table>(src) {
+        Ok(t) => !t.contains_key("layers") && t.keys().any(|k| SERVER_KEYS.contains(&k.as_str())),
+        Err(_) => false,
+    }
+}
+
+fn init_logging(format: &str) -> Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        "json" => builder.json().flatten_event(true).try_init(),
+        "text" => builder.try_init(),
+        other => anyhow::bail!("--log-format must be json or text, not {other:?}"),
+    }
+    .map_err(|e| anyhow::anyhow!("cannot initialize logging: {e}"))
+}
+
+/// Runs `rampart serve`.
+pub fn run(args: &ServeArgs) -> Result<u8> {
+    if let Some(ServeCommand::HashKey) = &args.command {
+        let mut key = String::new();
+        std::io::stdin()
+            .take(64 * 1024)
+            .read_to_string(&mut key)
+            .context("reading the key from stdin")?;
+        let key = key.trim_end_matches(['\n', '\r']);
+        anyhow::ensure!(!key.is_empty(), "no key on stdin");
+        println!("{}", hash_api_key(key));
+        return Ok(0);
+    }
+    init_logging(&args.log_format)?;
+    let cfg = load_config(args.config.as_deref(), args.listen.as_deref())?;
+    let options = ServerOptions {
+        registry: Arc::new(crate::registry::registry()),
+        default_pipeline: crate::default_config()?,
+        reload_on_sighup: true,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(async move {
+        let server = Server::bind(cfg, options).await?;
+        tracing::info!(
+            addr = %server.local_addr(),
+            tls = server.is_tls(),
+            "rampart serving"
+        );
+        // For scripts that pass port 0: the bound address on stdout, one line.
+        println!("listening on {}", server.local_addr());
+        server.run(shutdown_signal()).await?;
+        anyhow::Ok(())
+    })?;
+    Ok(0)
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("shutdown signal received");
+}

@@ -1,0 +1,222 @@
+//! The router and the check API: `POST /v1/scan`, `POST /v1/scan/batch`.
+
+use crate::auth;
+use crate::ops;
+use crate::state::{AppState, Caller, ServiceError};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Extension, Json, Router};
+use bytes::Bytes;
+use rampart_core::{ScanOutcome, ScanRequest, Segment};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+
+/// The whole application.
+pub(crate) fn router(state: Arc<AppState>) -> Router {
+    let max_body = state.config().server.max_body_bytes;
+    let v1 = Router::new()
+        .route("/v1/scan", post(scan))
+        .route("/v1/scan/batch", post(batch))
+        .merge(crate::proxy::routes())
+        .route_layer(from_fn_with_state(state.clone(), auth::require_key));
+    let admin = Router::new()
+        .route("/admin/reload", post(ops::reload))
+        .route_layer(from_fn_with_state(state.clone(), auth::require_admin));
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(ops::openapi))
+        .merge(v1)
+        .merge(admin)
+        .route_layer(from_fn_with_state(state.clone(), auth::observe))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+async fn not_found() -> ServiceError {
+    ServiceError::NotFound
+}
+
+/// A JSON body whose errors are [`ServiceError`]s: 413 over `server.max_body_bytes`, 400
+/// for malformed JSON (messages never quote long strings from the body).
+#[derive(Debug)]
+pub(crate) struct ApiJson<T>(pub(crate) T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
+    type Rejection = ServiceError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ServiceError> {
+        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
+            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                ServiceError::TooLarge(
+                    "request body is over the server's limit (server.max_body_bytes)".into(),
+                )
+            } else {
+                ServiceError::BadRequest(format!(
+                    "cannot read the request body: {}",
+                    rej.body_text()
+                ))
+            }
+        })?;
+        serde_json::from_slice(&bytes)
+            .map(ApiJson)
+            .map_err(|e| ServiceError::BadRequest(json_error_message(&e)))
+    }
+}
+
+/// A serde error message with any quoted string longer than 40 bytes elided, so a prompt
+/// put in the wrong place is never echoed.
+pub(crate) fn json_error_message(e: &serde_json::Error) -> String {
+    let msg = e.to_string();
+    let mut out = String::with_capacity(msg.len());
+    let mut rest = msg.as_str();
+    while let Some(start) = rest.find(['"', '`']) {
+        let q = rest[start..].chars().next().unwrap_or('"');
+        let close = if q == '`' { '`' } else { '"' };
+        out.push_str(&rest[..=start]);
+        let after = &rest[start + 1..];
+        match after.find(close) {
+            Some(end) => {
+                let inner = &after[..end];
+                if inner.len() > 40 {
+                    out.push('…');
+                } else {
+                    out.push_str(inner);
+                }
+                out.push(close);
+                rest = &after[end + 1..];
+            }
+            None => {
+                out.push('…');
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    format!("invalid request body: {out}")
+}
+
+/// `/v1/scan`'s body: `{"text": …}` or `{"segments": [{"role", "text", "trust"?}]}`, with an
+/// optional `id` echoed in the decision.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScanBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    segments: Option<Vec<Segment>>,
+}
+
+impl ScanBody {
+    pub(crate) fn into_request(self) -> Result<ScanRequest, ServiceError> {
+        let mut req = match (self.text, self.segments) {
+            (Some(t), None) => ScanRequest::text(t),
+            (None, Some(s)) => ScanRequest::segments(s),
+            (Some(_), Some(_)) => {
+                return Err(ServiceError::BadRequest(
+                    "give either \"text\" or \"segments\", not both".into(),
+                ));
+            }
+            (None, None) => {
+                return Err(ServiceError::BadRequest(
+                    "missing \"text\" or \"segments\"".into(),
+                ));
+            }
+        };
+        req.id = self.id;
+        Ok(req)
+    }
+}
+
+/// The decision JSON (as `rampart scan --json --include-sanitized` prints it): the core
+/// decision, plus `sanitized` when the action is SANITIZE.
+pub(crate) fn outcome_json(outcome: &ScanOutcome) -> Result<serde_json::Value, ServiceError> {
+    let mut v = serde_json::to_value(&outcome.decision)
+        .map_err(|e| ServiceError::Internal(format!("cannot encode the decision: {e}")))?;
+    if let (Some(s), serde_json::Value::Object(m)) = (&outcome.sanitized, &mut v) {
+        m.insert(
+            "sanitized".into(),
+            serde_json::to_value(s)
+                .map_err(|e| ServiceError::Internal(format!("cannot encode: {e}")))?,
+        );
+    }
+    Ok(v)
+}
+
+async fn scan(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<ScanBody>,
+) -> Result<Response, ServiceError> {
+    let req = body.into_request()?;
+    let outcome = state.scan(req).await?;
+    state.record(&caller, "/v1/scan", &outcome.decision).await?;
+    let action = outcome.decision.action.name();
+    Ok((
+        [("x-rampart-action", action)],
+        Json(outcome_json(&outcome)?),
+    )
+        .into_response())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BatchBody {
+    items: Vec<serde_json::Value>,
+}
+
+async fn batch(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<BatchBody>,
+) -> Result<Response, ServiceError> {
+    let max = state.config().server.max_batch_items;
+    if body.items.len() > max {
+        return Err(ServiceError::TooLarge(format!(
+            "batch has {} items; the limit is {max} (server.max_batch_items)",
+            body.items.len()
+        )));
+    }
+    if body.items.is_empty() {
+        return Err(ServiceError::BadRequest("batch has no items".into()));
+    }
+    let mut results = Vec::with_capacity(body.items.len());
+    let mut errors = 0usize;
+    for (index, item) in body.items.into_iter().enumerate() {
+        let item_caller = Caller {
+            request_id: format!("{}#{index}", caller.request_id),
+            key_id: caller.key_id.clone(),
+        };
+        let res = async {
+            let body: ScanBody = serde_json::from_value(item)
+                .map_err(|e| ServiceError::BadRequest(json_error_message(&e)))?;
+            let outcome = state.scan(body.into_request()?).await?;
+            state
+                .record(&item_caller, "/v1/scan/batch", &outcome.decision)
+                .await?;
+            outcome_json(&outcome)
+        }
+        .await;
+        results.push(match res {
+            Ok(decision) => serde_json::json!({"index": index, "decision": decision}),
+            Err(e) => {
+                errors += 1;
+                let mut v = e.body();
+                if let serde_json::Value::Object(m) = &mut v {
+                    m.insert("index".into(), index.into());
+                    m.insert("status".into(), e.status().as_u16().into());
+                }
+                v
+            }
+        });
+    }
+    Ok(Json(serde_json::json!({"results": results, "errors": errors})).into_response())
+}

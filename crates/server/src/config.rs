@@ -1,0 +1,535 @@
+//! The server configuration: one strict, versioned TOML file (`deny_unknown_fields`
+//! everywhere), environment overrides, and defaults that work with no file at all.
+//!
+//! ```toml
+//! version = 1
+//!
+//! [server]
+//! listen = "127.0.0.1:8080"
+//! max_body_bytes = 2097152
+//! request_timeout_ms = 5000
+//!
+//! [pipeline]
+//! path = "configs/rules.toml"      # relative to this file; default: the embedded pipeline
+//! packs = ["packs/extra.toml"]     # extra rule packs added to every rules layer
+//!
+//! [[auth.keys]]
+//! id = "ci"
+//! sha256 = "…64 hex digits…"       # `rampart serve hash-key < key.txt`
+//! rate_per_s = 50.0
+//! burst = 100
+//! admin = false
+//!
+//! [audit]
+//! path = "/var/lib/rampart/audit.db"
+//!
+//! [tls]
+//! cert = "cert.pem"
+//! key = "key.pem"
+//! ```
+//!
+//! Environment overrides (applied after the file, before validation):
+//!
+//! | variable | overrides |
+//! |---|---|
+//! | `RAMPART_CONFIG` | the file itself (read by the CLI when `--config` is absent) |
+//! | `RAMPART_LISTEN` | `server.listen` |
+//! | `RAMPART_MAX_BODY_BYTES` | `server.max_body_bytes` |
+//! | `RAMPART_REQUEST_TIMEOUT_MS` | `server.request_timeout_ms` |
+//! | `RAMPART_PIPELINE_CONFIG` | `pipeline.path` |
+//! | `RAMPART_AUDIT_PATH` | `audit.path` (creates an `[audit]` section with defaults when absent) |
+//! | `RAMPART_TLS_CERT`, `RAMPART_TLS_KEY` | `tls.cert`, `tls.key` (both needed) |
+//! | `RAMPART_UPSTREAM_URL` | `proxy.upstream_url` |
+
+use rampart_core::{FailMode, PipelineConfig};
+use rampart_rules::Location;
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// The configuration schema version this build reads.
+pub const SERVER_CONFIG_VERSION: u32 = 1;
+
+/// The whole server configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Must be [`SERVER_CONFIG_VERSION`].
+    pub version: u32,
+    /// Listening, limits, timeouts.
+    #[serde(default)]
+    pub server: ServerSection,
+    /// Which pipeline to serve.
+    #[serde(default)]
+    pub pipeline: PipelineSource,
+    /// API keys.
+    #[serde(default)]
+    pub auth: AuthSection,
+    /// The audit log; absent: no audit log (reported by `/readyz`).
+    #[serde(default)]
+    pub audit: Option<crate::audit::AuditConfig>,
+    /// TLS termination; absent: plain HTTP.
+    #[serde(default)]
+    pub tls: Option<TlsSection>,
+    /// The OpenAI-compatible proxy.
+    #[serde(default)]
+    pub proxy: crate::proxy::ProxyConfig,
+    /// Canary tokens.
+    #[serde(default)]
+    pub canary: crate::canary::CanaryConfig,
+    /// Output (model response) scanning.
+    #[serde(default)]
+    pub output: crate::output::OutputConfig,
+    /// The file this configuration was read from (relative paths resolve against its
+    /// directory; reload re-reads it). Not part of the file format.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            version: SERVER_CONFIG_VERSION,
+            server: ServerSection::default(),
+            pipeline: PipelineSource::default(),
+            auth: AuthSection::default(),
+            audit: None,
+            tls: None,
+            proxy: Default::default(),
+            canary: Default::default(),
+            output: Default::default(),
+            source: None,
+        }
+    }
+}
+
+/// Listening address, limits and timeouts.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerSection {
+    /// Address to listen on. Default `127.0.0.1:8080`.
+    pub listen: String,
+    /// Largest accepted request body in bytes (413 beyond). Default 2 MiB.
+    pub max_body_bytes: usize,
+    /// Deadline for one pipeline run, in milliseconds; past it the fail mode decides.
+    /// Default 5000.
+    pub request_timeout_ms: u64,
+    /// How long graceful shutdown waits for in-flight requests. Default 10000.
+    pub shutdown_grace_ms: u64,
+    /// Most items in one `/v1/scan/batch` request. Default 64.
+    pub max_batch_items: usize,
+    /// What a request past its deadline (or a pipeline panic) gets: `closed` → a BLOCK
+    /// decision marked degraded, `open` → an ALLOW decision marked degraded. Default: the
+    /// pipeline policy's fail mode.
+    pub fail_mode: Option<FailMode>,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:8080".into(),
+            max_body_bytes: 2 * 1024 * 1024,
+            request_timeout_ms: 5000,
+            shutdown_grace_ms: 10_000,
+            max_batch_items: 64,
+            fail_mode: None,
+        }
+    }
+}
+
+/// Which pipeline the server runs. Without `path` or `inline`: the binary's embedded default.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PipelineSource {
+    /// A pipeline configuration file in the usual format (see `configs/*.toml`), relative to
+    /// the server configuration file.
+    pub path: Option<PathBuf>,
+    /// A pipeline configuration inline (`[pipeline.inline]`, same format). Exclusive with
+    /// `path`.
+    pub inline: Option<toml::Table>,
+    /// Extra rule pack files added to every `rules` layer (relative to the server
+    /// configuration file). Re-read on reload.
+    pub packs: Vec<PathBuf>,
+}
+
+/// API keys. With no keys, authentication is off, which is only allowed on a loopback
+/// address.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthSection {
+    /// The keys.
+    pub keys: Vec<ApiKeyConfig>,
+}
+
+/// One API key, stored as the SHA-256 of the key (never the key).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// Identifier recorded in logs, metrics and the audit log.
+    pub id: String,
+    /// Lower-case hex SHA-256 of the key.
+    pub sha256: String,
+    /// Sustained requests per second (token bucket refill). Default 100.
+    #[serde(default = "default_rate")]
+    pub rate_per_s: f64,
+    /// Bucket size (burst). Default 200.
+    #[serde(default = "default_burst")]
+    pub burst: u32,
+    /// May call `/admin/*`. Default false.
+    #[serde(default)]
+    pub admin: bool,
+}
+
+fn default_rate() -> f64 {
+    100.0
+}
+
+fn default_burst() -> u32 {
+    200
+}
+
+/// TLS termination (rustls, ring).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// PEM certificate chain.
+    pub cert: PathBuf,
+    /// PEM private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+}
+
+/// A server configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerConfigError {
+    /// The file could not be read.
+    #[error("{origin}: cannot read configuration: {message}")]
+    Io {
+        /// The path.
+        origin: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Syntax error, unknown key, wrong type (with file:line:col).
+    #[error("{location}: {message}")]
+    Syntax {
+        /// Where.
+        location: Location,
+        /// What is wrong.
+        message: String,
+    },
+    /// Semantically invalid.
+    #[error("{origin}: {message}")]
+    Invalid {
+        /// The file (or `<environment>`).
+        origin: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The pipeline configuration it names is invalid.
+    #[error("{0}")]
+    Pipeline(String),
+}
+
+impl ServerConfig {
+    /// Parses and validates a configuration (no environment overrides).
+    pub fn parse(src: &str, origin: &str) -> Result<ServerConfig, ServerConfigError> {
+        let cfg: ServerConfig = toml::from_str(src).map_err(|e| ServerConfigError::Syntax {
+            location: Location::from_span(origin, src, e.span().map(|s| s.start).unwrap_or(0)),
+            message: e.message().trim().to_string(),
+        })?;
+        cfg.validate(origin)?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and validates a file (no environment overrides). Relative paths in it
+    /// resolve against its directory.
+    pub fn from_path(path: &Path) -> Result<ServerConfig, ServerConfigError> {
+        let origin = path.display().to_string();
+        let src = std::fs::read_to_string(path).map_err(|e| ServerConfigError::Io {
+            origin: origin.clone(),
+            message: e.to_string(),
+        })?;
+        let mut cfg = ServerConfig::parse(&src, &origin)?;
+        cfg.source = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// Loads the configuration the way `rampart serve` does: `path`, else `$RAMPART_CONFIG`,
+    /// else the defaults; then the environment overrides; then validation.
+    pub fn load(path: Option<&Path>) -> Result<ServerConfig, ServerConfigError> {
+        ServerConfig::load_with(path, |k| std::env::var(k).ok())
+    }
+
+    /// [`ServerConfig::load`] with an explicit environment (`get` reads a variable).
+    pub fn load_with(
+        path: Option<&Path>,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<ServerConfig, ServerConfigError> {
+        let env_path = get("RAMPART_CONFIG").map(PathBuf::from);
+        let path = path.or(env_path.as_deref());
+        let mut cfg = match path {
+            Some(p) => ServerConfig::from_path(p)?,
+            None => ServerConfig::default(),
+        };
+        cfg.apply_env(get)?;
+        Ok(cfg)
+    }
+
+    /// Applies the environment overrides (`get` reads a variable) and re-validates.
+    pub fn apply_env(
+        &mut self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ServerConfigError> {
+        let invalid = |message: String| ServerConfigError::Invalid {
+            origin: "<environment>".into(),
+            message,
+        };
+        if let Some(v) = get("RAMPART_LISTEN") {
+            self.server.listen = v;
+        }
+        if let Some(v) = get("RAMPART_MAX_BODY_BYTES") {
+            self.server.max_body_bytes = v
+                .parse()
+                .map_err(|_| invalid(format!("RAMPART_MAX_BODY_BYTES={v:?} is not a number")))?;
+        }
+        if let Some(v) = get("RAMPART_REQUEST_TIMEOUT_MS") {
+            self.server.request_timeout_ms = v.parse().map_err(|_| {
+                invalid(format!("RAMPART_REQUEST_TIMEOUT_MS={v:?} is not a number"))
+            })?;
+        }
+        if let Some(v) = get("RAMPART_PIPELINE_CONFIG") {
+            self.pipeline.path = Some(PathBuf::from(v));
+            self.pipeline.inline = None;
+        }
+        if let Some(v) = get("RAMPART_AUDIT_PATH") {
+            let mut audit = self.audit.take().unwrap_or_default();
+            audit.path = PathBuf::from(v);
+            self.audit = Some(audit);
+        }
+        if let Some(v) = get("RAMPART_UPSTREAM_URL") {
+            crate::proxy::set_upstream_url(&mut self.proxy, v);
+        }
+        match (get("RAMPART_TLS_CERT"), get("RAMPART_TLS_KEY")) {
+            (Some(cert), Some(key)) => {
+                self.tls = Some(TlsSection {
+                    cert: cert.into(),
+                    key: key.into(),
+                })
+            }
+            (None, None) => {}
+            _ => {
+                return Err(invalid(
+                    "RAMPART_TLS_CERT and RAMPART_TLS_KEY must be set together".into(),
+                ));
+            }
+        }
+        self.validate("<environment>")
+    }
+
+    /// Semantic checks that do not touch the filesystem.
+    pub fn validate(&self, origin: &str) -> Result<(), ServerConfigError> {
+        let invalid = |message: String| ServerConfigError::Invalid {
+            origin: origin.to_string(),
+            message,
+        };
+        if self.version != SERVER_CONFIG_VERSION {
+            return Err(invalid(format!(
+                "unsupported version {} (this build reads {SERVER_CONFIG_VERSION})",
+                self.version
+            )));
+        }
+        let addr = self.listen_addr().map_err(invalid)?;
+        if self.server.max_body_bytes == 0 {
+            return Err(invalid(
+                "server.max_body_bytes must be greater than zero".into(),
+            ));
+        }
+        if self.server.request_timeout_ms == 0 {
+            return Err(invalid(
+                "server.request_timeout_ms must be greater than zero".into(),
+            ));
+        }
+        if self.server.max_batch_items == 0 {
+            return Err(invalid(
+                "server.max_batch_items must be greater than zero".into(),
+            ));
+        }
+        if self.pipeline.path.is_some() && self.pipeline.inline.is_some() {
+            return Err(invalid(
+                "pipeline.path and pipeline.inline are exclusive".into(),
+            ));
+        }
+        self.proxy.validate().map_err(invalid)?;
+        self.canary.validate().map_err(&invalid)?;
+        self.output.validate().map_err(&invalid)?;
+        let mut ids = std::collections::BTreeSet::new();
+        for k in &self.auth.keys {
+            if k.id.is_empty() {
+                return Err(invalid("auth.keys: id must not be empty".into()));
+            }
+            if !ids.insert(k.id.as_str()) {
+                return Err(invalid(format!("auth.keys: duplicate id {:?}", k.id)));
+            }
+            if parse_sha256_hex(&k.sha256).is_none() {
+                return Err(invalid(format!(
+                    "auth.keys {:?}: sha256 must be 64 hex digits (use `rampart serve hash-key`)",
+                    k.id
+                )));
+            }
+            if !(k.rate_per_s.is_finite() && k.rate_per_s > 0.0) || k.burst == 0 {
+                return Err(invalid(format!(
+                    "auth.keys {:?}: rate_per_s and burst must be greater than zero",
+                    k.id
+                )));
+            }
+        }
+        if self.auth.keys.is_empty() && !addr.ip().is_loopback() {
+            return Err(invalid(format!(
+                "refusing to listen on {addr} without authentication: add [[auth.keys]] \
+                 (authentication may be off only on a loopback address)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The listening address, parsed.
+    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
+        self.server.listen.parse().map_err(|_| {
+            format!(
+                "server.listen {:?} is not an IP:port address",
+                self.server.listen
+            )
+        })
+    }
+
+    /// Resolves a path from the file against the file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        match (&self.source, p.is_relative()) {
+            (Some(src), true) => src
+                .parent()
+                .map(|d| d.join(p))
+                .unwrap_or_else(|| p.to_path_buf()),
+            _ => p.to_path_buf(),
+        }
+    }
+
+    /// The pipeline configuration this server configuration describes (reads the pipeline
+    /// file when there is one); `default` is the binary's embedded pipeline.
+    pub fn pipeline_config(
+        &self,
+        default: &PipelineConfig,
+    ) -> Result<PipelineConfig, ServerConfigError> {
+        let mut pc = if let Some(p) = &self.pipeline.path {
+            PipelineConfig::from_path(&self.resolve(p))
+                .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?
+        } else if let Some(t) = &self.pipeline.inline {
+            let src = toml::to_string(t).map_err(|e| ServerConfigError::Pipeline(e.to_string()))?;
+            PipelineConfig::parse(&src, "[pipeline.inline]")
+                .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?
+        } else {
+            default.clone()
+        };
+        if !self.pipeline.packs.is_empty() {
+            let extra: Vec<toml::Value> = self
+                .pipeline
+                .packs
+                .iter()
+                .map(|p| toml::Value::String(self.resolve(p).display().to_string()))
+                .collect();
+            for layer in pc.layers.iter_mut().filter(|l| l.kind == "rules") {
+                let packs = layer
+                    .options
+                    .entry("packs")
+                    .or_insert_with(|| toml::Value::Array(Vec::new()));
+                match packs {
+                    toml::Value::Array(a) => a.extend(extra.iter().cloned()),
+                    _ => {
+                        return Err(ServerConfigError::Pipeline(
+                            "rules layer: packs must be an array".into(),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(pc)
+    }
+}
+
+/// Decodes 64 hex digits.
+pub(crate) fn parse_sha256_hex(s: &str) -> Option<[u8; 32]> {
+    let b = s.as_bytes();
+    if b.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in b.chunks_exact(2).enumerate() {
+        let hi = (pair[0] as char).to_digit(16)?;
+        let lo = (pair[1] as char).to_digit(16)?;
+        out[i] = (hi * 16 + lo) as u8;
+    }
+    Some(out)
+}
+
+/// Lower-case hex SHA-256 of an API key, the form `auth.keys[].sha256` takes.
+pub fn hash_api_key(key: &str) -> String {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(key.as_bytes());
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_parse() {
+        let c = ServerConfig::parse("version = 1\n", "t.toml").expect("parses");
+        assert_eq!(c.server.listen, "127.0.0.1:8080");
+        assert!(c.audit.is_none());
+    }
+
+    #[test]
+    fn unknown_key_has_location() {
+        let e = ServerConfig::parse(
+            "version = 1\n[server]\nlisten = \"127.0.0.1:1\"\nbogus = 2\n",
+            "t.toml",
+        )
+        .expect_err("unknown key");
+        let s = e.to_string();
+        assert!(s.starts_with("t.toml:4:"), "{s}");
+        assert!(s.contains("bogus"), "{s}");
+    }
+
+    #[test]
+    fn refuses_open_non_loopback() {
+        let e = ServerConfig::parse("version = 1\n[server]\nlisten = \"0.0.0.0:8080\"\n", "t")
+            .expect_err("no keys on 0.0.0.0");
+        assert!(e.to_string().contains("refusing"), "{e}");
+    }
+
+    #[test]
+    fn env_overrides() {
+        let mut c = ServerConfig::default();
+        c.apply_env(|k| match k {
+            "RAMPART_LISTEN" => Some("127.0.0.1:9999".into()),
+            "RAMPART_AUDIT_PATH" => Some("/tmp/x.db".into()),
+            _ => None,
+        })
+        .expect("valid");
+        assert_eq!(c.server.listen, "127.0.0.1:9999");
+        assert_eq!(
+            c.audit.as_ref().map(|a| a.path.clone()),
+            Some(PathBuf::from("/tmp/x.db"))
+        );
+    }
+
+    #[test]
+    fn hash_key_is_sha256_hex() {
+        assert_eq!(
+            hash_api_key("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(parse_sha256_hex(&hash_api_key("abc")).is_some());
+    }
+}

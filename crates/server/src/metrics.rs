@@ -1,0 +1,278 @@
+//! Prometheus metrics (text format at `/metrics`). Labels carry endpoint names, statuses,
+//! actions, layer names and finding categories: never keys, prompt text or rule patterns.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use rampart_core::{Decision, Pipeline};
+use std::fmt;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: String,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    endpoint: String,
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LayerLabels {
+    layer: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CategoryLabels {
+    category: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 10 µs … ~20 s.
+    Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
+}
+
+/// The service's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Family<EndpointLabels, Histogram, fn() -> Histogram>,
+    decisions: Family<ActionLabels, Counter>,
+    degraded: Counter,
+    layer_seconds: Family<LayerLabels, Histogram, fn() -> Histogram>,
+    findings: Family<CategoryLabels, Counter>,
+    audit_appends: Family<ResultLabels, Counter>,
+    reloads: Family<ResultLabels, Counter>,
+    pipeline_failures: Counter,
+    pipeline_layers: Gauge,
+    rate_limited: Counter,
+    audit_writer: Family<StatLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatLabels {
+    stat: String,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Registers every metric.
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("rampart");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests by endpoint and status",
+            requests.clone(),
+        );
+        let request_seconds: Family<EndpointLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "HTTP request latency by endpoint",
+            request_seconds.clone(),
+        );
+        let decisions = Family::<ActionLabels, Counter>::default();
+        registry.register(
+            "decisions",
+            "Decisions by endpoint and action",
+            decisions.clone(),
+        );
+        let degraded = Counter::default();
+        registry.register(
+            "decisions_degraded",
+            "Decisions where a layer or the request deadline failed and the fail mode decided",
+            degraded.clone(),
+        );
+        let layer_seconds: Family<LayerLabels, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "layer_duration_seconds",
+            "Pipeline layer latency by layer",
+            layer_seconds.clone(),
+        );
+        let findings = Family::<CategoryLabels, Counter>::default();
+        registry.register("findings", "Findings by category", findings.clone());
+        let audit_appends = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "audit_appends",
+            "Audit log appends by result (ok, full, closed, error)",
+            audit_appends.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register("reloads", "Pipeline reloads by result", reloads.clone());
+        let pipeline_failures = Counter::default();
+        registry.register(
+            "pipeline_failures",
+            "Pipeline runs past the request deadline or panicked",
+            pipeline_failures.clone(),
+        );
+        let pipeline_layers = Gauge::default();
+        registry.register(
+            "pipeline_layers",
+            "Layers in the pipeline in force (normalize included)",
+            pipeline_layers.clone(),
+        );
+        let rate_limited = Counter::default();
+        registry.register(
+            "rate_limited",
+            "Requests refused by a per-key rate limit",
+            rate_limited.clone(),
+        );
+        let audit_writer = Family::<StatLabels, Gauge>::default();
+        registry.register(
+            "audit_writer",
+            "Audit writer counters (queued, writing, committed, refused, failed, batches, pruned)",
+            audit_writer.clone(),
+        );
+        for r in ["ok", "failed"] {
+            let _ = reloads.get_or_create(&ResultLabels { result: r.into() });
+        }
+        Metrics {
+            registry,
+            requests,
+            request_seconds,
+            decisions,
+            degraded,
+            layer_seconds,
+            findings,
+            audit_appends,
+            reloads,
+            pipeline_failures,
+            pipeline_layers,
+            rate_limited,
+            audit_writer,
+        }
+    }
+
+    /// One finished HTTP request.
+    pub fn observe_request(&self, endpoint: &str, status: u16, seconds: f64) {
+        self.requests
+            .get_or_create(&RequestLabels {
+                endpoint: endpoint.to_string(),
+                status,
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&EndpointLabels {
+                endpoint: endpoint.to_string(),
+            })
+            .observe(seconds);
+    }
+
+    /// One decision: action, per-layer latency, findings per category.
+    pub fn observe_decision(&self, endpoint: &str, d: &Decision) {
+        self.decisions
+            .get_or_create(&ActionLabels {
+                endpoint: endpoint.to_string(),
+                action: d.action.name().to_string(),
+            })
+            .inc();
+        if d.degraded {
+            self.degraded.inc();
+        }
+        for l in &d.layers {
+            self.layer_seconds
+                .get_or_create(&LayerLabels {
+                    layer: l.layer.clone(),
+                })
+                .observe(l.elapsed_us as f64 / 1e6);
+        }
+        for f in &d.findings {
+            let category = serde_json::to_value(f.category)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "unknown".into());
+            self.findings
+                .get_or_create(&CategoryLabels { category })
+                .inc();
+        }
+    }
+
+    pub(crate) fn audit_ok(&self) {
+        self.audit_appends
+            .get_or_create(&ResultLabels {
+                result: "ok".into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn audit_failed(&self, kind: &str) {
+        self.audit_appends
+            .get_or_create(&ResultLabels {
+                result: kind.into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn reload(&self, ok: bool) {
+        self.reloads
+            .get_or_create(&ResultLabels {
+                result: if ok { "ok" } else { "failed" }.into(),
+            })
+            .inc();
+    }
+
+    pub(crate) fn pipeline_failure(&self) {
+        self.pipeline_failures.inc();
+    }
+
+    pub(crate) fn rate_limited(&self) {
+        self.rate_limited.inc();
+    }
+
+    pub(crate) fn set_audit_stats(&self, s: &rampart_audit::AuditStats) {
+        for (k, v) in [
+            ("queued", s.queued),
+            ("writing", s.writing),
+            ("committed", s.committed),
+            ("refused", s.refused),
+            ("failed", s.failed),
+            ("batches", s.batches),
+            ("pruned", s.pruned),
+        ] {
+            self.audit_writer
+                .get_or_create(&StatLabels { stat: k.into() })
+                .set(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub(crate) fn set_pipeline_info(&self, p: &Pipeline) {
+        self.pipeline_layers.set(p.detectors().len() as i64 + 1);
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        if prometheus_client::encoding::text::encode(&mut s, &self.registry).is_err() {
+            s.clear();
+        }
+        s
+    }
+}

@@ -1,0 +1,599 @@
+//! Shared state: the hot-swappable pipeline and configuration, the audit writer, metrics,
+//! the upstream client, the key table and rate limiters; and the service's error type.
+
+use crate::audit::{AuditError, AuditRecord, AuditWriter};
+use crate::config::{ServerConfig, parse_sha256_hex};
+use crate::metrics::Metrics;
+use arc_swap::ArcSwap;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rampart_core::{
+    Action, Decision, FailMode, InputError, Pipeline, PipelineConfig, Registry, RiskClass,
+    ScanOutcome, ScanRequest,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Who is calling: inserted as a request extension by the auth middleware on every `/v1/*`
+/// and `/admin/*` route.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    /// From `X-Request-Id` (when printable and at most 128 bytes) or generated; echoed in the
+    /// `X-Request-Id` response header.
+    pub request_id: String,
+    /// The API key's id; `None` when authentication is off.
+    pub key_id: Option<String>,
+}
+
+/// An error answered to the client in the OpenAI error shape:
+/// `{"error": {"message": …, "type": …, "code": …}}`. Messages never contain prompt text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServiceError {
+    /// 400: malformed or invalid request.
+    #[error("{0}")]
+    BadRequest(String),
+    /// 413: body or input over a limit.
+    #[error("{0}")]
+    TooLarge(String),
+    /// 401: missing or unknown API key.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// 403: the key may not do this.
+    #[error("{0}")]
+    Forbidden(String),
+    /// 404: no such route.
+    #[error("no such endpoint")]
+    NotFound,
+    /// 422: a reload was rejected (the previous pipeline keeps serving).
+    #[error("reload rejected, the previous pipeline keeps serving: {0}")]
+    ReloadFailed(String),
+    /// 429: rate limited; retry after this many seconds.
+    #[error("rate limit exceeded; retry after {retry_after_s} s")]
+    RateLimited {
+        /// Seconds until a token is available.
+        retry_after_s: u64,
+    },
+    /// 502: the upstream failed.
+    #[error("{0}")]
+    BadGateway(String),
+    /// 503: unavailable (audit log full or closed with fail-closed policy, shutting down).
+    #[error("{0}")]
+    Unavailable(String),
+    /// 504: a deadline passed (upstream).
+    #[error("{0}")]
+    Timeout(String),
+    /// 500: a bug.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl ServiceError {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ServiceError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ServiceError::NotFound => StatusCode::NOT_FOUND,
+            ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ServiceError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ServiceError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The OpenAI-style `type` and `code`.
+    pub fn kind(&self) -> (&'static str, &'static str) {
+        match self {
+            ServiceError::BadRequest(_) => ("invalid_request_error", "invalid_request"),
+            ServiceError::TooLarge(_) => ("invalid_request_error", "payload_too_large"),
+            ServiceError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
+            ServiceError::Forbidden(_) => ("permission_error", "forbidden"),
+            ServiceError::NotFound => ("invalid_request_error", "not_found"),
+            ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
+            ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
+            ServiceError::BadGateway(_) => ("api_error", "upstream_error"),
+            ServiceError::Unavailable(_) => ("api_error", "service_unavailable"),
+            ServiceError::Timeout(_) => ("api_error", "timeout"),
+            ServiceError::Internal(_) => ("api_error", "internal_error"),
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        let (ty, code) = self.kind();
+        serde_json::json!({"error": {"message": self.to_string(), "type": ty, "code": code}})
+    }
+}
+
+impl From<InputError> for ServiceError {
+    fn from(e: InputError) -> Self {
+        match e {
+            InputError::TooLarge { .. } | InputError::TooManySegments { .. } => {
+                ServiceError::TooLarge(e.to_string())
+            }
+            _ => ServiceError::BadRequest(e.to_string()),
+        }
+    }
+}
+
+impl IntoResponse for ServiceError {
+    fn into_response(self) -> Response {
+        let mut resp = (self.status(), axum::Json(self.body())).into_response();
+        if let ServiceError::RateLimited { retry_after_s } = self
+            && let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        resp
+    }
+}
+
+/// A built pipeline with what the server derives from it.
+#[derive(Debug)]
+pub(crate) struct Built {
+    pub(crate) pipeline: Arc<Pipeline>,
+    /// The pipeline's hash key id (from a probe scan at build time), for synthetic decisions.
+    pub(crate) hash_key_id: String,
+    /// Running average (EWMA, 1/8) of this pipeline's scan cost in nanoseconds per KiB of
+    /// input (inputs under 1 KiB count as 1 KiB); seeded by the probe scan. Decides whether
+    /// a request is cheap enough to scan inline (see [`AppState::scan`]).
+    ns_per_kib: AtomicU64,
+}
+
+/// Largest input scanned inline on the async worker (when the pipeline is cheap enough).
+const INLINE_MAX_BYTES: usize = 16 * 1024;
+/// Longest expected scan run inline, in nanoseconds (estimate: `ns_per_kib` × KiB). Below
+/// it, handing the scan to the blocking pool (two thread wake-ups) costs more than the scan.
+const INLINE_MAX_NS: u64 = 100_000;
+
+impl Built {
+    fn new(pipeline: Pipeline, hash_key_id: String, probe: Duration, probe_bytes: usize) -> Self {
+        let b = Built {
+            pipeline: Arc::new(pipeline),
+            hash_key_id,
+            ns_per_kib: AtomicU64::new(u64::MAX),
+        };
+        b.observe(probe_bytes, probe);
+        b
+    }
+
+    fn kib(bytes: usize) -> u64 {
+        (bytes as u64).div_ceil(1024).max(1)
+    }
+
+    /// Whether a scan of `bytes` is expected to be short enough to run inline.
+    fn inline_ok(&self, bytes: usize) -> bool {
+        bytes <= INLINE_MAX_BYTES
+            && self
+                .ns_per_kib
+                .load(Ordering::Relaxed)
+                .saturating_mul(Self::kib(bytes))
+                <= INLINE_MAX_NS
+    }
+
+    /// Folds one scan's cost into the running average (racy updates only lose samples).
+    fn observe(&self, bytes: usize, took: Duration) {
+        let sample = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX) / Self::kib(bytes);
+        let old = self.ns_per_kib.load(Ordering::Relaxed);
+        let new = if old == u64::MAX {
+            sample
+        } else {
+            old - old / 8 + sample / 8
+        };
+        self.ns_per_kib.store(new, Ordering::Relaxed);
+    }
+}
+
+/// The key table, derived from the configuration.
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    by_hash: HashMap<[u8; 32], KeyEntry>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct KeyEntry {
+    pub(crate) id: String,
+    pub(crate) rate_per_s: f64,
+    pub(crate) burst: f64,
+    pub(crate) admin: bool,
+}
+
+impl Keys {
+    fn from_config(cfg: &ServerConfig) -> Keys {
+        let by_hash = cfg
+            .auth
+            .keys
+            .iter()
+            .filter_map(|k| {
+                parse_sha256_hex(&k.sha256).map(|h| {
+                    (
+                        h,
+                        KeyEntry {
+                            id: k.id.clone(),
+                            rate_per_s: k.rate_per_s,
+                            burst: f64::from(k.burst),
+                            admin: k.admin,
+                        },
+                    )
+                })
+            })
+            .collect();
+        Keys { by_hash }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.by_hash.is_empty()
+    }
+
+    pub(crate) fn lookup(&self, presented: &str) -> Option<&KeyEntry> {
+        use sha2::Digest;
+        let h: [u8; 32] = sha2::Sha256::digest(presented.as_bytes()).into();
+        self.by_hash.get(&h)
+    }
+}
+
+#[derive(Debug)]
+struct Bucket {
+    tokens: f64,
+    last: Instant,
+}
+
+/// What a successful reload reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ReloadInfo {
+    /// Layer names of the new pipeline, in order.
+    pub layers: Vec<String>,
+    /// The new policy version.
+    pub policy_version: String,
+}
+
+/// Everything a handler needs. Shared as `Arc<AppState>`.
+#[derive(Debug)]
+pub struct AppState {
+    config: ArcSwap<ServerConfig>,
+    built: ArcSwap<Built>,
+    keys: ArcSwap<Keys>,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    registry: Arc<Registry>,
+    default_pipeline: PipelineConfig,
+    audit: Option<AuditWriter>,
+    http: reqwest::Client,
+    metrics: Metrics,
+    reload_lock: tokio::sync::Mutex<()>,
+    started: Instant,
+}
+
+/// Builds a pipeline and probes it once (warms it up and learns its hash key id).
+pub(crate) fn build_pipeline(
+    cfg: &ServerConfig,
+    default_pipeline: &PipelineConfig,
+    registry: &Registry,
+) -> Result<Built, String> {
+    let pc = cfg
+        .pipeline_config(default_pipeline)
+        .map_err(|e| e.to_string())?;
+    let pipeline = Pipeline::from_config_with(pc, registry).map_err(|e| e.to_string())?;
+    const PROBE: &str = "rampart readiness probe";
+    let started = Instant::now();
+    let probe = pipeline
+        .scan_text(PROBE)
+        .map_err(|e| format!("pipeline probe failed: {e}"))?;
+    Ok(Built::new(
+        pipeline,
+        probe.decision.hash_key_id,
+        started.elapsed(),
+        PROBE.len(),
+    ))
+}
+
+impl AppState {
+    pub(crate) fn new(
+        config: ServerConfig,
+        built: Built,
+        registry: Arc<Registry>,
+        default_pipeline: PipelineConfig,
+        audit: Option<AuditWriter>,
+    ) -> Result<AppState, String> {
+        let http = build_http_client(&config)?;
+        let keys = Keys::from_config(&config);
+        let metrics = Metrics::new();
+        metrics.set_pipeline_info(&built.pipeline);
+        Ok(AppState {
+            config: ArcSwap::from_pointee(config),
+            built: ArcSwap::from_pointee(built),
+            keys: ArcSwap::from_pointee(keys),
+            buckets: Mutex::new(HashMap::new()),
+            registry,
+            default_pipeline,
+            audit,
+            http,
+            metrics,
+            reload_lock: tokio::sync::Mutex::new(()),
+            started: Instant::now(),
+        })
+    }
+
+    /// The pipeline in force (hot-reloadable; hold the `Arc` for one request).
+    pub fn pipeline(&self) -> Arc<Pipeline> {
+        self.built.load().pipeline.clone()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
+    }
+
+    /// The client for upstream calls.
+    pub fn http_client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    pub(crate) fn keys(&self) -> Arc<Keys> {
+        self.keys.load_full()
+    }
+
+    pub(crate) fn audit_enabled(&self) -> bool {
+        self.audit.is_some()
+    }
+
+    /// Whether the audit writer accepts records (true when there is no audit log).
+    pub(crate) fn audit_alive(&self) -> bool {
+        self.audit.as_ref().is_none_or(|w| !w.is_closed())
+    }
+
+    /// The audit writer's counters, when there is an audit log.
+    pub(crate) fn audit_stats(&self) -> Option<rampart_audit::AuditStats> {
+        self.audit.as_ref().map(|w| w.stats())
+    }
+
+    pub(crate) fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Runs the pipeline under `server.request_timeout_ms`: on the blocking pool, or inline
+    /// on the async worker when the input is at most 16 KiB and this pipeline's measured
+    /// cost predicts at most 100 µs for it (the deterministic pipeline on ordinary prompts;
+    /// never a transformer layer), which saves two thread hand-offs per request.
+    ///
+    /// Input errors (limits, no segments) are `Err` (400/413). A run past the deadline, or a
+    /// pipeline panic, is `Ok` with a synthetic decision marked `degraded` whose action is the
+    /// fail mode's: BLOCK for `closed`, ALLOW for `open` (`server.fail_mode`, default the
+    /// pipeline policy's). The timed-out run finishes in the background (each layer has its
+    /// own budget, so it is bounded).
+    pub async fn scan(&self, req: ScanRequest) -> Result<ScanOutcome, ServiceError> {
+        let built = self.built.load_full();
+        let cfg = self.config();
+        let pipeline = built.pipeline.clone();
+        // Refuse over-limit input before spending a blocking thread on it.
+        req.check(&pipeline.config().limits)?;
+        let req = Arc::new(req);
+        let bytes = req.total_bytes();
+        let deadline = Duration::from_millis(cfg.server.request_timeout_ms);
+        let late = || {
+            format!(
+                "the request deadline ({} ms) passed before the pipeline finished",
+                cfg.server.request_timeout_ms
+            )
+        };
+        let failure = if built.inline_ok(bytes) {
+            let started = Instant::now();
+            let res =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pipeline.scan(&req)));
+            let took = started.elapsed();
+            built.observe(bytes, took);
+            match res {
+                Ok(res) if took <= deadline => return res.map_err(ServiceError::from),
+                Ok(_) => late(),
+                Err(_) => {
+                    tracing::error!("pipeline panicked");
+                    "the pipeline failed (internal error)".to_string()
+                }
+            }
+        } else {
+            let r2 = req.clone();
+            let b2 = built.clone();
+            let task = tokio::task::spawn_blocking(move || {
+                let started = Instant::now();
+                let res = b2.pipeline.scan(&r2);
+                b2.observe(r2.total_bytes(), started.elapsed());
+                res
+            });
+            match tokio::time::timeout(deadline, task).await {
+                Ok(Ok(res)) => return res.map_err(ServiceError::from),
+                Ok(Err(join)) => {
+                    tracing::error!(error = %join, "pipeline task failed");
+                    "the pipeline failed (internal error)".to_string()
+                }
+                Err(_) => late(),
+            }
+        };
+        self.metrics.pipeline_failure();
+        let mode = cfg
+            .server
+            .fail_mode
+            .unwrap_or(pipeline.config().policy.fail_mode);
+        let action = match mode {
+            FailMode::Closed => Action::Block,
+            FailMode::Open => Action::Allow,
+        };
+        let reason = format!(
+            "{failure}; fail mode {}",
+            if mode == FailMode::Closed {
+                "closed"
+            } else {
+                "open"
+            }
+        );
+        Ok(ScanOutcome {
+            decision: Decision {
+                id: req.id.clone(),
+                action,
+                risk: if action == Action::Block {
+                    RiskClass::HighRisk
+                } else {
+                    RiskClass::LowRisk
+                },
+                categories: BTreeMap::new(),
+                layers: Vec::new(),
+                findings: Vec::new(),
+                transforms: Vec::new(),
+                reasons: vec![reason],
+                degraded: true,
+                input_hash: pipeline.input_hash(&req),
+                hash_key_id: built.hash_key_id.clone(),
+                input_bytes: req.total_bytes(),
+                segments: req.segments.len(),
+                policy_version: pipeline.config().policy.version.clone(),
+                elapsed_us: deadline.as_micros() as u64,
+            },
+            sanitized: None,
+        })
+    }
+
+    /// Counts the decision in the metrics and appends it to the audit log, resolving after
+    /// the record is committed (so an acknowledged response is in the log). With no audit
+    /// log configured, only the metrics. A full queue (with `on_full` failing rather than
+    /// waiting) or a closed writer is 503: the response is not sent as a success.
+    pub async fn record(
+        &self,
+        caller: &Caller,
+        endpoint: &'static str,
+        decision: &Decision,
+    ) -> Result<(), ServiceError> {
+        self.metrics.observe_decision(endpoint, decision);
+        let Some(writer) = &self.audit else {
+            return Ok(());
+        };
+        let now_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let rec = AuditRecord::from_decision(
+            decision,
+            &caller.request_id,
+            caller.key_id.as_deref(),
+            endpoint,
+            now_ms,
+        );
+        match writer.append(rec).await {
+            Ok(_) => {
+                self.metrics.audit_ok();
+                Ok(())
+            }
+            Err(e) => {
+                let kind = match e {
+                    AuditError::Full => "full",
+                    AuditError::Closed => "closed",
+                    _ => "error",
+                };
+                self.metrics.audit_failed(kind);
+                tracing::error!(request_id = %caller.request_id, error = %e, "audit append failed");
+                Err(ServiceError::Unavailable(format!(
+                    "the decision could not be written to the audit log ({kind}); retry later"
+                )))
+            }
+        }
+    }
+
+    /// Takes one token from the key's bucket; `Err(seconds)` when empty.
+    pub(crate) fn take_token(&self, key: &KeyEntry) -> Result<(), u64> {
+        let mut buckets = match self.buckets.lock() {
+            Ok(b) => b,
+            Err(p) => p.into_inner(),
+        };
+        let now = Instant::now();
+        let b = buckets.entry(key.id.clone()).or_insert(Bucket {
+            tokens: key.burst,
+            last: now,
+        });
+        let refill = now.duration_since(b.last).as_secs_f64() * key.rate_per_s;
+        b.tokens = (b.tokens + refill).min(key.burst);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            Ok(())
+        } else {
+            let wait = (1.0 - b.tokens) / key.rate_per_s;
+            Err(wait.ceil().max(1.0) as u64)
+        }
+    }
+
+    /// Rebuilds the pipeline (re-reading the server configuration file when there is one,
+    /// the pipeline file and the rule packs) off the request path and swaps it in. On error
+    /// nothing changes and the error is returned (and logged and counted). Requests in flight
+    /// keep the pipeline they started with.
+    pub async fn reload(self: &Arc<Self>) -> Result<ReloadInfo, String> {
+        let _guard = self.reload_lock.lock().await;
+        let this = self.clone();
+        let res = tokio::task::spawn_blocking(move || this.rebuild())
+            .await
+            .map_err(|e| format!("reload task failed: {e}"))
+            .and_then(|r| r);
+        match &res {
+            Ok(info) => {
+                self.metrics.reload(true);
+                tracing::info!(layers = ?info.layers, policy_version = %info.policy_version, "reloaded");
+            }
+            Err(e) => {
+                self.metrics.reload(false);
+                tracing::error!(error = %e, "reload rejected; the previous pipeline keeps serving");
+            }
+        }
+        res
+    }
+
+    fn rebuild(&self) -> Result<ReloadInfo, String> {
+        let old = self.config();
+        let new_cfg = match &old.source {
+            Some(p) => {
+                let mut c = ServerConfig::from_path(p).map_err(|e| e.to_string())?;
+                c.apply_env(|k| std::env::var(k).ok())
+                    .map_err(|e| e.to_string())?;
+                // What cannot change without a restart stays as it was.
+                c.server.listen = old.server.listen.clone();
+                c.tls = old.tls.clone();
+                c.audit = old.audit.clone();
+                c
+            }
+            None => (*old).clone(),
+        };
+        let built = build_pipeline(&new_cfg, &self.default_pipeline, &self.registry)?;
+        let info = ReloadInfo {
+            layers: layer_names(&built.pipeline),
+            policy_version: built.pipeline.config().policy.version.clone(),
+        };
+        self.metrics.set_pipeline_info(&built.pipeline);
+        self.keys.store(Arc::new(Keys::from_config(&new_cfg)));
+        self.config.store(Arc::new(new_cfg));
+        self.built.store(Arc::new(built));
+        Ok(info)
+    }
+}
+
+/// Layer names of a pipeline: `normalize`, then each detector's.
+pub(crate) fn layer_names(p: &Pipeline) -> Vec<String> {
+    std::iter::once("normalize".to_string())
+        .chain(p.detectors().iter().map(|d| d.name().to_string()))
+        .collect()
+}
+
+fn build_http_client(_cfg: &ServerConfig) -> Result<reqwest::Client, String> {
+    // Per-request deadlines come from `proxy.timeout_ms` (set by the proxy per call).
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}

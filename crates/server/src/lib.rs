@@ -176,7 +176,12 @@ impl Server {
                 a.path = config.resolve(&a.path);
                 Some(audit::AuditLog::open(a).map_err(|e| ServerError::Audit(e.to_string()))?)
             }
-            None => None,
+            None => {
+                tracing::warn!(
+                    "audit log disabled: decisions are not recorded (add an [audit] section or set RAMPART_AUDIT_PATH)"
+                );
+                None
+            }
         };
         let writer = audit.as_ref().map(|a| a.writer());
         let state = AppState::new(

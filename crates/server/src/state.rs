@@ -597,3 +597,44 @@ fn build_http_client(_cfg: &ServerConfig) -> Result<reqwest::Client, String> {
         .build()
         .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn built(probe: Duration) -> Built {
+        let p = Pipeline::from_config(PipelineConfig::default()).expect("default pipeline builds");
+        Built::new(p, "k".into(), probe, 23)
+    }
+
+    #[test]
+    fn cheap_pipelines_scan_small_inputs_inline() {
+        let b = built(Duration::from_micros(10));
+        assert!(b.inline_ok(1024));
+        assert!(b.inline_ok(8 * 1024), "8 KiB at 10 µs/KiB");
+        assert!(
+            !b.inline_ok(INLINE_MAX_BYTES + 1),
+            "never above the size cap"
+        );
+    }
+
+    #[test]
+    fn slow_pipelines_use_the_blocking_pool_until_they_prove_cheap() {
+        let b = built(Duration::from_millis(5));
+        assert!(
+            !b.inline_ok(100),
+            "a 5 ms probe (e.g. a transformer) is not inline"
+        );
+        for _ in 0..64 {
+            b.observe(1024, Duration::from_micros(20));
+        }
+        assert!(
+            b.inline_ok(1024),
+            "the running average follows the measured cost"
+        );
+        for _ in 0..64 {
+            b.observe(1024, Duration::from_millis(2));
+        }
+        assert!(!b.inline_ok(1024), "and back when scans get slow");
+    }
+}

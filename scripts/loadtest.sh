@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Load test of `rampart serve` (loopback only, bounded): builds the load generator
+# (crates/server/examples/loadtest.rs) in release and runs it with the README's settings:
+# 512 generated ~1 KB prompts (fixed seed, 10 % with an injection), per pipeline
+# (deterministic = configs/rules.toml, default = rules + linear) 10 s in-process on 2 threads,
+# then 10 s over HTTP with 64 keep-alive connections against the real server (audit log on,
+# request logs formatted as `rampart serve` does), each after 1 s of warm-up.
+#
+#   bash scripts/loadtest.sh                     # the README's run
+#   bash scripts/loadtest.sh --duration 5 --pipeline deterministic --json out.json
+#
+# Extra arguments are passed on (they override the defaults; see the example's --help).
+# The run fails on any HTTP error, decision mismatch or missing audit record.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cargo build --release -q -p rampart-server --example loadtest
+TARGET_DIR="${CARGO_TARGET_DIR:-target}"
+exec "$TARGET_DIR/release/examples/loadtest" \
+  --duration 10 --warmup 1 --connections 64 --threads 2 --pipeline both "$@"

@@ -41,7 +41,7 @@ pub use decision::{
 };
 pub use detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
-pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry};
+pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, redact};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};
 pub use rules_layer::{

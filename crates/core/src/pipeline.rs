@@ -525,7 +525,7 @@ fn sanitize(
         if input.trust == Trust::Trusted {
             continue;
         }
-        let mut spans: Vec<(Span, &str)> = findings
+        let spans: Vec<(Span, &str)> = findings
             .iter()
             .filter(|f| f.segment == input.index && f.counted && f.points >= 2)
             .map(|f| (f.span, f.rule_id.as_str()))
@@ -533,30 +533,7 @@ fn sanitize(
         if spans.is_empty() {
             continue;
         }
-        spans.sort();
-        // Merge overlapping spans; the first rule names the merged span.
-        let mut merged: Vec<(Span, &str)> = Vec::new();
-        for (span, id) in spans {
-            match merged.last_mut() {
-                Some((last, _)) if span.start <= last.end => last.end = last.end.max(span.end),
-                _ => merged.push((span, id)),
-            }
-        }
-        let text = &seg.text;
-        let mut result = String::with_capacity(text.len());
-        let mut pos = 0;
-        let mut removed = 0;
-        for (span, id) in &merged {
-            let (start, end) = (span.start.min(text.len()), span.end.min(text.len()));
-            if start < pos || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
-                continue;
-            }
-            result.push_str(&text[pos..start]);
-            result.push_str(&marker.replace("{rule}", id));
-            pos = end;
-            removed += 1;
-        }
-        result.push_str(&text[pos..]);
+        let (result, removed) = redact(&seg.text, spans, marker);
         out.push(SanitizedSegment {
             segment: input.index,
             role: seg.role,
@@ -565,6 +542,36 @@ fn sanitize(
         });
     }
     out
+}
+
+/// Replaces each span of `text` by `marker` (with `{rule}` replaced by the rule ID paired
+/// with the span). Overlapping spans are merged first, the earliest rule naming the merged
+/// span; spans off char boundaries are left alone. Returns the text and how many spans were
+/// replaced; the rest of the text is kept byte for byte.
+pub fn redact(text: &str, mut spans: Vec<(Span, &str)>, marker: &str) -> (String, usize) {
+    spans.sort();
+    let mut merged: Vec<(Span, &str)> = Vec::new();
+    for (span, id) in spans {
+        match merged.last_mut() {
+            Some((last, _)) if span.start <= last.end => last.end = last.end.max(span.end),
+            _ => merged.push((span, id)),
+        }
+    }
+    let mut result = String::with_capacity(text.len());
+    let mut pos = 0;
+    let mut removed = 0;
+    for (span, id) in &merged {
+        let (start, end) = (span.start.min(text.len()), span.end.min(text.len()));
+        if start < pos || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
+            continue;
+        }
+        result.push_str(&text[pos..start]);
+        result.push_str(&marker.replace("{rule}", id));
+        pos = end;
+        removed += 1;
+    }
+    result.push_str(&text[pos..]);
+    (result, removed)
 }
 
 /// The 32-byte hash key: from the configured environment variable or literal, else a

@@ -97,32 +97,25 @@ fn finish(mut resp: Response, request_id: &str) -> Response {
 /// Authenticates `/v1/*` requests and inserts the [`Caller`].
 pub(crate) async fn require_key(
     State(state): State<Arc<AppState>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
-    match authenticate(&state, &req, false) {
-        Ok(caller) => {
-            let id = caller.request_id.clone();
-            req.extensions_mut().insert(caller.clone());
-            let mut resp = next.run(req).await;
-            // For the request log line (`observe`).
-            resp.extensions_mut().insert(caller);
-            finish(resp, &id)
-        }
-        Err(e) => {
-            let id = request_id(req.headers());
-            finish(e.into_response(), &id)
-        }
-    }
+    guard(&state, req, next, false).await
 }
 
 /// Authenticates `/admin/*` requests (admin keys only) and inserts the [`Caller`].
 pub(crate) async fn require_admin(
     State(state): State<Arc<AppState>>,
-    mut req: Request,
+    req: Request,
     next: Next,
 ) -> Response {
-    match authenticate(&state, &req, true) {
+    guard(&state, req, next, true).await
+}
+
+/// The body of both middlewares: authenticate (`admin` keys only when asked), run the
+/// handler with the [`Caller`], echo the request id.
+async fn guard(state: &AppState, mut req: Request, next: Next, admin: bool) -> Response {
+    match authenticate(state, &req, admin) {
         Ok(caller) => {
             let id = caller.request_id.clone();
             req.extensions_mut().insert(caller.clone());

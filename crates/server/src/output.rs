@@ -392,30 +392,9 @@ fn prompt_finding(span: Range<usize>, words: usize, n: usize) -> Finding {
     }
 }
 
-/// Replaces merged spans by the marker; `None` when nothing could be replaced.
-fn redact(text: &str, mut spans: Vec<(Span, &str)>, marker: &str) -> Option<(String, usize)> {
-    spans.sort();
-    let mut merged: Vec<(Span, &str)> = Vec::new();
-    for (span, id) in spans {
-        match merged.last_mut() {
-            Some((last, _)) if span.start <= last.end => last.end = last.end.max(span.end),
-            _ => merged.push((span, id)),
-        }
-    }
-    let mut result = String::with_capacity(text.len());
-    let mut pos = 0;
-    let mut removed = 0;
-    for (span, id) in &merged {
-        let (start, end) = (span.start.min(text.len()), span.end.min(text.len()));
-        if start < pos || !text.is_char_boundary(start) || !text.is_char_boundary(end) {
-            continue;
-        }
-        result.push_str(&text[pos..start]);
-        result.push_str(&marker.replace("{rule}", id));
-        pos = end;
-        removed += 1;
-    }
-    result.push_str(&text[pos..]);
+/// [`rampart_core::redact`]; `None` when nothing could be replaced.
+fn redact(text: &str, spans: Vec<(Span, &str)>, marker: &str) -> Option<(String, usize)> {
+    let (result, removed) = rampart_core::redact(text, spans, marker);
     (removed > 0).then_some((result, removed))
 }
 

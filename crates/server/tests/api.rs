@@ -1,6 +1,10 @@
 //! Integration tests: the real server on a loopback port, driven over HTTP with reqwest.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/openapi.rs"]
+mod openapi;
+
+use openapi::check_against_doc;
 use rampart_core::{
     Detection, Detector, DetectorError, DetectorFactory, PipelineConfig, Registry, ScanInput,
 };
@@ -135,95 +139,6 @@ async fn post(c: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -
         status,
         serde_json::from_str(&text).unwrap_or(Value::String(text)),
     )
-}
-
-// ---- a small JSON-schema checker for the subset the OpenAPI document uses ----
-
-fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
-    match schema.get("$ref").and_then(Value::as_str) {
-        Some(r) => {
-            let name = r.trim_start_matches("#/components/schemas/");
-            &doc["components"]["schemas"][name]
-        }
-        None => schema,
-    }
-}
-
-fn validate(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-    let schema = resolve(doc, schema);
-    if schema.is_null() {
-        return Err(format!("{at}: dangling $ref"));
-    }
-    if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        let ok = match t {
-            "object" => v.is_object(),
-            "array" => v.is_array(),
-            "string" => v.is_string(),
-            "integer" => v.is_i64() || v.is_u64(),
-            "number" => v.is_number(),
-            "boolean" => v.is_boolean(),
-            _ => true,
-        };
-        if !ok {
-            return Err(format!("{at}: expected {t}, got {v}"));
-        }
-    }
-    if let Some(e) = schema.get("enum").and_then(Value::as_array)
-        && !e.contains(v)
-    {
-        return Err(format!("{at}: {v} not in {e:?}"));
-    }
-    if let Some(min) = schema.get("minimum").and_then(Value::as_i64)
-        && v.as_i64().is_some_and(|x| x < min)
-    {
-        return Err(format!("{at}: {v} < {min}"));
-    }
-    if let Some(req) = schema.get("required").and_then(Value::as_array) {
-        for r in req {
-            let r = r.as_str().unwrap();
-            if v.get(r).is_none() {
-                return Err(format!("{at}: missing required {r:?}"));
-            }
-        }
-    }
-    if let (Some(props), Some(obj)) = (
-        schema.get("properties").and_then(Value::as_object),
-        v.as_object(),
-    ) {
-        for (k, val) in obj {
-            match props.get(k) {
-                Some(s) => validate(doc, s, val, &format!("{at}.{k}"))?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(format!("{at}: unexpected property {k:?}"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for (i, x) in arr.iter().enumerate() {
-            validate(doc, items, x, &format!("{at}[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
-fn response_schema<'a>(doc: &'a Value, method: &str, path: &str, status: u16) -> &'a Value {
-    let s = &doc["paths"][path][method.to_lowercase()]["responses"][status.to_string()]["content"]
-        ["application/json"]["schema"];
-    assert!(
-        !s.is_null(),
-        "{method} {path} {status} has no JSON schema in openapi.json"
-    );
-    s
-}
-
-fn check_against_doc(method: &str, path: &str, status: u16, body: &Value) {
-    let doc: Value = serde_json::from_str(OPENAPI_JSON).unwrap();
-    let schema = response_schema(&doc, method, path, status);
-    if let Err(e) = validate(&doc, schema, body, "$") {
-        panic!("{method} {path} {status}: response does not match openapi.json: {e}\n{body}");
-    }
 }
 
 // ---- tests ----

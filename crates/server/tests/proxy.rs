@@ -1,9 +1,12 @@
 //! The OpenAI-compatible proxy and the output check, driven over loopback HTTP against the
 //! real server and a mock upstream.
 
+#[path = "support/openapi.rs"]
+mod openapi;
 #[path = "support/upstream.rs"]
 mod upstream;
 
+use openapi::check_against_doc;
 use rampart_server::config::ServerConfig;
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
@@ -112,79 +115,6 @@ fn sse_content(body: &str) -> (String, Option<Value>, bool) {
     (text, error, done)
 }
 
-/// A minimal JSON-schema check (type, enum, required, properties, items, $ref) of a response
-/// body against the schema `openapi.json` documents for it.
-fn check_doc(path: &str, status: u16, body: &Value) {
-    let doc: Value = serde_json::from_str(rampart_server::OPENAPI_JSON).expect("openapi.json");
-    let schema = &doc["paths"][path]["post"]["responses"][status.to_string()]["content"]["application/json"]
-        ["schema"];
-    assert!(!schema.is_null(), "POST {path} {status} is not documented");
-    if let Err(e) = validate(&doc, schema, body, "$") {
-        panic!("POST {path} {status}: body does not match openapi.json: {e}\n{body}");
-    }
-}
-
-fn validate(doc: &Value, schema: &Value, v: &Value, at: &str) -> Result<(), String> {
-    let mut schema = schema;
-    while let Some(r) = schema.get("$ref").and_then(Value::as_str) {
-        let ptr = r.trim_start_matches('#');
-        schema = doc
-            .pointer(ptr)
-            .ok_or_else(|| format!("{at}: dangling $ref {r}"))?;
-    }
-    if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        let ok = match t {
-            "object" => v.is_object(),
-            "array" => v.is_array(),
-            "string" => v.is_string(),
-            "integer" => v.is_i64() || v.is_u64(),
-            "number" => v.is_number(),
-            "boolean" => v.is_boolean(),
-            "null" => v.is_null(),
-            _ => true,
-        };
-        if !ok {
-            return Err(format!("{at}: expected {t}, got {v}"));
-        }
-    }
-    if let Some(e) = schema.get("enum").and_then(Value::as_array)
-        && !e.contains(v)
-    {
-        return Err(format!("{at}: {v} not in {e:?}"));
-    }
-    for r in schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let r = r.as_str().unwrap_or_default();
-        if v.get(r).is_none() {
-            return Err(format!("{at}: missing required {r:?}"));
-        }
-    }
-    if let (Some(props), Some(obj)) = (
-        schema.get("properties").and_then(Value::as_object),
-        v.as_object(),
-    ) {
-        for (k, val) in obj {
-            match props.get(k) {
-                Some(s) => validate(doc, s, val, &format!("{at}.{k}"))?,
-                None if schema.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    return Err(format!("{at}: unexpected property {k:?}"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (schema.get("items"), v.as_array()) {
-        for (i, x) in arr.iter().enumerate() {
-            validate(doc, items, x, &format!("{at}[{i}]"))?;
-        }
-    }
-    Ok(())
-}
-
 #[tokio::test]
 async fn clean_request_is_forwarded_and_response_passed_through() {
     let up = mock(Reply::Text("Routers route packets.".into())).await;
@@ -256,7 +186,7 @@ async fn injection_in_user_message_is_blocked_before_the_upstream() {
     assert!(msg.starts_with("Request blocked by Rampart: "), "{msg}");
     assert!(msg.contains("CTRL_"), "{msg}");
     assert_eq!(e["rampart"]["action"], "BLOCK");
-    check_doc("/v1/chat/completions", 400, &v);
+    check_against_doc("POST", "/v1/chat/completions", 400, &v);
     assert!(
         !v.to_string().contains("Ignore all previous"),
         "no prompt text echoed"
@@ -363,7 +293,7 @@ async fn leaked_canary_is_blocked_plain() {
             .unwrap_or("")
             .contains("OUT_001")
     );
-    check_doc("/v1/chat/completions", 400, &v);
+    check_against_doc("POST", "/v1/chat/completions", 400, &v);
 }
 
 #[tokio::test]
@@ -544,7 +474,7 @@ async fn upstream_down_is_502_and_missing_upstream_503() {
     assert_eq!(r.status(), 502);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], "upstream_error");
-    check_doc("/v1/chat/completions", 502, &v);
+    check_against_doc("POST", "/v1/chat/completions", 502, &v);
 
     let srv = start(config_for(None)).await;
     let r = post(&srv.base, "/v1/chat/completions", &chat("hi", false)).await;
@@ -556,7 +486,7 @@ async fn upstream_down_is_502_and_missing_upstream_503() {
             .unwrap_or("")
             .contains("upstream_url")
     );
-    check_doc("/v1/chat/completions", 503, &v);
+    check_against_doc("POST", "/v1/chat/completions", 503, &v);
 }
 
 #[tokio::test]
@@ -573,7 +503,7 @@ async fn upstream_timeout_is_504() {
     assert_eq!(r.status(), 504);
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["error"]["code"], "timeout");
-    check_doc("/v1/chat/completions", 504, &v);
+    check_against_doc("POST", "/v1/chat/completions", 504, &v);
 }
 
 #[tokio::test]
@@ -606,7 +536,7 @@ async fn scan_output_endpoint() {
     let v: Value = r.json().await.expect("json");
     assert_eq!(v["action"], "BLOCK");
     assert_eq!(v["id"], "o1");
-    check_doc("/v1/scan/output", 200, &v);
+    check_against_doc("POST", "/v1/scan/output", 200, &v);
     let ids: Vec<&str> = v["findings"]
         .as_array()
         .expect("findings")
@@ -638,7 +568,8 @@ async fn scan_output_endpoint() {
     )
     .await;
     assert_eq!(r.status(), 400);
-    check_doc(
+    check_against_doc(
+        "POST",
         "/v1/scan/output",
         400,
         &r.json::<Value>().await.expect("json"),

@@ -10,8 +10,8 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-/// The model shipped in `models/linear-v1/model.bin`, embedded in the binary.
-pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../../models/linear-v1/model.bin");
+/// The model shipped in `models/linear-v2/model.bin`, embedded in the binary.
+pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../../models/linear-v2/model.bin");
 
 /// Finding ID of a prompt at or over the threshold.
 pub const HIT_ID: &str = "LIN_001";
@@ -43,7 +43,7 @@ pub enum AmbiguousRisk {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearOptions {
-    /// Model file; the embedded `linear-v1` when absent.
+    /// Model file; the embedded `linear-v2` when absent.
     #[serde(default)]
     pub model: Option<PathBuf>,
     /// Decision threshold on the calibrated probability; the model's own when absent.

@@ -316,10 +316,26 @@ impl Classifier {
     }
 
     fn forward(&self, batch: &Batch) -> Result<Vec<Vec<f32>>> {
-        let t: Tensor = self.pool.install(|| match &self.net {
+        let run = || match &self.net {
             Net::Bert(m) => m.forward(batch),
             Net::Deberta(m) => m.forward(batch),
-        })?;
+        };
+        let t: Tensor = if rayon::current_thread_index().is_some()
+            && self.pool.current_thread_index().is_none()
+        {
+            // Called from a worker of another rayon pool (`rampart eval`'s, say). There,
+            // `install` keeps the worker busy with that pool's queued jobs while it waits;
+            // those jobs call this classifier again, which waits again, and the nesting grew
+            // until the worker's stack overflowed. A plain thread blocks on `install`
+            // without taking other jobs; its start (tens of µs) is small next to a forward
+            // pass (milliseconds).
+            std::thread::scope(|s| match s.spawn(|| self.pool.install(run)).join() {
+                Ok(r) => r,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })?
+        } else {
+            self.pool.install(run)?
+        };
         Ok(t.to_vec2::<f32>()?)
     }
 

@@ -301,3 +301,29 @@ fn window_options_are_validated() {
     assert_eq!(ws.last().unwrap().ids[1..7], whole[0].ids[n - 5..n + 1]);
     assert_eq!(ws.last().unwrap().span.end, text.len());
 }
+
+/// Regression: `rampart eval` scores prompts on its own rayon pool. The classifier's
+/// `install` into its own pool let each waiting eval worker pick up more eval jobs, which
+/// called the classifier again and waited again, nesting until the worker's stack overflowed
+/// (seen on the 3,053 ShareGPT validation prompts with `configs/minilm.toml`). Many calls from
+/// another pool's small-stack workers must all finish.
+#[test]
+fn calls_from_another_rayon_pool_do_not_nest_until_the_stack_overflows() {
+    use rayon::prelude::*;
+    let r = reference("tiny-bert");
+    let m = load("tiny-bert", &r, 8, 2);
+    let texts: Vec<&str> = r.cases.iter().map(|c| c.text.as_str()).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .stack_size(512 * 1024)
+        .build()
+        .unwrap();
+    let calls = 4000;
+    let windows: usize = pool.install(|| {
+        (0..calls)
+            .into_par_iter()
+            .map(|i| m.score(texts[i % texts.len()]).unwrap().windows)
+            .sum()
+    });
+    assert!(windows >= calls);
+}

@@ -283,3 +283,38 @@ fn human_output_shows_prompt_text_only_when_asked() {
     let o = run(&["scan", "--show-matches", text], None);
     assert!(stdout(&o).contains("Ignore all previous"), "{}", stdout(&o));
 }
+
+/// Every pipeline configuration shipped in `configs/` passes `rampart config check`; the
+/// ones with the transformer layer either pass (model set up) or fail only because the
+/// model directory is missing, naming it.
+#[test]
+fn shipped_configs_check_or_name_the_missing_model() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(root.join("configs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        seen += 1;
+        let mut cmd = rampart();
+        let o = cmd
+            .current_dir(&root)
+            .args(["config", "check", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if o.status.success() {
+            assert!(stdout(&o).starts_with("ok:"), "{}", path.display());
+        } else {
+            assert!(
+                text.contains("kind = \"transformer\"")
+                    && stderr(&o).contains("data/models/minilm-injection-v1"),
+                "{}: {}",
+                path.display(),
+                stderr(&o)
+            );
+        }
+    }
+    assert!(seen >= 5, "configs/ holds the shipped configurations");
+}

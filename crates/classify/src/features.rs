@@ -103,6 +103,26 @@ fn for_each_hash(cfg: &FeatureConfig, text: &[u8], mut emit: impl FnMut(u64)) {
         .chain(text.iter().copied())
         .chain(std::iter::once(b' '));
     let mut win: u64 = 0;
+    if lo == hi {
+        // One n-gram length (the shipped models: 4): the same hashes as the general loop
+        // below, without its inner loop (a third of the layer's time on short prompts).
+        let mask = if lo >= 8 {
+            u64::MAX
+        } else {
+            (1u64 << (8 * lo)) - 1
+        };
+        let seed = SEED_CHAR ^ lo as u64;
+        let mut emit_window = |win: u64| emit(finish(mix(seed, win & mask)));
+        let mut filled = 0usize;
+        for byte in padded {
+            win = (win << 8) | u64::from(byte);
+            filled += 1;
+            if filled >= lo {
+                emit_window(win);
+            }
+        }
+        return for_each_word_hash(cfg, text, emit);
+    }
     for (i, byte) in padded.enumerate() {
         win = (win << 8) | u64::from(byte);
         for len in lo..=hi.min(i + 1) {
@@ -114,6 +134,11 @@ fn for_each_hash(cfg: &FeatureConfig, text: &[u8], mut emit: impl FnMut(u64)) {
             emit(finish(mix(SEED_CHAR ^ len as u64, key)));
         }
     }
+    for_each_word_hash(cfg, text, emit);
+}
+
+/// The word 1–3-gram part of [`for_each_hash`].
+fn for_each_word_hash(cfg: &FeatureConfig, text: &[u8], mut emit: impl FnMut(u64)) {
     if cfg.word_max == 0 {
         return;
     }
@@ -149,11 +174,13 @@ fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b >= 0x80
 }
 
-/// Reusable buffers of one thread: a dense accumulator (one slot per bucket, all zero
-/// between calls) and the list of touched buckets.
+/// Reusable buffers of one thread: a dense accumulator of signed counts (one slot per
+/// bucket, all zero between calls) and the list of touched buckets. Integer counts: the
+/// zero tests on the hot path are integer compares (f32 ones cost a `ucomiss` and a parity
+/// branch each).
 #[derive(Debug, Default)]
 struct Scratch {
-    acc: Vec<f32>,
+    acc: Vec<i32>,
     touched: Vec<u32>,
     lower: String,
 }
@@ -181,21 +208,22 @@ fn lowered<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
 
 /// Sublinear TF of a signed bucket count: `sign(c) * (1 + ln |c|)` (±1 for the usual ±1).
 #[inline]
-fn sublinear(c: f32) -> f32 {
-    if c == 1.0 || c == -1.0 {
-        c
-    } else {
-        c.signum() * (1.0 + c.abs().ln())
+fn sublinear(c: i32) -> f32 {
+    match c {
+        1 => 1.0,
+        -1 => -1.0,
+        _ => {
+            let c = c as f32;
+            c.signum() * (1.0 + c.abs().ln())
+        }
     }
 }
 
-/// Hashes `text` into the thread's scratch accumulator and calls `g` with each distinct
-/// bucket and its signed count (in first-seen order).
-fn accumulate<R>(
-    cfg: &FeatureConfig,
-    text: &str,
-    g: impl FnOnce(&mut dyn Iterator<Item = (u32, f32)>) -> R,
-) -> R {
+/// Hashes `text` into the thread's scratch accumulator and calls `visit` with each distinct
+/// bucket and its non-zero signed count (in first-seen order), leaving the accumulator zero.
+/// Generic over `visit` so the per-feature call inlines (a `dyn Iterator` here cost a
+/// virtual call per feature).
+fn accumulate(cfg: &FeatureConfig, text: &str, mut visit: impl FnMut(u32, i32)) {
     SCRATCH.with(|s| {
         let mut s = s.borrow_mut();
         let Scratch {
@@ -206,37 +234,33 @@ fn accumulate<R>(
         let buckets = cfg.buckets();
         if acc.len() != buckets {
             acc.clear();
-            acc.resize(buckets, 0.0);
+            acc.resize(buckets, 0);
         }
         touched.clear();
-        let text = lowered(text, lower);
+        touched.reserve(text.len() * 2 + 8);
         let shift = 64 - u32::from(cfg.bits);
-        for_each_hash(cfg, text.as_bytes(), |h| {
-            // Bucket from the top `bits` bits, sign from the bit below them.
-            let b = (h >> shift) as usize;
-            let sign = if (h >> (shift - 1)) & 1 == 0 {
-                1.0
-            } else {
-                -1.0
-            };
-            if acc[b] == 0.0 {
+        // A slice, so its length stays in a register in the loop below.
+        let acc: &mut [i32] = acc.as_mut_slice();
+        let mask = acc.len() - 1;
+        let mut hit = |h: u64| {
+            // Bucket from the top `bits` bits (the mask only lets the bounds check go),
+            // sign from the bit below them.
+            let b = (h >> shift) as usize & mask;
+            let sign = 1 - 2 * ((h >> (shift - 1)) & 1) as i32;
+            if acc[b] == 0 {
                 touched.push(b as u32);
             }
             acc[b] += sign;
-        });
+        };
+        for_each_hash(cfg, lowered(text, lower).as_bytes(), &mut hit);
         // A bucket whose signed sum returned to exactly 0 and rose again is listed twice:
         // each bucket is reset once read, so the second visit reads 0 and is skipped.
-        let acc = &mut *acc;
-        let r = g(&mut touched.iter().map(|&b| {
-            let c = acc[b as usize];
-            acc[b as usize] = 0.0;
-            (b, c)
-        }));
-        // Anything the reader did not consume is cleared too.
         for &b in touched.iter() {
-            acc[b as usize] = 0.0;
+            let c = std::mem::take(&mut acc[b as usize]);
+            if c != 0 {
+                visit(b, c);
+            }
         }
-        r
     })
 }
 
@@ -248,14 +272,10 @@ fn accumulate<R>(
 pub fn with_features(cfg: &FeatureConfig, text: &str, mut f: impl FnMut(u32, f32)) -> usize {
     let mut out: Vec<(u32, f32)> = Vec::new();
     let mut norm2 = 0.0f64;
-    accumulate(cfg, text, |it| {
-        for (b, c) in it {
-            if c != 0.0 {
-                let w = sublinear(c);
-                norm2 += f64::from(w) * f64::from(w);
-                out.push((b, w));
-            }
-        }
+    accumulate(cfg, text, |b, c| {
+        let w = sublinear(c);
+        norm2 += f64::from(w) * f64::from(w);
+        out.push((b, w));
     });
     let inv = if norm2 > 0.0 {
         (1.0 / norm2.sqrt()) as f32
@@ -272,17 +292,13 @@ pub fn with_features(cfg: &FeatureConfig, text: &str, mut f: impl FnMut(u32, f32
 /// in one pass over the touched buckets (the inference path). `weights.len()` must be
 /// `cfg.buckets()`.
 pub fn dot(cfg: &FeatureConfig, weights: &[f32], text: &str) -> f32 {
-    accumulate(cfg, text, |it| {
-        let (mut d, mut norm2) = (0.0f32, 0.0f32);
-        for (b, c) in it {
-            if c != 0.0 {
-                let w = sublinear(c);
-                norm2 += w * w;
-                d += weights.get(b as usize).copied().unwrap_or(0.0) * w;
-            }
-        }
-        if norm2 > 0.0 { d / norm2.sqrt() } else { 0.0 }
-    })
+    let (mut d, mut norm2) = (0.0f32, 0.0f32);
+    accumulate(cfg, text, |b, c| {
+        let w = sublinear(c);
+        norm2 += w * w;
+        d += weights.get(b as usize).copied().unwrap_or(0.0) * w;
+    });
+    if norm2 > 0.0 { d / norm2.sqrt() } else { 0.0 }
 }
 
 /// The feature vector of `text` as a sorted sparse vector (training; inference uses

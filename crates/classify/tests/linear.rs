@@ -295,3 +295,40 @@ fn factory_validates_options() {
     let d = LinearDetector::embedded().unwrap();
     assert!(d.threshold() > 0.0 && d.threshold() <= 1.0);
 }
+
+/// The layer reads the clock between segments: a deadline that has passed stops it before
+/// the next segment (the pipeline, which sets the deadline just before the call, times the
+/// whole call for the first one).
+#[test]
+fn a_passed_deadline_stops_the_layer_between_segments() {
+    use rampart_core::{Detector, DetectorError, ScanInput, SegmentInput, Trust};
+    use rampart_normalize::Normalizer;
+    let det = LinearDetector::embedded().unwrap();
+    let n = Normalizer::default();
+    let texts = ["What is the capital of France?", "And of Spain?"];
+    let segs = |k: usize| -> Vec<SegmentInput<'_>> {
+        texts[..k]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| SegmentInput {
+                index: i,
+                role: Role::User,
+                trust: Trust::Untrusted,
+                text: t,
+                normalized: n.normalize(t),
+            })
+            .collect()
+    };
+    let past = std::time::Instant::now();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let two = ScanInput {
+        segments: segs(2),
+        deadline: past,
+    };
+    assert!(matches!(det.detect(&two), Err(DetectorError::Timeout)));
+    let one = ScanInput {
+        segments: segs(1),
+        deadline: past,
+    };
+    assert!(det.detect(&one).is_ok());
+}

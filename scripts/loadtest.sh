@@ -4,7 +4,10 @@
 # 512 generated ~1 KB prompts (fixed seed, 10 % with an injection), per pipeline
 # (deterministic = configs/rules.toml, default = rules + linear) 10 s in-process on 2 threads,
 # then 10 s over HTTP with 64 keep-alive connections against the real server (audit log on,
-# request logs formatted as `rampart serve` does), each after 1 s of warm-up.
+# request logs formatted as `rampart serve` does), each after 1 s of warm-up. The client is a
+# minimal HTTP/1.1 one (prebuilt requests, one in flight per connection, no pipelining); the
+# run also prints CPU µs per request by thread (server workers, audit writer, client) and
+# the mean audit group-commit size.
 #
 #   bash scripts/loadtest.sh                     # the README's run
 #   bash scripts/loadtest.sh --duration 5 --pipeline deterministic --json out.json

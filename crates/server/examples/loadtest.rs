@@ -3,7 +3,14 @@
 //! 127.0.0.1:0, audit log on, auth off on loopback) driven by C keep-alive connections.
 //! Prints req/s for both, the B/A ratio and B's latency percentiles, and checks that no
 //! request failed, that every HTTP decision matches the in-process one, and that the audit
-//! log holds exactly one record per acknowledged request.
+//! log holds exactly one record per acknowledged request. Also prints the CPU time per
+//! request of each thread group in the measured window (Linux `schedstat`: server workers,
+//! audit writer, client; phase A from the process's counters) and the mean audit group
+//! commit, so that the cost of each part can be told apart even on a busy machine.
+//!
+//! The HTTP client is deliberately minimal (it shares the cores with the server): requests
+//! are built once, each connection has one request in flight (no pipelining), and responses
+//! are read whole by `content-length`.
 //!
 //! Bounded: loopback only, at most 120 s per phase, at most 1024 connections.
 //!
@@ -15,9 +22,6 @@
 //! `scripts/loadtest.sh` builds it in release and runs it with the README's settings.
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper_util::rt::TokioIo;
 use rampart_audit::{AuditConfig, AuditFilter, AuditReader};
 use rampart_core::{Action, Pipeline, PipelineConfig, Registry, ScanRequest, Segment};
 use rampart_server::config::ServerConfig;
@@ -342,6 +346,8 @@ fn build_pipeline(cfg: &ServerConfig) -> Result<Pipeline, String> {
 struct InProcess {
     requests: u64,
     rps: f64,
+    /// Process CPU time per scan in the measured window, µs.
+    cpu_us_per_req: f64,
 }
 
 fn run_in_process(
@@ -354,6 +360,14 @@ fn run_in_process(
     let start = Instant::now();
     let t0 = start + warmup;
     let t1 = t0 + duration;
+    // The scan threads exit at t1, so sample the whole process's counters (which keep
+    // exited threads' time) rather than per thread.
+    let cpu = std::thread::spawn(move || {
+        std::thread::sleep(t0.saturating_duration_since(Instant::now()));
+        let a = process_cpu_ticks();
+        std::thread::sleep(t1.saturating_duration_since(Instant::now()));
+        process_cpu_ticks().saturating_sub(a)
+    });
     let counts: Vec<Result<u64, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
@@ -390,9 +404,16 @@ fn run_in_process(
     for c in counts {
         requests += c?;
     }
+    // Clock ticks (USER_HZ, 100 on Linux) to ns.
+    let cpu_ns = cpu.join().unwrap_or_default() * 10_000_000;
     Ok(InProcess {
         requests,
         rps: requests as f64 / duration.as_secs_f64(),
+        cpu_us_per_req: if requests > 0 {
+            cpu_ns as f64 / 1e3 / requests as f64
+        } else {
+            0.0
+        },
     })
 }
 
@@ -412,6 +433,10 @@ struct Http {
     p99_us: u64,
     max_us: u64,
     audit_records: u64,
+    /// Records per audit group commit over the whole run (from `/metrics`), if known.
+    audit_batch_mean: Option<f64>,
+    /// CPU time per acknowledged request in the measured window, µs, by thread group.
+    cpu_us_per_req: Vec<(String, f64)>,
 }
 
 #[derive(Debug, Default)]
@@ -424,15 +449,84 @@ struct ConnStats {
     lat_us: Vec<u32>,
 }
 
-/// One keep-alive HTTP/1.1 connection sending `POST /v1/scan` back to back.
+/// The full HTTP/1.1 request (head and body) for one `/v1/scan` body, built once before
+/// the run so that the load generator spends its CPU on sending, not on building requests.
+fn scan_request_bytes(addr: std::net::SocketAddr, body: &[u8]) -> Bytes {
+    let head = format!(
+        "POST /v1/scan HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut v = Vec::with_capacity(head.len() + body.len());
+    v.extend_from_slice(head.as_bytes());
+    v.extend_from_slice(body);
+    Bytes::from(v)
+}
+
+/// One parsed response: status, the `x-rampart-action` header, and where the body is.
+struct Parsed {
+    status: u16,
+    action: Option<String>,
+    head_len: usize,
+    body_len: usize,
+}
+
+/// Parses a response head from `buf` (`Ok(None)`: incomplete): `HTTP/1.1 <status> …`, then
+/// `name: value` lines up to the blank line. Only `content-length` framing is accepted (what
+/// the server sends for `/v1/scan`); anything else is an error, never guessed at.
+fn parse_response(buf: &[u8]) -> Result<Option<Parsed>, String> {
+    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+        if buf.len() > 64 * 1024 {
+            return Err("response head over 64 KiB".into());
+        }
+        return Ok(None);
+    };
+    let head = std::str::from_utf8(&buf[..end]).map_err(|_| "response head is not UTF-8")?;
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.get(..3))
+        .and_then(|c| c.parse::<u16>().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let mut action = None;
+    let mut body_len = None;
+    for line in lines {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| format!("bad header line {line:?}"))?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            body_len = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad content-length {value:?}"))?,
+            );
+        } else if name.eq_ignore_ascii_case("x-rampart-action") {
+            action = Some(value.to_owned());
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err("unexpected transfer-encoding in the response".into());
+        }
+    }
+    Ok(Some(Parsed {
+        status,
+        action,
+        head_len: end + 4,
+        body_len: body_len.ok_or("response without content-length")?,
+    }))
+}
+
+/// One keep-alive HTTP/1.1 connection sending `POST /v1/scan` back to back: one request at
+/// a time (no pipelining), written whole, then its response read whole (head, then the body
+/// by `content-length`) before the next is sent.
 async fn drive_connection(
     addr: std::net::SocketAddr,
-    bodies: Arc<Vec<Bytes>>,
+    requests: Arc<Vec<Bytes>>,
     expected: Arc<Vec<Action>>,
     offset: usize,
     t0: Instant,
     t1: Instant,
 ) -> ConnStats {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut st = ConnStats {
         lat_us: Vec::with_capacity(1 << 16),
         ..ConnStats::default()
@@ -443,7 +537,7 @@ async fn drive_connection(
             st.first_error = Some(e);
         }
     };
-    let stream = match tokio::net::TcpStream::connect(addr).await {
+    let mut stream = match tokio::net::TcpStream::connect(addr).await {
         Ok(s) => s,
         Err(e) => {
             fail(&mut st, format!("connect: {e}"));
@@ -451,73 +545,76 @@ async fn drive_connection(
         }
     };
     let _ = stream.set_nodelay(true);
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
-    {
-        Ok(x) => x,
-        Err(e) => {
-            fail(&mut st, format!("handshake: {e}"));
-            return st;
-        }
-    };
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let host = addr.to_string();
+    let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut i = offset;
-    loop {
+    'requests: loop {
         let started = Instant::now();
         if started >= t1 {
             break;
         }
-        let k = i % bodies.len();
+        let k = i % requests.len();
         i += 1;
-        let req = match Request::post("/v1/scan")
-            .header("host", host.as_str())
-            .header("content-type", "application/json")
-            .body(Full::new(bodies[k].clone()))
-        {
-            Ok(r) => r,
-            Err(e) => {
-                fail(&mut st, format!("request: {e}"));
-                break;
-            }
-        };
-        if sender.ready().await.is_err() {
-            fail(&mut st, "connection closed".into());
+        if let Err(e) = stream.write_all(&requests[k]).await {
+            fail(&mut st, format!("send: {e}"));
             break;
         }
-        let resp = match sender.send_request(req).await {
-            Ok(r) => r,
-            Err(e) => {
-                fail(&mut st, format!("send: {e}"));
-                break;
+        buf.clear();
+        let parsed = loop {
+            match parse_response(&buf) {
+                Ok(Some(p)) => break p,
+                Ok(None) => {}
+                Err(e) => {
+                    fail(&mut st, e);
+                    break 'requests;
+                }
+            }
+            match stream.read_buf(&mut buf).await {
+                Ok(0) => {
+                    fail(&mut st, "connection closed".into());
+                    break 'requests;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    fail(&mut st, format!("receive: {e}"));
+                    break 'requests;
+                }
             }
         };
-        let status = resp.status();
-        let action = resp
-            .headers()
-            .get("x-rampart-action")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
-        let body = match resp.into_body().collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(e) => {
-                fail(&mut st, format!("body: {e}"));
-                break;
+        let end = parsed.head_len + parsed.body_len;
+        while buf.len() < end {
+            match stream.read_buf(&mut buf).await {
+                Ok(0) => {
+                    fail(&mut st, "connection closed in a body".into());
+                    break 'requests;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    fail(&mut st, format!("body: {e}"));
+                    break 'requests;
+                }
             }
-        };
+        }
+        if buf.len() > end {
+            fail(
+                &mut st,
+                "bytes after the response (none were asked for)".into(),
+            );
+            break;
+        }
         let done = Instant::now();
-        if !status.is_success() {
+        if !(200..300).contains(&parsed.status) {
+            let body = &buf[parsed.head_len..end];
             fail(
                 &mut st,
                 format!(
-                    "HTTP {status}: {}",
+                    "HTTP {}: {}",
+                    parsed.status,
                     String::from_utf8_lossy(&body[..body.len().min(300)])
                 ),
             );
             continue;
         }
-        if action.as_deref() != Some(expected[k].name()) {
+        if parsed.action.as_deref() != Some(expected[k].name()) {
             st.mismatches += 1;
         }
         if started >= t0 && done <= t1 {
@@ -529,6 +626,88 @@ async fn drive_connection(
         }
     }
     st
+}
+
+/// Mean records per audit group commit so far, from the server's `/metrics`
+/// (`rampart_audit_writer{stat="committed"}` / `{stat="batches"}`); `None` if unavailable.
+async fn audit_batch_mean(addr: std::net::SocketAddr) -> Option<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    let req = format!("GET /metrics HTTP/1.1\r\nhost: {addr}\r\nconnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8_lossy(&buf);
+    let stat = |name: &str| -> Option<f64> {
+        let key = format!("rampart_audit_writer{{stat=\"{name}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(key.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    let (committed, batches) = (stat("committed")?, stat("batches")?);
+    (batches > 0.0).then(|| committed / batches)
+}
+
+/// CPU time (ns) used so far by each thread of this process, summed by thread name
+/// (`/proc/self/task/*/schedstat`; Linux only, empty elsewhere).
+fn thread_cpu_ns() -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for e in dir.flatten() {
+        let p = e.path();
+        let name = std::fs::read_to_string(p.join("comm"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default();
+        let ns = std::fs::read_to_string(p.join("schedstat"))
+            .ok()
+            .and_then(|s| {
+                s.split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+            })
+            .unwrap_or(0);
+        *out.entry(name).or_insert(0) += ns;
+    }
+    out
+}
+
+/// User + system CPU time of the whole process so far, in clock ticks (`/proc/self/stat`;
+/// 0 where it cannot be read).
+fn process_cpu_ticks() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // Fields after the parenthesized command name: state is field 3, utime 14, stime 15.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    get(11) + get(12)
+}
+
+/// Samples [`thread_cpu_ns`] at `t0` and `t1` on its own (sleeping) thread.
+/// `sampled` is told when the second sample is taken (threads that end at `t1` wait for it,
+/// so that their time is still counted).
+fn sample_cpu(
+    t0: Instant,
+    t1: Instant,
+    sampled: std::sync::mpsc::Sender<()>,
+) -> std::thread::JoinHandle<std::collections::BTreeMap<String, u64>> {
+    std::thread::spawn(move || {
+        std::thread::sleep(t0.saturating_duration_since(Instant::now()));
+        let a = thread_cpu_ns();
+        std::thread::sleep(t1.saturating_duration_since(Instant::now()));
+        let b = thread_cpu_ns();
+        let _ = sampled.send(());
+        b.into_iter()
+            .map(|(k, v)| {
+                let d = v.saturating_sub(a.get(&k).copied().unwrap_or(0));
+                (k, d)
+            })
+            .filter(|(_, d)| *d > 0)
+            .collect()
+    })
 }
 
 fn percentile(sorted: &[u32], p: f64) -> u64 {
@@ -574,16 +753,22 @@ fn run_http(
         let _ = stop_rx.await;
     }));
 
-    let bodies: Arc<Vec<Bytes>> =
-        Arc::new(prompts.iter().map(|p| Bytes::from(p.to_string())).collect());
+    let requests: Arc<Vec<Bytes>> = Arc::new(
+        prompts
+            .iter()
+            .map(|p| scan_request_bytes(addr, p.to_string().as_bytes()))
+            .collect(),
+    );
     let expected = Arc::new(expected);
     let start = Instant::now();
     let t0 = start + args.warmup;
     let t1 = t0 + args.duration;
     let conns = args.connections;
+    let (sampled_tx, sampled_rx) = std::sync::mpsc::channel();
+    let cpu = sample_cpu(t0, t1, sampled_tx);
     // The client: one thread, a current-thread runtime, `conns` connections.
     let client = {
-        let bodies = bodies.clone();
+        let requests = requests.clone();
         let expected = expected.clone();
         std::thread::Builder::new()
             .name("loadtest-client".into())
@@ -597,9 +782,9 @@ fn run_http(
                         .map(|c| {
                             tokio::spawn(drive_connection(
                                 addr,
-                                bodies.clone(),
+                                requests.clone(),
                                 expected.clone(),
-                                c * bodies.len() / conns,
+                                c * requests.len() / conns,
                                 t0,
                                 t1,
                             ))
@@ -616,12 +801,17 @@ fn run_http(
                     }
                     Ok(out)
                 })
+                .inspect(|_| {
+                    // Stay alive until the CPU sample at t1 has counted this thread.
+                    let _ = sampled_rx.recv();
+                })
             })
             .map_err(|e| format!("client thread: {e}"))?
     };
     let stats = client
         .join()
         .map_err(|_| "client thread panicked".to_string())??;
+    let audit_batch_mean = rt.block_on(audit_batch_mean(addr));
     let _ = stop_tx.send(());
     rt.block_on(serving)
         .map_err(|e| format!("server task: {e}"))?
@@ -637,6 +827,7 @@ fn run_http(
 
     let mut h = Http {
         audit_records,
+        audit_batch_mean,
         secs: args.duration.as_secs_f64(),
         ..Http::default()
     };
@@ -652,6 +843,14 @@ fn run_http(
         lat.extend_from_slice(&s.lat_us);
     }
     lat.sort_unstable();
+    let cpu = cpu.join().unwrap_or_default();
+    if h.requests > 0 {
+        let total: u64 = cpu.values().sum();
+        h.cpu_us_per_req = std::iter::once(("total".to_string(), total))
+            .chain(cpu)
+            .map(|(k, ns)| (k, ns as f64 / 1e3 / h.requests as f64))
+            .collect();
+    }
     h.rps = h.requests as f64 / h.secs;
     h.p50_us = percentile(&lat, 50.0);
     h.p90_us = percentile(&lat, 90.0);
@@ -765,7 +964,18 @@ fn run() -> Result<bool, String> {
         drop(pipeline);
         eprintln!("[{}] phase A: {:.0} req/s; phase B …", which.name(), a.rps);
         let b = run_http(which, &prompts, expected, &args)?;
-        eprintln!("[{}] phase B: {:.0} req/s", which.name(), b.rps);
+        eprintln!(
+            "[{}] phase B: {:.0} req/s; audit group commit {:.1} records on average; CPU µs per request: phase A {:.1}, phase B {}",
+            which.name(),
+            b.rps,
+            b.audit_batch_mean.unwrap_or(0.0),
+            a.cpu_us_per_req,
+            b.cpu_us_per_req
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         rows.push(Row { which, a, b });
     }
 
@@ -832,7 +1042,7 @@ fn run() -> Result<bool, String> {
             "request_logs": args.logs,
             "results": rows.iter().map(|r| json!({
                 "pipeline": r.which.name(),
-                "in_process": {"requests": r.a.requests, "rps": r.a.rps},
+                "in_process": {"requests": r.a.requests, "rps": r.a.rps, "cpu_us_per_request": r.a.cpu_us_per_req},
                 "http": {
                     "requests": r.b.requests,
                     "rps": r.b.rps,
@@ -844,6 +1054,8 @@ fn run() -> Result<bool, String> {
                     "decision_mismatches": r.b.mismatches,
                     "acknowledged": r.acknowledged(),
                     "audit_records": r.b.audit_records,
+                    "audit_batch_mean": r.b.audit_batch_mean,
+                    "cpu_us_per_request": r.b.cpu_us_per_req.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
                 },
                 "ratio": r.ratio(),
                 "p99_over_p50": r.tail(),

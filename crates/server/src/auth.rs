@@ -131,6 +131,19 @@ async fn guard(state: &AppState, mut req: Request, next: Next, admin: bool) -> R
     }
 }
 
+/// The matched route as one of [`crate::ROUTES`]' paths (a static name for the metrics
+/// labels and the log line), or `unmatched`.
+fn route_name(matched: Option<&MatchedPath>) -> &'static str {
+    let Some(m) = matched else {
+        return "unmatched";
+    };
+    crate::ROUTES
+        .iter()
+        .map(|&(_, path)| path)
+        .find(|&path| path == m.as_str())
+        .unwrap_or("unmatched")
+}
+
 /// Counts and times every request, and logs one line per request (no bodies).
 pub(crate) async fn observe(
     State(state): State<Arc<AppState>>,
@@ -138,16 +151,12 @@ pub(crate) async fn observe(
     next: Next,
 ) -> Response {
     let started = Instant::now();
-    let endpoint = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_else(|| "unmatched".into());
+    let endpoint = route_name(req.extensions().get::<MatchedPath>());
     let method = req.method().clone();
     let resp = next.run(req).await;
     let secs = started.elapsed().as_secs_f64();
     let status = resp.status().as_u16();
-    state.metrics().observe_request(&endpoint, status, secs);
+    state.metrics().observe_request(endpoint, status, secs);
     let rid = resp
         .headers()
         .get(REQUEST_ID)
@@ -168,7 +177,7 @@ pub(crate) async fn observe(
         request_id = rid,
         key_id,
         method = %method,
-        endpoint = %endpoint,
+        endpoint,
         status,
         action,
         latency_us = (secs * 1e6) as u64,

@@ -247,6 +247,14 @@ impl Server {
         let serve = async move {
             match tls {
                 None => {
+                    use axum::serve::ListenerExt;
+                    // TCP_NODELAY: a response is written whole (head and body in one write),
+                    // so Nagle's algorithm could only delay it behind the peer's delayed ACK.
+                    let listener = listener.tap_io(|tcp| {
+                        if let Err(e) = tcp.set_nodelay(true) {
+                            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                        }
+                    });
                     axum::serve(listener, app)
                         .with_graceful_shutdown(signal)
                         .await

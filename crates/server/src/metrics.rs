@@ -8,23 +8,28 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use rampart_core::{Decision, Pipeline};
+use std::borrow::Cow;
 use std::fmt;
+
+/// A label value: borrowed for the fixed names (endpoints, actions, categories, results), so
+/// that counting a request allocates nothing once its series exists.
+type Label = Cow<'static, str>;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    endpoint: String,
+    endpoint: Label,
     status: u16,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndpointLabels {
-    endpoint: String,
+    endpoint: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActionLabels {
-    endpoint: String,
-    action: String,
+    endpoint: Label,
+    action: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,12 +39,12 @@ struct LayerLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CategoryLabels {
-    category: String,
+    category: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
-    result: String,
+    result: Label,
 }
 
 fn latency_histogram() -> Histogram {
@@ -152,7 +157,9 @@ impl Metrics {
             audit_writer.clone(),
         );
         for r in ["ok", "failed"] {
-            let _ = reloads.get_or_create(&ResultLabels { result: r.into() });
+            let _ = reloads.get_or_create(&ResultLabels {
+                result: Cow::Borrowed(r),
+            });
         }
         Metrics {
             registry,
@@ -171,27 +178,27 @@ impl Metrics {
         }
     }
 
-    /// One finished HTTP request.
-    pub fn observe_request(&self, endpoint: &str, status: u16, seconds: f64) {
+    /// One finished HTTP request (`endpoint`: the matched route, or `unmatched`).
+    pub fn observe_request(&self, endpoint: &'static str, status: u16, seconds: f64) {
         self.requests
             .get_or_create(&RequestLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: Cow::Borrowed(endpoint),
                 status,
             })
             .inc();
         self.request_seconds
             .get_or_create(&EndpointLabels {
-                endpoint: endpoint.to_string(),
+                endpoint: Cow::Borrowed(endpoint),
             })
             .observe(seconds);
     }
 
     /// One decision: action, per-layer latency, findings per category.
-    pub fn observe_decision(&self, endpoint: &str, d: &Decision) {
+    pub fn observe_decision(&self, endpoint: &'static str, d: &Decision) {
         self.decisions
             .get_or_create(&ActionLabels {
-                endpoint: endpoint.to_string(),
-                action: d.action.name().to_string(),
+                endpoint: Cow::Borrowed(endpoint),
+                action: Cow::Borrowed(d.action.name()),
             })
             .inc();
         if d.degraded {
@@ -205,12 +212,10 @@ impl Metrics {
                 .observe(l.elapsed_us as f64 / 1e6);
         }
         for f in &d.findings {
-            let category = serde_json::to_value(f.category)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_else(|| "unknown".into());
             self.findings
-                .get_or_create(&CategoryLabels { category })
+                .get_or_create(&CategoryLabels {
+                    category: Cow::Borrowed(f.category.name()),
+                })
                 .inc();
         }
     }
@@ -218,15 +223,15 @@ impl Metrics {
     pub(crate) fn audit_ok(&self) {
         self.audit_appends
             .get_or_create(&ResultLabels {
-                result: "ok".into(),
+                result: Cow::Borrowed("ok"),
             })
             .inc();
     }
 
-    pub(crate) fn audit_failed(&self, kind: &str) {
+    pub(crate) fn audit_failed(&self, kind: &'static str) {
         self.audit_appends
             .get_or_create(&ResultLabels {
-                result: kind.into(),
+                result: Cow::Borrowed(kind),
             })
             .inc();
     }
@@ -234,7 +239,7 @@ impl Metrics {
     pub(crate) fn reload(&self, ok: bool) {
         self.reloads
             .get_or_create(&ResultLabels {
-                result: if ok { "ok" } else { "failed" }.into(),
+                result: Cow::Borrowed(if ok { "ok" } else { "failed" }),
             })
             .inc();
     }

@@ -68,6 +68,9 @@ impl TlsListener {
                         continue;
                     }
                 };
+                // Responses are written whole (head and body in one write): no need to wait
+                // for the peer's ACK before sending the next one.
+                let _ = tcp.set_nodelay(true);
                 let acc = acceptor.clone();
                 let tx = tx.clone();
                 tokio::spawn(async move {

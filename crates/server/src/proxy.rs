@@ -870,9 +870,8 @@ async fn scan_plain_response(
         }
     };
     let d = outcome.decision;
-    if d.action != Action::Allow {
-        state.record(caller, kind.response_endpoint(), &d).await?;
-    }
+    // Every response decision is audited, ALLOW included.
+    state.record(caller, kind.response_endpoint(), &d).await?;
     match d.action {
         Action::Allow => Ok(PlainVerdict::Pass),
         Action::Block => Ok(PlainVerdict::Blocked(Box::new(d))),
@@ -945,6 +944,9 @@ fn stream_response(
         let mut parser = SseParser::new();
         // The decision of the latest scan, when it found something.
         let mut blocking: Option<Decision> = None;
+        // The decision of the latest scan that allowed its window: what the audit log gets
+        // for a stream that ends allowed (its input hash covers that last window).
+        let mut last_allowed: Option<Decision> = None;
         let mut scan = |w: &str, offset: usize| -> Result<Vec<std::ops::Range<usize>>, String> {
             blocking = None;
             let Some(s) = &scanner else {
@@ -952,6 +954,7 @@ fn stream_response(
             };
             let o = s.scan(w, &ctx, None).map_err(|e| e.to_string())?;
             if o.decision.action == Action::Allow {
+                last_allowed = Some(o.decision);
                 return Ok(Vec::new());
             }
             let mut spans: Vec<_> = o
@@ -1059,6 +1062,11 @@ fn stream_response(
             let _ = tx.send(data_event(&body.to_string())).await;
             let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
             return;
+        }
+        if let Some(d) = &last_allowed
+            && let Err(e) = state.record(&caller, kind.response_endpoint(), d).await
+        {
+            tracing::error!(request_id = %caller.request_id, error = %e, "recording an allowed stream failed");
         }
         if let Some(err) = ended_with_error {
             let _ = tx.send(data_event(&err.to_string())).await;

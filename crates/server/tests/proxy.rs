@@ -621,3 +621,55 @@ async fn response_secret_is_redacted_when_configured_to_sanitize() {
     assert!(!content.contains("AKIA"));
     assert!(error.is_some() && done);
 }
+
+/// Every response decision is in the audit log, ALLOW included: a plain and a streamed
+/// response that pass each leave a `#response` record beside the request's own.
+#[tokio::test]
+async fn allowed_responses_plain_and_streamed_are_audited() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("audit.db");
+    let up = MockUpstream::start(MockConfig {
+        reply: Reply::Text("Routers forward packets between networks. ".repeat(20)),
+        piece_bytes: 16,
+        write_delay: Duration::ZERO,
+        ..Default::default()
+    })
+    .await;
+    let mut cfg = config_for(Some(&up));
+    cfg.audit = Some(rampart_audit::AuditConfig {
+        path: db.clone(),
+        ..Default::default()
+    });
+    let srv = start(cfg).await;
+    for (rid, stream) in [("audit-plain", false), ("audit-stream", true)] {
+        let r = client()
+            .post(format!("{}/v1/chat/completions", srv.base))
+            .header("authorization", "Bearer client-rampart-key")
+            .header("x-request-id", rid)
+            .json(&chat("Explain routers", stream))
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 200);
+        let body = r.text().await.expect("body");
+        let text = if stream { sse_content(&body).0 } else { body };
+        assert!(text.contains("Routers forward packets"), "{rid}: {text}");
+    }
+    let recs = rampart_audit::AuditReader::open(&db)
+        .expect("audit db")
+        .query(&rampart_audit::AuditFilter::default())
+        .expect("query");
+    for rid in ["audit-plain", "audit-stream"] {
+        let mine: Vec<_> = recs.iter().filter(|r| r.record.request_id == rid).collect();
+        let endpoints: Vec<&str> = mine.iter().map(|r| r.record.endpoint.as_str()).collect();
+        assert!(
+            endpoints.contains(&"/v1/chat/completions"),
+            "{rid}: {endpoints:?}"
+        );
+        let resp = mine
+            .iter()
+            .find(|r| r.record.endpoint == "/v1/chat/completions#response")
+            .unwrap_or_else(|| panic!("{rid}: no response record in {endpoints:?}"));
+        assert_eq!(resp.record.action, "ALLOW", "{rid}");
+    }
+}

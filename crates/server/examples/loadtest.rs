@@ -518,6 +518,21 @@ fn parse_response(buf: &[u8]) -> Result<Option<Parsed>, String> {
 /// One keep-alive HTTP/1.1 connection sending `POST /v1/scan` back to back: one request at
 /// a time (no pipelining), written whole, then its response read whole (head, then the body
 /// by `content-length`) before the next is sent.
+/// Reads more of a response into `buf`; a closed connection or a read error is an error
+/// message naming `what` was being read.
+async fn read_more(
+    stream: &mut tokio::net::TcpStream,
+    buf: &mut Vec<u8>,
+    what: &str,
+) -> Result<(), String> {
+    use tokio::io::AsyncReadExt;
+    match stream.read_buf(buf).await {
+        Ok(0) => Err(format!("{what}: connection closed")),
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("{what}: {e}")),
+    }
+}
+
 async fn drive_connection(
     addr: std::net::SocketAddr,
     requests: Arc<Vec<Bytes>>,
@@ -526,7 +541,7 @@ async fn drive_connection(
     t0: Instant,
     t1: Instant,
 ) -> ConnStats {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let mut st = ConnStats {
         lat_us: Vec::with_capacity(1 << 16),
         ..ConnStats::default()
@@ -568,30 +583,16 @@ async fn drive_connection(
                     break 'requests;
                 }
             }
-            match stream.read_buf(&mut buf).await {
-                Ok(0) => {
-                    fail(&mut st, "connection closed".into());
-                    break 'requests;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    fail(&mut st, format!("receive: {e}"));
-                    break 'requests;
-                }
+            if let Err(e) = read_more(&mut stream, &mut buf, "receive").await {
+                fail(&mut st, e);
+                break 'requests;
             }
         };
         let end = parsed.head_len + parsed.body_len;
         while buf.len() < end {
-            match stream.read_buf(&mut buf).await {
-                Ok(0) => {
-                    fail(&mut st, "connection closed in a body".into());
-                    break 'requests;
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    fail(&mut st, format!("body: {e}"));
-                    break 'requests;
-                }
+            if let Err(e) = read_more(&mut stream, &mut buf, "body").await {
+                fail(&mut st, e);
+                break 'requests;
             }
         }
         if buf.len() > end {

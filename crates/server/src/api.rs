@@ -39,8 +39,14 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-async fn not_found() -> ServiceError {
-    ServiceError::NotFound
+/// Requests that match no route: the observing middleware runs on matched routes only, so
+/// these are counted here (endpoint `unmatched`).
+async fn not_found(State(state): State<Arc<AppState>>) -> ServiceError {
+    let e = ServiceError::NotFound;
+    state
+        .metrics()
+        .observe_request("unmatched", StatusCode::NOT_FOUND.as_u16(), 0.0);
+    e
 }
 
 /// A JSON body whose errors are [`ServiceError`]s: 413 over `server.max_body_bytes`, 400

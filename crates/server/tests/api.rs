@@ -482,6 +482,19 @@ async fn openapi_matches_the_router() {
     assert_eq!(resp.status(), 404);
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["code"], "not_found");
+    // Unmatched requests are counted too.
+    let m = c
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(r#"rampart_http_requests_total{endpoint="unmatched",status="404"} 1"#),
+        "{m}"
+    );
 
     // The ops endpoints' bodies match too.
     let v: Value = c

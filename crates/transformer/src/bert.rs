@@ -163,7 +163,7 @@ impl Bert {
             crate::nn::add_bias(&mut s, bias, b, lq, l);
             scores = Tensor::from_vec(s, (nh, b, lq, l), &Device::Cpu)?;
         }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = crate::nn::softmax_last_dim(&scores)?;
         let ctx = probs.matmul(&v)?.reshape((nh, b * lq, d))?;
         let ctx = from_heads(&ctx)?;
         layer.tail.forward(&ctx, &xq, self.act)

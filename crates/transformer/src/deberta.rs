@@ -373,7 +373,7 @@ impl Deberta {
                 }
             });
         let scores = Tensor::from_vec(scores, (nh, b, lq, l), &Device::Cpu)?;
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
+        let probs = crate::nn::softmax_last_dim(&scores)?;
         let ctx = probs
             .matmul(&v.reshape((nh, b, l, d))?)?
             .reshape((nh, b * lq, d))?;

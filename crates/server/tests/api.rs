@@ -127,6 +127,17 @@ fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// The `/metrics` page as text.
+async fn metrics_text(c: &reqwest::Client, s: &Running) -> String {
+    c.get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 async fn post(c: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -> (u16, Value) {
     let mut r = c.post(url).json(body);
     if let Some(k) = key {
@@ -380,14 +391,7 @@ async fn metrics_after_requests() {
     post(&c, &s.url("/v1/scan"), None, &json!({"text": ALLOW_TEXT})).await;
     post(&c, &s.url("/v1/scan"), None, &json!({"text": BLOCK_TEXT})).await;
     post(&c, &s.url("/v1/scan"), None, &json!({"bogus": 1})).await;
-    let m = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics_text(&c, &s).await;
     for needle in [
         r#"rampart_http_requests_total{endpoint="/v1/scan",status="200"} 2"#,
         r#"rampart_http_requests_total{endpoint="/v1/scan",status="400"} 1"#,
@@ -483,14 +487,7 @@ async fn openapi_matches_the_router() {
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["code"], "not_found");
     // Unmatched requests are counted too.
-    let m = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics_text(&c, &s).await;
     assert!(
         m.contains(r#"rampart_http_requests_total{endpoint="unmatched",status="404"} 1"#),
         "{m}"
@@ -614,14 +611,7 @@ async fn reload_rejects_a_broken_pack_and_applies_a_good_one() {
             .any(|f| f["rule_id"] == "CTRL_900")
     );
 
-    let m = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics_text(&c, &s).await;
     assert!(
         m.contains(r#"rampart_reloads_total{result="failed"} 1"#),
         "{m}"
@@ -832,14 +822,7 @@ async fn acknowledged_decisions_are_in_the_audit_log() {
             .count(),
         2
     );
-    let m = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics_text(&c, &s).await;
     assert!(
         m.contains(r#"rampart_audit_appends_total{result="ok"} 5"#),
         "{m}"

@@ -157,14 +157,24 @@ impl Bert {
         let q = to_heads(&layer.q.forward(&xq)?, nh, d)?.reshape((nh, b, lq, d))?;
         let k = to_heads(&layer.k.forward(x)?, nh, d)?.reshape((nh, b, l, d))?;
         let v = to_heads(&layer.v.forward(x)?, nh, d)?.reshape((nh, b, l, d))?;
-        let mut scores = q.matmul(&k.t()?)?;
-        if let Some(bias) = bias {
-            let mut s = scores.flatten_all()?.to_vec1::<f32>()?;
-            crate::nn::add_bias(&mut s, bias, b, lq, l);
-            scores = Tensor::from_vec(s, (nh, b, lq, l), &Device::Cpu)?;
-        }
-        let probs = crate::nn::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.reshape((nh, b * lq, d))?;
+        // One head per task: each head's small matmuls on one thread, the heads side by side
+        // (splitting every small matmul across the threads left them waiting).
+        use rayon::prelude::*;
+        let heads: Vec<Tensor> = (0..nh)
+            .into_par_iter()
+            .map(|hd| -> Result<Tensor> {
+                let (qh, kh, vh) = (q.get(hd)?, k.get(hd)?, v.get(hd)?);
+                let mut scores = qh.matmul(&kh.t()?)?;
+                if let Some(bias) = bias {
+                    let mut s = scores.flatten_all()?.to_vec1::<f32>()?;
+                    crate::nn::add_bias(&mut s, bias, b, lq, l);
+                    scores = Tensor::from_vec(s, (b, lq, l), &Device::Cpu)?;
+                }
+                let probs = crate::nn::softmax_last_dim(&scores)?;
+                Ok(probs.matmul(&vh)?)
+            })
+            .collect::<Result<_>>()?;
+        let ctx = Tensor::stack(&heads, 0)?.reshape((nh, b * lq, d))?;
         let ctx = from_heads(&ctx)?;
         layer.tail.forward(&ctx, &xq, self.act)
     }

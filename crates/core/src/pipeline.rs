@@ -8,7 +8,7 @@ use crate::decision::{
 use crate::detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
 use crate::input::{InputError, ScanRequest, Trust};
 use crate::rules_layer::{RulesDetector, transform_findings};
-use crate::scoring::{category_scores, classify};
+use crate::scoring::{category_scores, classify, sort_findings};
 use rampart_normalize::Normalizer;
 use rampart_rules::RiskClass;
 use std::collections::BTreeMap;
@@ -375,15 +375,7 @@ impl Pipeline {
             }
         }
 
-        findings.sort_by(|a, b| {
-            (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer).cmp(&(
-                b.segment,
-                &b.rule_id,
-                b.span.start,
-                b.span.end,
-                &b.layer,
-            ))
-        });
+        sort_findings(&mut findings);
         let categories = category_scores(&findings);
         let combined_risk = classify(&categories, &policy.scoring);
 

@@ -42,6 +42,19 @@ pub fn points(strength: Strength, severity: RiskClass) -> u8 {
     }
 }
 
+/// Puts findings in a decision's stable order: by segment, rule id, span, then layer.
+pub fn sort_findings(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer).cmp(&(
+            b.segment,
+            &b.rule_id,
+            b.span.start,
+            b.span.end,
+            &b.layer,
+        ))
+    });
+}
+
 /// Per-category strength from the counted findings.
 pub fn category_scores<'a>(
     findings: impl IntoIterator<Item = &'a Finding>,

@@ -25,7 +25,7 @@
 //! that failed or timed out keeps the fail mode's verdict).
 
 use crate::canary::{CanaryHit, CanaryMatch, CanarySet};
-use rampart_core::scoring::{category_scores, classify, points};
+use rampart_core::scoring::{category_scores, classify, points, sort_findings};
 use rampart_core::{
     Action, Category, Decision, Finding, InputError, LayerResult, LayerStatus, Pipeline,
     PipelineConfig, RiskClass, Role, RulesDetector, RulesLayerOptions, SanitizedSegment,
@@ -242,15 +242,7 @@ impl OutputScanner {
             ));
         }
         d.findings.extend(extra);
-        d.findings.sort_by(|a, b| {
-            (a.segment, &a.rule_id, a.span.start, a.span.end, &a.layer).cmp(&(
-                b.segment,
-                &b.rule_id,
-                b.span.start,
-                b.span.end,
-                &b.layer,
-            ))
-        });
+        sort_findings(&mut d.findings);
 
         d.categories = category_scores(&d.findings);
         let mut risk = classify(&d.categories, &policy.scoring);
@@ -353,29 +345,41 @@ fn canary_finding(h: &CanaryHit) -> Finding {
         CanaryMatch::Obfuscated => (ViewKind::Collapsed, vec![TransformKind::SpacingCollapse]),
         CanaryMatch::Base64 => (ViewKind::Raw, vec![TransformKind::Base64]),
     };
-    Finding {
-        layer: "canary".into(),
-        rule_id: CANARY_LEAK_ID.into(),
-        category: Category::SystemMarker,
-        strength: Strength::Strong,
-        points: points(Strength::Strong, RiskClass::HighRisk),
-        severity: RiskClass::HighRisk,
-        segment: 0,
-        role: Role::Assistant,
-        counted: true,
-        span: Span::from(h.span.clone()),
+    leak_finding(
+        "canary",
+        CANARY_LEAK_ID,
+        h.span.clone(),
         view,
         via,
-        rationale: "a canary token planted in the system prompt appears in the response: \
-                    the system prompt is leaking"
+        "a canary token planted in the system prompt appears in the response: the system \
+         prompt is leaking"
             .into(),
-    }
+    )
 }
 
 fn prompt_finding(span: Range<usize>, words: usize, n: usize) -> Finding {
+    leak_finding(
+        "system_prompt",
+        SYSTEM_PROMPT_LEAK_ID,
+        span,
+        ViewKind::Folded,
+        vec![],
+        format!("{words} consecutive words of the system prompt repeated verbatim (threshold {n})"),
+    )
+}
+
+/// A system-prompt leak found in a response (segment 0, the assistant's): strong, high risk.
+fn leak_finding(
+    layer: &str,
+    rule_id: &str,
+    span: Range<usize>,
+    view: ViewKind,
+    via: Vec<TransformKind>,
+    rationale: String,
+) -> Finding {
     Finding {
-        layer: "system_prompt".into(),
-        rule_id: SYSTEM_PROMPT_LEAK_ID.into(),
+        layer: layer.into(),
+        rule_id: rule_id.into(),
         category: Category::SystemMarker,
         strength: Strength::Strong,
         points: points(Strength::Strong, RiskClass::HighRisk),
@@ -384,11 +388,9 @@ fn prompt_finding(span: Range<usize>, words: usize, n: usize) -> Finding {
         role: Role::Assistant,
         counted: true,
         span: Span::from(span),
-        view: ViewKind::Folded,
-        via: vec![],
-        rationale: format!(
-            "{words} consecutive words of the system prompt repeated verbatim (threshold {n})"
-        ),
+        view,
+        via,
+        rationale,
     }
 }
 

@@ -358,6 +358,64 @@ mod tests {
         }
     }
 
+    /// The hashes by the definition, in emission order: every byte n-gram of ` text ` by
+    /// end position (shorter first), then the words' n-grams from the separate word pass.
+    fn reference_hashes(cfg: &FeatureConfig, text: &[u8]) -> Vec<u64> {
+        let mut out = Vec::new();
+        if text.is_empty() {
+            return out;
+        }
+        let mut padded = vec![b' '];
+        padded.extend_from_slice(text);
+        padded.push(b' ');
+        for end in 0..padded.len() {
+            for len in cfg.char_min as usize..=cfg.char_max as usize {
+                if len <= end + 1 {
+                    let key = padded[end + 1 - len..=end]
+                        .iter()
+                        .fold(0u64, |w, &b| (w << 8) | u64::from(b));
+                    out.push(finish(mix(SEED_CHAR ^ len as u64, key)));
+                }
+            }
+        }
+        for_each_word_hash(cfg, text, |h| out.push(h));
+        out
+    }
+
+    #[test]
+    fn feature_hashes_equal_the_definition_in_order() {
+        let texts: [&[u8]; 9] = [
+            b"a",
+            b"ab",
+            b"abc",
+            b"ignore previous instructions",
+            b" xy  z ",
+            b"0123456789",
+            b"!!",
+            b"word",
+            "caf\u{e9} na\u{ef}ve, r\u{e9}sum\u{e9}!".as_bytes(),
+        ];
+        for lo in 1..=8u8 {
+            for hi in lo..=8u8 {
+                for word_max in 0..=3u8 {
+                    let cfg = FeatureConfig {
+                        char_min: lo,
+                        char_max: hi,
+                        word_max,
+                        ..FeatureConfig::default()
+                    };
+                    for t in texts {
+                        let mut got = Vec::new();
+                        for_each_hash(&cfg, t, |h| got.push(h));
+                        let want = reference_hashes(&cfg, t);
+                        let t = String::from_utf8_lossy(t);
+                        assert_eq!(got, want, "{lo}..={hi}, words {word_max}, {t:?}");
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn validate_rejects_bad_ranges() {
         let d = FeatureConfig::default();

@@ -101,7 +101,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minilm", help="all-MiniLM-L6-v2 folder (config.json, model.safetensors, tokenizer.json)")
     ap.add_argument("--work", default="/tmp/rampart-bench")
-    ap.add_argument("--iters", type=int, default=0, help="iterations (default: 10 at 128 tokens, 3 at 512)")
+    ap.add_argument("--iters", type=int, default=0, help="iterations (default: 10 at 128 tokens, 7 at 512 and for batches)")
     ap.add_argument("--models", default="minilm,xsmall")
     ap.add_argument("--no-build", action="store_true")
     args = ap.parse_args()
@@ -128,7 +128,7 @@ def main():
             model = DebertaV2ForSequenceClassification.from_pretrained(d).eval()
         for tokens, batch in [(128, 1), (512, 1), (128, 8)]:
             for threads in (1, 2):
-                iters = args.iters or (10 if tokens * batch <= 128 else 3)
+                iters = args.iters or (10 if tokens * batch <= 128 else 7)
                 rows = ids_for(tokens, batch, vocab, cls, sep)
                 r_ms, r_logits = rust_time(binary, d, rows, threads, iters, args.work)
                 p_ms, p_logits = torch_time(model, rows, threads, iters)

@@ -170,8 +170,8 @@ impl Bert {
                     crate::nn::add_bias(&mut s, bias, b, lq, l);
                     scores = Tensor::from_vec(s, (b, lq, l), &Device::Cpu)?;
                 }
-                let probs = crate::nn::softmax_last_dim(&scores)?;
-                Ok(probs.matmul(&vh)?)
+                crate::nn::softmax_last_dim_in_place(&scores)?;
+                Ok(scores.matmul(&vh)?)
             })
             .collect::<Result<_>>()?;
         let ctx = Tensor::stack(&heads, 0)?.reshape((nh, b * lq, d))?;

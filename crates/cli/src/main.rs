@@ -187,33 +187,31 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
         }
         ConfigCommand::Check { path, server } => {
             if let Some(p) = path {
-                let is_server = *server
-                    || std::fs::read_to_string(p)
-                        .map(|src| serve_cmd::looks_like_server_config(&src))
-                        .unwrap_or(false);
-                if is_server {
-                    println!("{}", serve_cmd::check(p)?);
-                    return Ok(0);
+                let kind = if *server {
+                    serve_cmd::ConfigKind::Server
+                } else {
+                    // Unreadable: the pipeline loader below reports the I/O error.
+                    std::fs::read_to_string(p)
+                        .map(|src| serve_cmd::config_kind(&src))
+                        .unwrap_or(serve_cmd::ConfigKind::Pipeline)
+                };
+                match kind {
+                    serve_cmd::ConfigKind::Server => {
+                        println!("{}", serve_cmd::check(p)?);
+                        return Ok(0);
+                    }
+                    // Only `version = 1`: a server configuration on defaults, not a pipeline
+                    // without layers.
+                    serve_cmd::ConfigKind::Bare => {
+                        let summary = serve_cmd::check(p)?;
+                        println!("{summary} (read as a server configuration: no [[layers]])");
+                        return Ok(0);
+                    }
+                    serve_cmd::ConfigKind::Pipeline => {}
                 }
             }
             let config = match path {
-                Some(p) => match PipelineConfig::from_path(p) {
-                    Ok(c) => c,
-                    Err(pipeline_err) => {
-                        // A file with neither `[[layers]]` nor a server section (e.g. only
-                        // `version = 1`) is a valid server configuration on defaults: say so
-                        // rather than fail, and keep the pipeline error when it is not one.
-                        let bare = std::fs::read_to_string(p)
-                            .ok()
-                            .and_then(|src| toml::from_str::<toml::Table>(&src).ok())
-                            .is_some_and(|t| !t.contains_key("layers"));
-                        if bare && let Ok(summary) = serve_cmd::check(p) {
-                            println!("{summary} (read as a server configuration: no [[layers]])");
-                            return Ok(0);
-                        }
-                        return Err(pipeline_err.into());
-                    }
-                },
+                Some(p) => PipelineConfig::from_path(p)?,
                 None => default_config()?,
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();

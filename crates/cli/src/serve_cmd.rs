@@ -66,14 +66,28 @@ pub fn check(path: &Path) -> Result<String> {
     ))
 }
 
-/// Whether a TOML file looks like a server configuration (rather than a pipeline one).
-pub fn looks_like_server_config(src: &str) -> bool {
+/// What a configuration file given to `rampart config check` holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigKind {
+    /// A server configuration: no `[[layers]]`, and one of the server sections.
+    Server,
+    /// Nothing but `version` (or nothing at all): a valid server configuration on defaults.
+    Bare,
+    /// A pipeline configuration, or a file only the pipeline parser can explain (syntax
+    /// errors, unknown keys).
+    Pipeline,
+}
+
+/// Classifies a TOML configuration file by its top-level keys.
+pub fn config_kind(src: &str) -> ConfigKind {
     const SERVER_KEYS: [&str; 8] = [
         "server", "pipeline", "auth", "audit", "tls", "proxy", "canary", "output",
     ];
     match toml::from_str::<toml::Table>(src) {
-        Ok(t) => !t.contains_key("layers") && t.keys().any(|k| SERVER_KEYS.contains(&k.as_str())),
-        Err(_) => false,
+        Ok(t) if t.contains_key("layers") => ConfigKind::Pipeline,
+        Ok(t) if t.keys().any(|k| SERVER_KEYS.contains(&k.as_str())) => ConfigKind::Server,
+        Ok(t) if t.keys().all(|k| k == "version") => ConfigKind::Bare,
+        _ => ConfigKind::Pipeline,
     }
 }
 

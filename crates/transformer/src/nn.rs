@@ -193,29 +193,36 @@ struct Epilogue<'a> {
 /// Below this many elements the epilogue and the softmax run on one thread.
 const PARALLEL_MIN: usize = 1 << 15;
 
+/// Runs `f(first_row, rows)` over `data` (rows of `cols` values): in one call when it is
+/// smaller than [`PARALLEL_MIN`], else in chunks of whole rows of about that many values on
+/// the caller's rayon pool.
+fn for_row_chunks(data: &mut [f32], cols: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+    use rayon::prelude::*;
+    let cols = cols.max(1);
+    if data.len() < PARALLEL_MIN {
+        f(0, data);
+    } else {
+        let per_rows = (PARALLEL_MIN / cols).max(1);
+        data.par_chunks_mut(per_rows * cols)
+            .enumerate()
+            .for_each(|(c, chunk)| f(c * per_rows, chunk));
+    }
+}
+
 impl Epilogue<'_> {
     fn run(&self, out: &mut [f32], cols: usize, residual: Option<&[f32]>) {
-        use rayon::prelude::*;
         let cols = cols.max(1);
         let arch = pulp::Arch::new();
-        // Chunks of whole rows, about PARALLEL_MIN elements each, under pulp's dispatch
-        // (compiled for AVX2/FMA too: the GELU's polynomial is most of the work).
-        let rows = |first_row: usize, out: &mut [f32]| {
+        // Under pulp's dispatch (compiled for AVX2/FMA too: the GELU's polynomial is most of
+        // the work).
+        for_row_chunks(out, cols, |first_row, out| {
             arch.dispatch(EpilogueRows {
                 op: self,
                 out,
                 cols,
                 residual: residual.and_then(|r| r.get(first_row * cols..)),
             })
-        };
-        if out.len() < PARALLEL_MIN {
-            rows(0, out);
-        } else {
-            let per_rows = (PARALLEL_MIN / cols).max(1);
-            out.par_chunks_mut(per_rows * cols)
-                .enumerate()
-                .for_each(|(c, o)| rows(c * per_rows, o));
-        }
+        });
     }
 
     fn slice<'s>(
@@ -602,18 +609,10 @@ impl candle_core::InplaceOp1 for Softmax {
         s: &mut candle_core::CpuStorage,
         l: &candle_core::Layout,
     ) -> candle_core::Result<()> {
-        use rayon::prelude::*;
         let cols = l.dims().last().copied().unwrap_or(1).max(1);
         let x = Epilogue::slice_mut(s, l)?;
         let arch = pulp::Arch::new();
-        let rows = |x: &mut [f32]| arch.dispatch(SoftmaxRows { x, cols });
-        if x.len() < PARALLEL_MIN {
-            rows(x);
-        } else {
-            // chunks of whole rows, about PARALLEL_MIN elements each
-            let per = cols * (PARALLEL_MIN / cols).max(1);
-            x.par_chunks_mut(per).for_each(rows);
-        }
+        for_row_chunks(x, cols, |_, x| arch.dispatch(SoftmaxRows { x, cols }));
         Ok(())
     }
 }

@@ -340,23 +340,19 @@ impl Deberta {
                     .reshape((b, lq, d))?
                     .matmul(&kh.reshape((b, l, d))?.t()?)?;
                 let mut scores = qk.flatten_all()?.to_vec1::<f32>()?;
+                // x against this head's relative-position projection, rows of `width`
+                let rel = |x: &Tensor, pos: &Option<Tensor>| -> Result<Option<Vec<f32>>> {
+                    pos.as_ref()
+                        .map(|p| -> Result<Vec<f32>> {
+                            Ok(x.matmul(&p.get(hd)?.narrow(0, lo, width)?.t()?)?
+                                .flatten_all()?
+                                .to_vec1::<f32>()?)
+                        })
+                        .transpose()
+                };
                 // [b*lq, width] and [b*l, width]
-                let c2p = match &layer.pos_key {
-                    Some(pk) => Some(
-                        qh.matmul(&pk.get(hd)?.narrow(0, lo, width)?.t()?)?
-                            .flatten_all()?
-                            .to_vec1::<f32>()?,
-                    ),
-                    None => None,
-                };
-                let p2c = match &layer.pos_query {
-                    Some(pq) => Some(
-                        kh.matmul(&pq.get(hd)?.narrow(0, lo, width)?.t()?)?
-                            .flatten_all()?
-                            .to_vec1::<f32>()?,
-                    ),
-                    None => None,
-                };
+                let c2p = rel(&qh, &layer.pos_key)?;
+                let p2c = rel(&kh, &layer.pos_query)?;
                 // scores[b][i][j] += c2p[b*lq+i][idx(i,j)] + p2c[b*l+j][idx(i,j)] + bias[b][j]
                 for (bb, chunk) in scores.chunks_mut(lq * l).enumerate() {
                     for (i, row) in chunk.chunks_mut(l).enumerate() {

@@ -147,6 +147,11 @@ pub struct LayerConfig {
     /// layer runs only where a cheap earlier layer is unsure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_if: Option<RunIf>,
+    /// The layer only scores: its score feeds later layers (`run_if`, a `fuse` layer), its
+    /// findings are reported but not counted, and its own verdict is ALLOW. Default false.
+    /// (A failure or timeout still follows the policy's fail mode.)
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub score_only: bool,
     /// Factory options.
     #[serde(flatten)]
     pub options: toml::Table,
@@ -238,6 +243,7 @@ impl Default for PipelineConfig {
                 layers: vec![LayerConfig {
                     kind: "rules".into(),
                     run_if: None,
+                    score_only: false,
                     options: toml::Table::new(),
                 }],
             },

@@ -1,6 +1,6 @@
 //! The one trait every layer implements.
 
-use crate::decision::Finding;
+use crate::decision::{Finding, LayerResult};
 use crate::input::{Role, Trust};
 use rampart_normalize::Normalized;
 use rampart_rules::RiskClass;
@@ -60,9 +60,9 @@ pub enum DetectorError {
 /// A detection layer: rules now; trained classifiers, transformer models and an LLM judge
 /// later. Implementations are built once and shared across threads (`Send + Sync`).
 ///
-/// Two methods are required; batching has a default. A layer backed by a remote or async
-/// service implements `detect` by blocking on it within `input.deadline`; a server runs
-/// pipelines on a blocking thread pool.
+/// Two methods are required; the rest (reading earlier layers, batching) have defaults. A
+/// layer backed by a remote or async service implements `detect` by blocking on it within
+/// `input.deadline`; a server runs pipelines on a blocking thread pool.
 pub trait Detector: Send + Sync + Debug {
     /// Stable layer name used in decisions, metrics and configuration (e.g. `"rules"`).
     fn name(&self) -> &str;
@@ -70,8 +70,46 @@ pub trait Detector: Send + Sync + Debug {
     /// Examines one request.
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError>;
 
+    /// Examines one request, seeing what the layers before it decided. The pipeline calls
+    /// this; the default ignores `earlier` and calls [`Detector::detect`]. Layers that
+    /// combine earlier results (score fusion, a judge asked only where layers disagree)
+    /// override it.
+    fn detect_after(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) -> Result<Detection, DetectorError> {
+        let _ = earlier;
+        self.detect(input)
+    }
+
+    /// Names of earlier layers this layer reads through [`Detector::detect_after`]; the
+    /// pipeline refuses to build when one of them is not an earlier layer.
+    fn reads_layers(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Examines several requests; models override this to batch their forward passes.
     fn detect_batch(&self, inputs: &[ScanInput<'_>]) -> Vec<Result<Detection, DetectorError>> {
         inputs.iter().map(|i| self.detect(i)).collect()
+    }
+}
+
+/// What the layers before a layer decided, for [`Detector::detect_after`].
+#[derive(Debug, Clone, Copy)]
+pub struct Earlier<'a> {
+    /// Their results, in pipeline order (the first is `normalize`).
+    pub layers: &'a [LayerResult],
+    /// Their findings, in the order they were produced.
+    pub findings: &'a [Finding],
+}
+
+impl Earlier<'_> {
+    /// The score of the earlier layer named `name`, when it ran, finished and gave one.
+    pub fn score_of(&self, name: &str) -> Option<f32> {
+        self.layers
+            .iter()
+            .find(|l| l.layer == name && l.status == crate::decision::LayerStatus::Ok)
+            .and_then(|l| l.score)
     }
 }

@@ -26,6 +26,7 @@
 mod config;
 mod decision;
 mod detector;
+mod fuse;
 mod input;
 mod pipeline;
 mod rules_layer;
@@ -39,7 +40,8 @@ pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
 };
-pub use detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
+pub use detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
+pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
 pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, redact};
 pub use rampart_normalize::{TransformKind, ViewKind};

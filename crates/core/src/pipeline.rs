@@ -5,7 +5,8 @@ use crate::decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
 };
-use crate::detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
+use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
+use crate::fuse::{FuseDetector, FuseOptions};
 use crate::input::{InputError, ScanRequest, Trust};
 use crate::rules_layer::{RulesDetector, transform_findings};
 use crate::scoring::{category_scores, classify, sort_findings};
@@ -39,12 +40,13 @@ impl fmt::Debug for Registry {
 }
 
 impl Default for Registry {
-    /// A registry with the built-in `rules` factory.
+    /// A registry with the built-in `rules` and `fuse` factories.
     fn default() -> Self {
         let mut r = Registry {
             factories: BTreeMap::new(),
         };
         r.register(Box::new(RulesFactory));
+        r.register(Box::new(FuseFactory));
         r
     }
 }
@@ -95,6 +97,25 @@ impl DetectorFactory for RulesFactory {
     }
 }
 
+struct FuseFactory;
+
+impl DetectorFactory for FuseFactory {
+    fn kind(&self) -> &str {
+        "fuse"
+    }
+
+    fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
+        let err = |message: String| BuildError::Options {
+            kind: "fuse".into(),
+            message,
+        };
+        let opts: FuseOptions = toml::Value::Table(options.clone())
+            .try_into()
+            .map_err(|e: toml::de::Error| err(e.message().trim().to_string()))?;
+        Ok(Arc::new(FuseDetector::new(opts).map_err(err)?))
+    }
+}
+
 /// Why a pipeline could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -134,6 +155,14 @@ pub enum BuildError {
         /// What is wrong.
         message: String,
     },
+    /// A layer reads the result of a layer that does not come before it.
+    #[error("layer {layer:?} reads layer {input:?}, which is not an earlier layer")]
+    NotEarlier {
+        /// The reading layer.
+        layer: String,
+        /// The layer it names.
+        input: String,
+    },
 }
 
 /// The assembled, immutable pipeline. `Send + Sync`; share it in an `Arc` and scan from any
@@ -145,6 +174,8 @@ pub struct Pipeline {
     detectors: Vec<Arc<dyn Detector>>,
     /// Per detector, when it runs (from the configuration's layers).
     run_if: Vec<Option<RunIf>>,
+    /// Per detector, whether it only scores (`score_only` in the configuration).
+    score_only: Vec<bool>,
     hash_key: [u8; 32],
     hash_key_id: String,
 }
@@ -166,30 +197,44 @@ impl Pipeline {
             .map(|l| registry.build(l))
             .collect::<Result<Vec<_>, _>>()?;
         let run_if = config.layers.iter().map(|l| l.run_if.clone()).collect();
-        Pipeline::assemble(config, detectors, run_if)
+        let score_only = config.layers.iter().map(|l| l.score_only).collect();
+        Pipeline::assemble(config, detectors, run_if, score_only)
     }
 
     /// Builds a pipeline from already-built detectors (the config's `layers`, and so their
-    /// `run_if` conditions, are ignored: every detector runs).
+    /// `run_if` and `score_only` settings, are ignored: every detector runs and decides).
     pub fn with_detectors(
         config: PipelineConfig,
         detectors: Vec<Arc<dyn Detector>>,
     ) -> Result<Pipeline, BuildError> {
         let run_if = vec![None; detectors.len()];
-        Pipeline::assemble(config, detectors, run_if)
+        let score_only = vec![false; detectors.len()];
+        Pipeline::assemble(config, detectors, run_if, score_only)
     }
 
-    /// Checks layer names and `run_if` conditions (one per detector) and builds.
+    /// Checks layer names, the layers each layer reads and `run_if` conditions (one per
+    /// detector) and builds.
     fn assemble(
         config: PipelineConfig,
         detectors: Vec<Arc<dyn Detector>>,
         run_if: Vec<Option<RunIf>>,
+        score_only: Vec<bool>,
     ) -> Result<Pipeline, BuildError> {
         let mut names = std::collections::BTreeSet::new();
         names.insert("normalize".to_string());
         for d in &detectors {
             if !names.insert(d.name().to_string()) {
                 return Err(BuildError::DuplicateLayer(d.name().to_string()));
+            }
+        }
+        for (i, d) in detectors.iter().enumerate() {
+            for input in d.reads_layers() {
+                if !detectors[..i].iter().any(|e| e.name() == input) {
+                    return Err(BuildError::NotEarlier {
+                        layer: d.name().to_string(),
+                        input,
+                    });
+                }
             }
         }
         for (i, cond) in run_if.iter().enumerate() {
@@ -222,6 +267,7 @@ impl Pipeline {
             config,
             detectors,
             run_if,
+            score_only,
             hash_key,
             hash_key_id,
         })
@@ -328,7 +374,11 @@ impl Pipeline {
             }
             input.deadline = Instant::now() + budget;
             let t = Instant::now();
-            let result = det.detect(&input);
+            let earlier = Earlier {
+                layers: &layers,
+                findings: &findings,
+            };
+            let result = det.detect_after(&input, &earlier);
             let elapsed = t.elapsed();
             let result = match result {
                 Ok(_) if elapsed > budget => Err(DetectorError::Timeout),
@@ -336,10 +386,17 @@ impl Pipeline {
             };
             match result {
                 Ok(Detection {
-                    findings: f,
+                    findings: mut f,
                     score,
-                    risk,
+                    mut risk,
                 }) => {
+                    if self.score_only.get(i).copied().unwrap_or(false) {
+                        // Reported, not counted; the layer's own verdict stays ALLOW.
+                        for x in &mut f {
+                            x.counted = false;
+                        }
+                        risk = None;
+                    }
                     layers.push(self.layer_result(
                         det.name(),
                         LayerStatus::Ok,

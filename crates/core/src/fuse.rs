@@ -1,0 +1,239 @@
+//! The `fuse` layer: one calibrated score from the scores of earlier layers.
+//!
+//! Each input layer's score `s` (a calibrated probability) enters as its log-odds; the fused
+//! probability is `sigmoid(bias + Σ weight · logit(s))`. With weights 0.5/0.5 that is the
+//! geometric mean of the two odds: two layers that are each unsure but agree can decide
+//! together, and one confident layer can be outvoted by a confident other. The threshold is
+//! picked like every other threshold in Rampart: for a target false-positive rate on benign
+//! validation data (`scripts/pick_fusion.py`).
+//!
+//! The fused score is request-level (each input is that layer's score for the request). When
+//! an input layer gave no score (skipped by its `run_if`, or it found nothing to score) the
+//! fuse layer reports no score and decides nothing; a failed input layer is handled by the
+//! policy's fail mode, as always.
+
+use crate::decision::{Finding, Span};
+use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput};
+use crate::input::Trust;
+use rampart_normalize::ViewKind;
+use rampart_rules::{Category, RiskClass, Strength};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Rule ID of a fused score at or above the threshold.
+pub const FUSE_ID: &str = "FUSE_001";
+/// Rule ID of a fused score inside the ambiguous band (reported, not counted).
+pub const FUSE_AMBIGUOUS_ID: &str = "FUSE_AMBIGUOUS";
+
+/// Options of a `fuse` layer.
+///
+/// ```toml
+/// [[layers]]
+/// kind = "fuse"
+/// inputs = { linear = 0.5, minilm = 0.5 }   # weight on each earlier layer's log-odds
+/// threshold = 0.512                         # fused probability that blocks
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FuseOptions {
+    /// Layer name (default `fuse`).
+    #[serde(default = "default_name")]
+    pub name: String,
+    /// Earlier layers by name, each with the weight of its score's log-odds.
+    pub inputs: BTreeMap<String, f32>,
+    /// Added to the weighted sum of log-odds (default 0).
+    #[serde(default)]
+    pub bias: f32,
+    /// Fused probability at or above which the layer reports a high-risk finding.
+    pub threshold: f32,
+    /// Fused probabilities in `[low, high)` below the threshold are marked ambiguous
+    /// (reported, not counted), for a later layer to look at. Default: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ambiguous: Option<[f32; 2]>,
+}
+
+fn default_name() -> String {
+    "fuse".into()
+}
+
+/// The `fuse` layer (see the module docs). Built once; reads earlier layers through
+/// [`Detector::detect_after`].
+#[derive(Debug, Clone)]
+pub struct FuseDetector {
+    opts: FuseOptions,
+}
+
+/// Scores are clamped to `[EPS, 1 - EPS]` before taking log-odds, so a saturated 0 or 1
+/// stays finite (about ±13.8).
+const EPS: f32 = 1e-6;
+
+fn logit(p: f32) -> f32 {
+    let p = p.clamp(EPS, 1.0 - EPS);
+    (p / (1.0 - p)).ln()
+}
+
+impl FuseDetector {
+    /// Validates the options and builds the layer.
+    pub fn new(opts: FuseOptions) -> Result<FuseDetector, String> {
+        if opts.name.trim().is_empty() {
+            return Err("name must not be empty".into());
+        }
+        if opts.inputs.is_empty() {
+            return Err("inputs must name at least one earlier layer".into());
+        }
+        if let Some((name, w)) = opts.inputs.iter().find(|(_, w)| !w.is_finite()) {
+            return Err(format!(
+                "input {name:?} has a weight that is not finite: {w}"
+            ));
+        }
+        if !opts.bias.is_finite() {
+            return Err(format!("bias must be finite, got {}", opts.bias));
+        }
+        if !(opts.threshold > 0.0 && opts.threshold <= 1.0) {
+            return Err(format!(
+                "threshold must be in (0, 1], got {}",
+                opts.threshold
+            ));
+        }
+        if let Some([lo, hi]) = opts.ambiguous
+            && !(0.0 <= lo && lo < hi && hi <= 1.0)
+        {
+            return Err(format!(
+                "ambiguous must be [low, high] with 0 <= low < high <= 1, got [{lo}, {hi}]"
+            ));
+        }
+        Ok(FuseDetector { opts })
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &FuseOptions {
+        &self.opts
+    }
+
+    /// The fused probability for the given input scores (in `inputs` order), or `None` when
+    /// one is missing.
+    pub fn fuse(&self, score_of: impl Fn(&str) -> Option<f32>) -> Option<f32> {
+        let mut z = self.opts.bias;
+        for (name, w) in &self.opts.inputs {
+            z += w * logit(score_of(name)?);
+        }
+        Some(1.0 / (1.0 + (-z).exp()))
+    }
+}
+
+impl Detector for FuseDetector {
+    fn name(&self) -> &str {
+        &self.opts.name
+    }
+
+    /// Alone, without the scores of earlier layers, there is nothing to fuse: an error (so a
+    /// pipeline fails closed) rather than a silent ALLOW.
+    fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        Err(DetectorError::Failed(
+            "the fuse layer needs earlier layers' scores (run it in a pipeline)".into(),
+        ))
+    }
+
+    fn detect_after(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) -> Result<Detection, DetectorError> {
+        let Some(p) = self.fuse(|name| earlier.score_of(name)) else {
+            return Ok(Detection::default());
+        };
+        let mut det = Detection {
+            findings: Vec::new(),
+            score: Some(p),
+            risk: None,
+        };
+        let hit = p >= self.opts.threshold;
+        let ambiguous = !hit
+            && self
+                .opts
+                .ambiguous
+                .is_some_and(|[lo, hi]| p >= lo && p < hi);
+        if !hit && !ambiguous {
+            return Ok(det);
+        }
+        // Where: the strongest finding of an input layer (first on ties), else the first
+        // untrusted segment as a whole.
+        let anchor = earlier
+            .findings
+            .iter()
+            .filter(|f| self.opts.inputs.contains_key(&f.layer))
+            .fold(None::<&Finding>, |best, f| match best {
+                Some(b) if b.points >= f.points => Some(b),
+                _ => Some(f),
+            });
+        let (segment, role, span, view, via) = match anchor {
+            Some(f) => (f.segment, f.role, f.span, f.view, f.via.clone()),
+            None => {
+                let Some(seg) = input.segments.iter().find(|s| s.trust != Trust::Trusted) else {
+                    return Ok(det);
+                };
+                let span = Span {
+                    start: 0,
+                    end: seg.text.len(),
+                };
+                (seg.index, seg.role, span, ViewKind::Raw, Vec::new())
+            }
+        };
+        let parts: Vec<String> = self
+            .opts
+            .inputs
+            .iter()
+            .map(|(name, w)| {
+                format!(
+                    "{w}·logit({name} {:.3})",
+                    earlier.score_of(name).unwrap_or(f32::NAN)
+                )
+            })
+            .collect();
+        let formula = format!(
+            "fused score sigmoid({}{:+}) = {p:.3}",
+            parts.join(" + "),
+            self.opts.bias
+        );
+        let (id, strength, points, severity, counted, why) = if hit {
+            det.risk = Some(RiskClass::HighRisk);
+            (
+                FUSE_ID,
+                Strength::Strong,
+                3,
+                RiskClass::HighRisk,
+                true,
+                format!("{formula} >= threshold {:.3}", self.opts.threshold),
+            )
+        } else {
+            (
+                FUSE_AMBIGUOUS_ID,
+                Strength::Weak,
+                0,
+                RiskClass::MediumRisk,
+                false,
+                format!("{formula} in the ambiguous band (below the threshold)"),
+            )
+        };
+        det.findings.push(Finding {
+            layer: self.opts.name.clone(),
+            rule_id: id.into(),
+            category: Category::Other,
+            strength,
+            points,
+            severity,
+            segment,
+            role,
+            counted,
+            span,
+            view,
+            via,
+            rationale: why,
+        });
+        Ok(det)
+    }
+
+    fn reads_layers(&self) -> Vec<String> {
+        self.opts.inputs.keys().cloned().collect()
+    }
+}

@@ -66,11 +66,7 @@ pub fn write(
             f.category.name(),
             f.strength,
             f.points,
-            if f.counted {
-                ""
-            } else {
-                " (trusted: not counted)"
-            },
+            if f.counted { "" } else { " (not counted)" },
             f.segment,
             f.role,
             f.span.start,

@@ -190,11 +190,12 @@ impl Detector for FuseDetector {
                 )
             })
             .collect();
-        let formula = format!(
-            "fused score sigmoid({}{:+}) = {p:.3}",
-            parts.join(" + "),
-            self.opts.bias
-        );
+        let bias = if self.opts.bias == 0.0 {
+            String::new()
+        } else {
+            format!(" + {}", self.opts.bias)
+        };
+        let formula = format!("fused score sigmoid({}{bias}) = {p:.3}", parts.join(" + "));
         let (id, strength, points, severity, counted, why) = if hit {
             det.risk = Some(RiskClass::HighRisk);
             (

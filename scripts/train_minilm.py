@@ -204,6 +204,19 @@ def read_jsonl(path: Path) -> list[dict]:
     return rows
 
 
+def portable_arg(name: str, value, repo: Path):
+    """An argument as the training report records it: paths inside the repository relative
+    to it, the pip interpreter by its name only, so the report names no machine's paths."""
+    if name == "python" and value:
+        return Path(str(value)).name
+    if isinstance(value, Path):
+        try:
+            return str(value.resolve().relative_to(repo))
+        except ValueError:
+            return str(value)
+    return value
+
+
 def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str]):
     def ds(name: str) -> list[dict]:
         p = data_dir / f"{name}.jsonl"
@@ -732,7 +745,7 @@ def main() -> None:
     report = {
         "seed": args.seed,
         "device": device_name,
-        "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "args": {k: portable_arg(k, v, repo) for k, v in vars(args).items()},
         "sizes": {"train": {k: len(v) for k, v in train.items()},
                   "validation": {k: len(v) for k, v in val.items()},
                   "held_back": {k: len(v) for k, v in held.items()}},

@@ -426,3 +426,32 @@ fn committed_ci_gates_pass() {
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("## Gates: all passed"));
 }
+
+/// `gates/targets.toml` (the semantic layer's targets) is a valid gate file: on the one
+/// built-in benign set the default passes its FPR gate, and every target on a set the run did
+/// not evaluate fails, named, rather than passing silently.
+#[test]
+fn target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
+    let dir = tempfile::tempdir().unwrap();
+    let gates = repo_root().join("gates/targets.toml");
+    let config = repo_root().join("configs/rules+linear.toml");
+    let o = rampart(&[
+        "eval",
+        "--config",
+        &format!("candidate={}", config.display()),
+        "--dataset",
+        "Clean_Benign_Corpus_v1",
+        "--gate",
+        gates.to_str().unwrap(),
+        "--no-progress",
+        "--out-dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(4), "{}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("| clean benign corpus FPR <= 1% | candidate | PASS |"),
+        "{out}"
+    );
+    assert_eq!(out.matches("not evaluated in this run").count(), 4, "{out}");
+}

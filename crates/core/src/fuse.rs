@@ -10,7 +10,8 @@
 //! The fused score is request-level (each input is that layer's score for the request). When
 //! an input layer gave no score (skipped by its `run_if`, or it found nothing to score) the
 //! fuse layer reports no score and decides nothing; a failed input layer is handled by the
-//! policy's fail mode, as always.
+//! policy's fail mode, as always, and so is an input score that is not a finite number (the
+//! fuse layer fails rather than let a NaN compare false and allow).
 
 use crate::decision::{Finding, Span};
 use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput};
@@ -139,6 +140,18 @@ impl Detector for FuseDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
     ) -> Result<Detection, DetectorError> {
+        // A score that is not a number (a broken model) must not fuse into a silent ALLOW:
+        // the layer fails, and the policy's fail mode decides.
+        if let Some((name, s)) = self.opts.inputs.keys().find_map(|name| {
+            earlier
+                .score_of(name)
+                .filter(|s| !s.is_finite())
+                .map(|s| (name, s))
+        }) {
+            return Err(DetectorError::Failed(format!(
+                "input layer {name:?} gave a score that is not a number: {s}"
+            )));
+        }
         let Some(p) = self.fuse(|name| earlier.score_of(name)) else {
             return Ok(Detection::default());
         };

@@ -269,3 +269,15 @@ fn the_fuse_layer_alone_fails_instead_of_allowing() {
     };
     assert!(det.detect(&input).is_err());
 }
+
+#[test]
+fn a_score_that_is_not_a_number_fails_closed_instead_of_allowing() {
+    let p = build(FUSED).unwrap();
+    let out = p.scan_text("text [a:0.5] [b:NaN]").unwrap();
+    assert!(matches!(
+        layer(&out, "fuse").status,
+        LayerStatus::Error { .. }
+    ));
+    assert_eq!(out.decision.action, Action::Block);
+    assert!(out.decision.degraded);
+}

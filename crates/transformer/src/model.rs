@@ -340,8 +340,12 @@ impl Classifier {
     }
 
     /// The score of one window's logits: the softmax probability mass of the positive
-    /// labels (a sigmoid for single-logit models).
+    /// labels (a sigmoid for single-logit models). NaN when a logit is not finite (broken
+    /// weights), so callers can fail instead of reading it as "benign".
     pub fn score_logits(&self, logits: &[f32]) -> f32 {
+        if logits.iter().any(|l| !l.is_finite()) {
+            return f32::NAN;
+        }
         if logits.len() == 1 {
             return 1.0 / (1.0 + (-logits[0]).exp());
         }
@@ -352,7 +356,8 @@ impl Classifier {
         if total > 0.0 { pos / total } else { 0.0 }
     }
 
-    /// Scores one text: every window, the maximum wins.
+    /// Scores one text: every window, the maximum wins (NaN, if any window's logits are not
+    /// finite).
     pub fn score(&self, text: &str) -> Result<Score> {
         self.score_batch(&[text], None)?
             .pop()
@@ -386,7 +391,9 @@ impl Classifier {
             else {
                 continue;
             };
-            let better = slot.as_ref().is_none_or(|b| s > b.score);
+            // A NaN window wins and stays (nothing compares greater), so a broken window is
+            // never hidden behind a finite one.
+            let better = slot.as_ref().is_none_or(|b| s > b.score || s.is_nan());
             if better {
                 *slot = Some(Score {
                     score: s,

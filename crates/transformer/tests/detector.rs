@@ -140,3 +140,51 @@ fn bad_options_are_build_errors() {
     .unwrap_err();
     assert!(e.to_string().contains("max_position_embeddings"), "{e}");
 }
+
+/// A model whose weights hold NaN (a broken file a user brought) gives NaN logits; the layer
+/// must fail (BLOCK under the default fail-closed policy, marked degraded), never read the
+/// NaN as a low score and allow.
+#[test]
+fn a_model_with_nan_weights_fails_closed_instead_of_allowing() {
+    let src = std::path::PathBuf::from(model("tiny-bert"));
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let mut bytes = std::fs::read(src.join("model.safetensors")).unwrap();
+    let n = usize::try_from(u64::from_le_bytes(bytes[..8].try_into().unwrap())).unwrap();
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let offsets = header["classifier.bias"]["data_offsets"]
+        .as_array()
+        .unwrap();
+    let (a, b) = (
+        usize::try_from(offsets[0].as_u64().unwrap()).unwrap(),
+        usize::try_from(offsets[1].as_u64().unwrap()).unwrap(),
+    );
+    for chunk in bytes[8 + n + a..8 + n + b].chunks_mut(4) {
+        chunk.copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(dir.path().join("model.safetensors"), bytes).unwrap();
+
+    let p = pipeline(&format!(
+        "name = \"tf\"\nmodel_dir = \"{}\"\nthreshold = 0.5\nthreads = 1",
+        dir.path().display()
+    ))
+    .unwrap();
+    let out = p
+        .scan_text("An ordinary question about the weather.")
+        .unwrap();
+    let layer = out
+        .decision
+        .layers
+        .iter()
+        .find(|l| l.layer == "tf")
+        .unwrap();
+    assert!(
+        matches!(&layer.status, rampart_core::LayerStatus::Error { message } if message.contains("not a number")),
+        "{:?}",
+        layer.status
+    );
+    assert_eq!(out.decision.action, rampart_core::Action::Block);
+    assert!(out.decision.degraded);
+}

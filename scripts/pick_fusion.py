@@ -56,9 +56,14 @@ def run_eval(rampart, out_dir):
         cmd += ["--dataset", d]
     print("+", " ".join(cmd), file=sys.stderr)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return latest_run(out_dir)
+
+
+def latest_run(out_dir):
+    """The newest eval run under OUT_DIR/evals/, as its file prefix."""
     runs = sorted(glob.glob(os.path.join(out_dir, "evals", "eval_*_summary.json")))
     if not runs:
-        sys.exit("pick_fusion: rampart eval wrote no summary")
+        sys.exit(f"pick_fusion: no eval run under {out_dir}")
     return runs[-1][: -len("_summary.json")]
 
 
@@ -129,13 +134,7 @@ def main():
     ap.add_argument("--target-fpr", type=float, default=0.01)
     args = ap.parse_args()
     os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    if args.logs:
-        runs = sorted(glob.glob(os.path.join(args.logs, "evals", "eval_*_summary.json")))
-        if not runs:
-            sys.exit(f"pick_fusion: no eval run under {args.logs}")
-        prefix = runs[-1][: -len("_summary.json")]
-    else:
-        prefix = run_eval(args.rampart, args.out_dir)
+    prefix = latest_run(args.logs) if args.logs else run_eval(args.rampart, args.out_dir)
     rows = load(prefix)
     n_pos = sum(r["attack"] for r in rows)
     print(f"validation rows: {n_pos} attack / {len(rows) - n_pos} benign ({prefix})")

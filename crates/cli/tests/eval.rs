@@ -15,6 +15,20 @@ fn rampart(args: &[&str]) -> Output {
         .expect("spawn rampart")
 }
 
+/// `rampart eval ARGS --gate GATES --no-progress --out-dir OUT`.
+fn eval_gated(gates: &Path, out: &Path, args: &[&str]) -> Output {
+    let mut all: Vec<&str> = vec!["eval"];
+    all.extend_from_slice(args);
+    all.extend([
+        "--gate",
+        gates.to_str().unwrap(),
+        "--no-progress",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ]);
+    rampart(&all)
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -216,16 +230,11 @@ metric = "fpr"
 max = 0.5
 "#,
     );
-    let o = rampart(&[
-        "eval",
-        "--dataset",
-        "Handwritten_Attacks_v1",
-        "--gate",
-        gates.to_str().unwrap(),
-        "--no-progress",
-        "--out-dir",
-        dir.path().join("out").to_str().unwrap(),
-    ]);
+    let o = eval_gated(
+        &gates,
+        &dir.path().join("out"),
+        &["--dataset", "Handwritten_Attacks_v1"],
+    );
     assert_eq!(o.status.code(), Some(4), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
@@ -265,16 +274,11 @@ fn passing_gates_exit_0_and_a_bad_gate_file_is_an_error() {
         dir.path(),
         "version = 1\n[[gate]]\ndataset = \"Clean_Benign_Corpus_v1\"\nmetric = \"fpr\"\nmax = 0.02\n",
     );
-    let o = rampart(&[
-        "eval",
-        "--dataset",
-        "Clean_Benign_Corpus_v1",
-        "--gate",
-        gates.to_str().unwrap(),
-        "--no-progress",
-        "--out-dir",
-        dir.path().join("out").to_str().unwrap(),
-    ]);
+    let o = eval_gated(
+        &gates,
+        &dir.path().join("out"),
+        &["--dataset", "Clean_Benign_Corpus_v1"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stdout(&o).contains("## Gates: all passed"));
     assert!(stdout(&o).contains("| max fpr on Clean_Benign_Corpus_v1 | default | PASS |"));
@@ -283,16 +287,11 @@ fn passing_gates_exit_0_and_a_bad_gate_file_is_an_error() {
         dir.path(),
         "version = 1\n[[gate]]\ndataset = \"x\"\nmetric = \"fpr\"\nmaximum = 0.02\n",
     );
-    let o = rampart(&[
-        "eval",
-        "--dataset",
-        "Clean_Benign_Corpus_v1",
-        "--gate",
-        bad.to_str().unwrap(),
-        "--no-progress",
-        "--out-dir",
-        dir.path().join("out2").to_str().unwrap(),
-    ]);
+    let o = eval_gated(
+        &bad,
+        &dir.path().join("out2"),
+        &["--dataset", "Clean_Benign_Corpus_v1"],
+    );
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("maximum"), "{}", stderr(&o));
     // Nothing was run, nothing written.
@@ -411,18 +410,16 @@ fn data_dir_resolves_dataset_names() {
 fn committed_ci_gates_pass() {
     let dir = tempfile::tempdir().unwrap();
     let gates = repo_root().join("gates/ci.toml");
-    let o = rampart(&[
-        "eval",
-        "--dataset",
-        "Clean_Benign_Corpus_v1",
-        "--dataset",
-        "Handwritten_Attacks_v1",
-        "--gate",
-        gates.to_str().unwrap(),
-        "--no-progress",
-        "--out-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let o = eval_gated(
+        &gates,
+        dir.path(),
+        &[
+            "--dataset",
+            "Clean_Benign_Corpus_v1",
+            "--dataset",
+            "Handwritten_Attacks_v1",
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("## Gates: all passed"));
 }
@@ -435,18 +432,16 @@ fn target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
     let dir = tempfile::tempdir().unwrap();
     let gates = repo_root().join("gates/targets.toml");
     let config = repo_root().join("configs/rules+linear.toml");
-    let o = rampart(&[
-        "eval",
-        "--config",
-        &format!("candidate={}", config.display()),
-        "--dataset",
-        "Clean_Benign_Corpus_v1",
-        "--gate",
-        gates.to_str().unwrap(),
-        "--no-progress",
-        "--out-dir",
-        dir.path().to_str().unwrap(),
-    ]);
+    let o = eval_gated(
+        &gates,
+        dir.path(),
+        &[
+            "--config",
+            &format!("candidate={}", config.display()),
+            "--dataset",
+            "Clean_Benign_Corpus_v1",
+        ],
+    );
     assert_eq!(o.status.code(), Some(4), "{}\n{}", stdout(&o), stderr(&o));
     let out = stdout(&o);
     assert!(

@@ -114,11 +114,26 @@ impl FuseDetector {
     /// The fused probability for the given input scores (in `inputs` order), or `None` when
     /// one is missing.
     pub fn fuse(&self, score_of: impl Fn(&str) -> Option<f32>) -> Option<f32> {
-        let mut z = self.opts.bias;
-        for (name, w) in &self.opts.inputs {
-            z += w * logit(score_of(name)?);
-        }
-        Some(1.0 / (1.0 + (-z).exp()))
+        let scores: Vec<f32> = self
+            .opts
+            .inputs
+            .keys()
+            .map(|name| score_of(name))
+            .collect::<Option<_>>()?;
+        Some(self.fuse_scores(&scores))
+    }
+
+    /// The fused probability of scores given in `inputs` order.
+    fn fuse_scores(&self, scores: &[f32]) -> f32 {
+        let z = self.opts.bias
+            + self
+                .opts
+                .inputs
+                .values()
+                .zip(scores)
+                .map(|(w, &s)| w * logit(s))
+                .sum::<f32>();
+        1.0 / (1.0 + (-z).exp())
     }
 }
 
@@ -140,21 +155,30 @@ impl Detector for FuseDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
     ) -> Result<Detection, DetectorError> {
+        // Each input's score, looked up once, in `inputs` order.
+        let found: Vec<Option<f32>> = self
+            .opts
+            .inputs
+            .keys()
+            .map(|name| earlier.score_of(name))
+            .collect();
         // A score that is not a number (a broken model) must not fuse into a silent ALLOW:
         // the layer fails, and the policy's fail mode decides.
-        if let Some((name, s)) = self.opts.inputs.keys().find_map(|name| {
-            earlier
-                .score_of(name)
-                .filter(|s| !s.is_finite())
-                .map(|s| (name, s))
-        }) {
+        if let Some((name, s)) = self
+            .opts
+            .inputs
+            .keys()
+            .zip(&found)
+            .find_map(|(name, s)| s.filter(|s| !s.is_finite()).map(|s| (name, s)))
+        {
             return Err(DetectorError::Failed(format!(
                 "input layer {name:?} gave a score that is not a number: {s}"
             )));
         }
-        let Some(p) = self.fuse(|name| earlier.score_of(name)) else {
+        let Some(scores) = found.into_iter().collect::<Option<Vec<f32>>>() else {
             return Ok(Detection::default());
         };
+        let p = self.fuse_scores(&scores);
         let mut det = Detection {
             findings: Vec::new(),
             score: Some(p),
@@ -171,14 +195,13 @@ impl Detector for FuseDetector {
         }
         // Where: the strongest finding of an input layer (first on ties), else the first
         // untrusted segment as a whole.
+        // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
         let anchor = earlier
             .findings
             .iter()
             .filter(|f| self.opts.inputs.contains_key(&f.layer))
-            .fold(None::<&Finding>, |best, f| match best {
-                Some(b) if b.points >= f.points => Some(b),
-                _ => Some(f),
-            });
+            .rev()
+            .max_by_key(|f| f.points);
         let (segment, role, span, view, via) = match anchor {
             Some(f) => (f.segment, f.role, f.span, f.view, f.via.clone()),
             None => {
@@ -196,12 +219,8 @@ impl Detector for FuseDetector {
             .opts
             .inputs
             .iter()
-            .map(|(name, w)| {
-                format!(
-                    "{w}·logit({name} {:.3})",
-                    earlier.score_of(name).unwrap_or(f32::NAN)
-                )
-            })
+            .zip(&scores)
+            .map(|((name, w), s)| format!("{w}·logit({name} {s:.3})"))
             .collect();
         let bias = if self.opts.bias == 0.0 {
             String::new()

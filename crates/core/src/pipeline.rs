@@ -354,11 +354,15 @@ impl Pipeline {
             deadline: Instant::now() + budget,
         };
         for (i, det) in self.detectors.iter().enumerate() {
+            let earlier = Earlier {
+                layers: &layers,
+                findings: &findings,
+            };
             if let Some(reason) = self
                 .run_if
                 .get(i)
                 .and_then(Option::as_ref)
-                .and_then(|c| skip_reason(c, &layers))
+                .and_then(|c| skip_reason(c, &earlier))
             {
                 layers.push(LayerResult {
                     layer: det.name().to_string(),
@@ -374,10 +378,6 @@ impl Pipeline {
             }
             input.deadline = Instant::now() + budget;
             let t = Instant::now();
-            let earlier = Earlier {
-                layers: &layers,
-                findings: &findings,
-            };
             let result = det.detect_after(&input, &earlier);
             let elapsed = t.elapsed();
             let result = match result {
@@ -655,15 +655,12 @@ fn resolve_hash_key(section: &HashSection) -> [u8; 32] {
 
 /// Why a layer with condition `c` does not run, given the earlier layers' results; `None`
 /// when it runs.
-fn skip_reason(c: &RunIf, earlier: &[LayerResult]) -> Option<String> {
-    if c.not_blocked && earlier.iter().any(|l| l.action == Action::Block) {
+fn skip_reason(c: &RunIf, earlier: &Earlier<'_>) -> Option<String> {
+    if c.not_blocked && earlier.layers.iter().any(|l| l.action == Action::Block) {
         return Some("an earlier layer decided BLOCK".into());
     }
     if let (Some(name), Some([lo, hi])) = (&c.score_of, c.between) {
-        let score = earlier
-            .iter()
-            .find(|l| &l.layer == name && l.status == LayerStatus::Ok)
-            .and_then(|l| l.score)?;
+        let score = earlier.score_of(name)?;
         if score < lo || score > hi {
             return Some(format!("{name} score {score:.3} outside [{lo}, {hi}]"));
         }

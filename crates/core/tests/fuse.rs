@@ -8,7 +8,6 @@ use rampart_core::{
     Finding, FuseDetector, FuseOptions, LayerStatus, Pipeline, PipelineConfig, Registry, RiskClass,
     ScanInput, Span, Strength, ViewKind,
 };
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Reads its score from `[NAME:0.x]` in the first segment; at 0.5 or more it reports a strong,
@@ -232,16 +231,21 @@ fn bad_fuse_layers_are_build_errors() {
     }
 }
 
-#[test]
-fn fused_probability_is_the_sigmoid_of_weighted_log_odds() {
-    let det = FuseDetector::new(FuseOptions {
+/// A fuse layer over `inputs` (name, weight), threshold 0.5, no bias or band.
+fn detector(inputs: &[(&str, f32)]) -> FuseDetector {
+    FuseDetector::new(FuseOptions {
         name: "fuse".into(),
-        inputs: BTreeMap::from([("a".to_string(), 0.5), ("b".to_string(), 0.5)]),
+        inputs: inputs.iter().map(|&(n, w)| (n.to_string(), w)).collect(),
         bias: 0.0,
         threshold: 0.5,
         ambiguous: None,
     })
-    .unwrap();
+    .unwrap()
+}
+
+#[test]
+fn fused_probability_is_the_sigmoid_of_weighted_log_odds() {
+    let det = detector(&[("a", 0.5), ("b", 0.5)]);
     let scores = |a: f32, b: f32| move |n: &str| Some(if n == "a" { a } else { b });
     // Odds 9 and 1/9: geometric mean 1.
     assert!((det.fuse(scores(0.9, 0.1)).unwrap() - 0.5).abs() < 1e-6);
@@ -255,14 +259,7 @@ fn fused_probability_is_the_sigmoid_of_weighted_log_odds() {
 
 #[test]
 fn the_fuse_layer_alone_fails_instead_of_allowing() {
-    let det = FuseDetector::new(FuseOptions {
-        name: "fuse".into(),
-        inputs: BTreeMap::from([("a".to_string(), 1.0)]),
-        bias: 0.0,
-        threshold: 0.5,
-        ambiguous: None,
-    })
-    .unwrap();
+    let det = detector(&[("a", 1.0)]);
     let input = ScanInput {
         segments: vec![],
         deadline: std::time::Instant::now(),

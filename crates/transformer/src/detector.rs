@@ -149,29 +149,31 @@ impl TransformerDetector {
                 return inputs.iter().map(|_| Err(err.clone())).collect();
             }
         };
-        let mut out: Vec<Detection> = inputs.iter().map(|_| Detection::default()).collect();
-        // A score that is not a number (weights with NaN/inf in a model the user brought)
-        // would compare false against the threshold and allow; the input fails instead, and
-        // the policy's fail mode decides.
-        let mut failed: Vec<Option<DetectorError>> = vec![None; inputs.len()];
+        let mut out: Vec<Result<Detection, DetectorError>> =
+            inputs.iter().map(|_| Ok(Detection::default())).collect();
         for ((r, s, _), score) in texts.iter().zip(scores) {
-            let (Some(det), Some(input)) = (out.get_mut(*r), inputs.get(*r)) else {
+            let (Some(slot), Some(input)) = (out.get_mut(*r), inputs.get(*r)) else {
                 continue;
             };
             let Some(seg) = input.segments.get(*s) else {
                 continue;
             };
+            // An input that already failed stays failed.
+            let Ok(det) = slot else {
+                continue;
+            };
+            // A score that is not a number (weights with NaN/inf in a model the user brought)
+            // would compare false against the threshold and allow; the input fails instead,
+            // and the policy's fail mode decides.
             if !score.score.is_finite() {
-                if let Some(f) = failed.get_mut(*r) {
-                    *f = Some(DetectorError::Failed(format!(
-                        "model {} gave a score that is not a number ({}) on segment {},                          window {} of {}",
-                        self.name,
-                        score.score,
-                        seg.index,
-                        score.window + 1,
-                        score.windows
-                    )));
-                }
+                *slot = Err(DetectorError::Failed(format!(
+                    "model {} gave a score that is not a number ({}) on segment {}, window {} of {}",
+                    self.name,
+                    score.score,
+                    seg.index,
+                    score.window + 1,
+                    score.windows
+                )));
                 continue;
             }
             det.score = Some(det.score.map_or(score.score, |m: f32| m.max(score.score)));
@@ -212,13 +214,7 @@ impl TransformerDetector {
                 ),
             });
         }
-        out.into_iter()
-            .zip(failed)
-            .map(|(det, failed)| match failed {
-                Some(e) => Err(e),
-                None => Ok(det),
-            })
-            .collect()
+        out
     }
 }
 

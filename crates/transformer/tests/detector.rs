@@ -2,8 +2,8 @@
 #![allow(clippy::unwrap_used)]
 
 use rampart_core::{
-    BuildError, DEFAULT_CONFIG_SRC, Pipeline, PipelineConfig, Registry, RiskClass, Role,
-    ScanRequest, Segment,
+    BuildError, DEFAULT_CONFIG_SRC, LayerResult, Pipeline, PipelineConfig, Registry, RiskClass,
+    Role, ScanOutcome, ScanRequest, Segment,
 };
 use rampart_transformer::{FINDING_ID, TransformerFactory};
 
@@ -19,6 +19,15 @@ fn pipeline(layer: &str) -> Result<Pipeline, BuildError> {
     Pipeline::from_config_with(cfg, &reg)
 }
 
+/// The result of the layer named `name`.
+fn layer<'a>(out: &'a ScanOutcome, name: &str) -> &'a LayerResult {
+    out.decision
+        .layers
+        .iter()
+        .find(|l| l.layer == name)
+        .unwrap()
+}
+
 const LONG: &str = "This is a long customer e-mail about an order that arrived late. The box was \
     damaged, two items were missing and the invoice listed the wrong address. I would like a \
     refund for the missing items and a corrected invoice. Thank you for your help; I have been a \
@@ -32,12 +41,7 @@ fn over_the_threshold_is_high_risk_with_a_span() {
     ))
     .unwrap();
     let out = p.scan_text(LONG).unwrap();
-    let layer = out
-        .decision
-        .layers
-        .iter()
-        .find(|l| l.layer == "tf")
-        .unwrap();
+    let layer = layer(&out, "tf");
     assert_eq!(layer.risk, RiskClass::HighRisk);
     let score = layer.score.unwrap();
     assert!((0.01..=1.0).contains(&score));
@@ -61,12 +65,7 @@ fn under_the_threshold_and_trusted_segments_are_quiet() {
     ))
     .unwrap();
     let out = p.scan_text("Please summarise this article.").unwrap();
-    let layer = out
-        .decision
-        .layers
-        .iter()
-        .find(|l| l.layer == "transformer")
-        .unwrap();
+    let layer = layer(&out, "transformer");
     assert!(layer.score.is_some());
     assert!(
         out.decision
@@ -174,12 +173,7 @@ fn a_model_with_nan_weights_fails_closed_instead_of_allowing() {
     let out = p
         .scan_text("An ordinary question about the weather.")
         .unwrap();
-    let layer = out
-        .decision
-        .layers
-        .iter()
-        .find(|l| l.layer == "tf")
-        .unwrap();
+    let layer = layer(&out, "tf");
     assert!(
         matches!(&layer.status, rampart_core::LayerStatus::Error { message } if message.contains("not a number")),
         "{:?}",

@@ -114,13 +114,20 @@ fn for_each_hash(cfg: &FeatureConfig, text: &[u8], mut emit: impl FnMut(u64)) {
         let seed = SEED_CHAR ^ lo as u64;
         let mut emit_window = |win: u64| emit(finish(mix(seed, win & mask)));
         let mut filled = 0usize;
-        for byte in padded {
+        // Three plain steps (' ', the text, ' ') rather than the `padded` chain: the
+        // chain's state machine spilled registers in this, the hottest loop.
+        let mut step = |byte: u8| {
             win = (win << 8) | u64::from(byte);
             filled += 1;
             if filled >= lo {
                 emit_window(win);
             }
+        };
+        step(b' ');
+        for &byte in text {
+            step(byte);
         }
+        step(b' ');
         return for_each_word_hash(cfg, text, emit);
     }
     for (i, byte) in padded.enumerate() {
@@ -171,8 +178,21 @@ fn for_each_word_hash(cfg: &FeatureConfig, text: &[u8], mut emit: impl FnMut(u64
 
 #[inline]
 fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b >= 0x80
+    WORD_BYTE[usize::from(b)]
 }
+
+/// `is_ascii_alphanumeric() || b >= 0x80` as a table: one load instead of three range
+/// tests per byte in the word loop.
+static WORD_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = b.is_ascii_alphanumeric() || b >= 0x80;
+        i += 1;
+    }
+    t
+};
 
 /// Reusable buffers of one thread: a dense accumulator of signed counts (one slot per
 /// bucket, all zero between calls) and the list of touched buckets. Integer counts: the
@@ -236,8 +256,18 @@ fn accumulate(cfg: &FeatureConfig, text: &str, mut visit: impl FnMut(u32, i32)) 
             acc.clear();
             acc.resize(buckets, 0);
         }
-        touched.clear();
-        touched.reserve(text.len() * 2 + 8);
+        let text = lowered(text, lower).as_bytes();
+        // Touched buckets go into a slice sized for the most features `text` can have,
+        // with the count in a local: `Vec::push` through the `RefCell` kept the length in
+        // memory, a store per feature in the hottest loop.
+        let max_features = (text.len() + 2) * usize::from(cfg.char_max - cfg.char_min + 1)
+            + text.len() * usize::from(cfg.word_max)
+            + 8;
+        if touched.len() < max_features {
+            touched.resize(max_features, 0);
+        }
+        let slots: &mut [u32] = touched.as_mut_slice();
+        let mut n = 0usize;
         let shift = 64 - u32::from(cfg.bits);
         // A slice, so its length stays in a register in the loop below.
         let acc: &mut [i32] = acc.as_mut_slice();
@@ -247,15 +277,20 @@ fn accumulate(cfg: &FeatureConfig, text: &str, mut visit: impl FnMut(u32, i32)) 
             // sign from the bit below them.
             let b = (h >> shift) as usize & mask;
             let sign = 1 - 2 * ((h >> (shift - 1)) & 1) as i32;
-            if acc[b] == 0 {
-                touched.push(b as u32);
+            // `slots` always has room (`max_features` bounds the features); `get_mut`
+            // only spares a bounds-check panic path.
+            if acc[b] == 0
+                && let Some(slot) = slots.get_mut(n)
+            {
+                *slot = b as u32;
+                n += 1;
             }
             acc[b] += sign;
         };
-        for_each_hash(cfg, lowered(text, lower).as_bytes(), &mut hit);
+        for_each_hash(cfg, text, &mut hit);
         // A bucket whose signed sum returned to exactly 0 and rose again is listed twice:
         // each bucket is reset once read, so the second visit reads 0 and is skipped.
-        for &b in touched.iter() {
+        for &b in &slots[..n] {
             let c = std::mem::take(&mut acc[b as usize]);
             if c != 0 {
                 visit(b, c);
@@ -412,6 +447,33 @@ mod tests {
                         assert_eq!(got, want, "{lo}..={hi}, words {word_max}, {t:?}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn accumulator_is_left_zero_even_on_the_densest_texts() {
+        // One-letter words (the most word features per byte), 1..=8-byte n-grams, and text
+        // that grows when lower-cased ('İ' is 2 bytes, its lower case 3): every touched
+        // bucket must fit the slot list and be reset, or the next call would read stale
+        // counts.
+        let texts = [
+            "a b c d e f g h i j k l m n o p",
+            "\u{130}\u{130}\u{130} \u{130}",
+            "x",
+        ];
+        for (lo, hi, word_max) in [(4, 4, 2), (1, 8, 3), (3, 5, 1)] {
+            let cfg = FeatureConfig {
+                char_min: lo,
+                char_max: hi,
+                word_max,
+                ..FeatureConfig::default()
+            };
+            let w: Vec<f32> = (0..cfg.buckets()).map(|i| (i % 5) as f32 - 2.0).collect();
+            for t in texts {
+                let first = dot(&cfg, &w, t);
+                assert_eq!(dot(&cfg, &w, t), first, "{t:?}");
+                SCRATCH.with(|s| assert!(s.borrow().acc.iter().all(|&c| c == 0), "{t:?}"));
             }
         }
     }

@@ -8,13 +8,19 @@ a DeBERTa-v2 variant that exercises the other code paths) this writes
     crates/transformer/testdata/<name>/model.safetensors  (seeded random weights)
     crates/transformer/testdata/<name>/tokenizer.json     (a small tokenizer trained here)
     crates/transformer/testdata/<name>/reference.json     (texts, windows, reference logits)
+    crates/transformer/testdata/<name>/model.onnx         (the same weights as an ONNX graph,
+                                                           for the ONNX Runtime backend)
 
 The reference logits come from Hugging Face transformers (PyTorch, float32, batch 1) on the
 windows that the `tokenizers` library makes with truncation + stride (overflowing tokens),
 which is what Rampart does. Rust tests (crates/transformer/tests/reference.rs) must match
 them within 1e-4.
 
-Usage (PyTorch + transformers; e.g. /work/pyenv/bin/python):
+The ONNX graph is exported with torch.onnx's TorchScript exporter (opset 17, dynamic batch and
+sequence axes, inputs input_ids + attention_mask, output logits); crates/transformer/tests/onnx.rs
+checks ONNX Runtime's logits against the same reference.
+
+Usage (PyTorch + transformers + onnx, scripts/requirements-train.txt; e.g. /work/pyenv/bin/python):
     python scripts/make_transformer_fixtures.py [--out crates/transformer/testdata]
 """
 import argparse
@@ -146,6 +152,30 @@ def windows(tok, text, max_tokens, stride):
     return out
 
 
+class _Logits(torch.nn.Module):
+    """The classifier with (input_ids, attention_mask) in and logits out, for export."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.m = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.m(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+def export_onnx(model, path):
+    # Two different example tensors (the exporter must not see one object twice), a padded
+    # second row so the mask path is traced.
+    ids = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 3, 0]], dtype=torch.long)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], dtype=torch.long)
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(
+        _Logits(model), (ids, mask), path, input_names=["input_ids", "attention_mask"],
+        output_names=["logits"], opset_version=17, dynamo=False,
+        dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": {0: "batch"}},
+    )
+
+
 def write(out_dir, name, model, tok, max_tokens, stride, notes):
     d = os.path.join(out_dir, name)
     shutil.rmtree(d, ignore_errors=True)
@@ -155,6 +185,7 @@ def write(out_dir, name, model, tok, max_tokens, stride, notes):
         if extra not in ("config.json", "model.safetensors"):
             os.remove(os.path.join(d, extra))
     tok.save(os.path.join(d, "tokenizer.json"))
+    export_onnx(model, os.path.join(d, "model.onnx"))
     cases = []
     for text in TEXTS:
         ws = windows(tok, text, max_tokens, stride)

@@ -158,6 +158,12 @@ impl PipelineArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // ONNX models use the library `rampart models onnxruntime` installed, when there is one
+    // (a layer's `onnxruntime` option and ORT_DYLIB_PATH come first).
+    let ort = models_cmd::onnxruntime_path(&rampart_datasets::default_data_dir());
+    if ort.is_file() {
+        rampart_transformer::onnx::set_default_library(ort);
+    }
     let result = match cli.command {
         Command::Scan(args) => scan::run(&args),
         Command::Rules { command } => rules_cmd::run(&command),

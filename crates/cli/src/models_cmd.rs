@@ -1,4 +1,4 @@
-//! `rampart models setup|list|pull`.
+//! `rampart models setup|list|pull|onnxruntime`.
 //!
 //! `setup` builds the built-in transformer models. The repository carries only what training
 //! changed (`models/NAME/overlay.safetensors`) with the model's `config.json`,
@@ -62,6 +62,40 @@ pub enum ModelsCommand {
                       point a transformer layer's `model_dir` at it."
     )]
     Pull(PullArgs),
+    /// Install the ONNX Runtime library (for transformer models that ship ONNX) into
+    /// DATA_DIR/lib/, from the `onnxruntime` wheel on PyPI.
+    #[command(
+        after_help = "Downloads onnxruntime==1.31.1 with pip (`python3 -m pip download \
+                      --no-deps`; RAMPART_PYTHON for another interpreter), takes \
+                      libonnxruntime.so out of the wheel and checks its SHA-256. Rampart then \
+                      uses DATA_DIR/lib/libonnxruntime.so.1.31.1 for ONNX models unless a \
+                      layer's `onnxruntime` option or ORT_DYLIB_PATH names another library. \
+                      Linux x86-64 only; elsewhere point ORT_DYLIB_PATH at your own build."
+    )]
+    Onnxruntime(OnnxruntimeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct OnnxruntimeArgs {
+    /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Use this onnxruntime wheel instead of downloading it (the library's SHA-256 is
+    /// still checked).
+    #[arg(long, value_name = "FILE")]
+    pub wheel: Option<PathBuf>,
+}
+
+/// The ONNX Runtime release `models onnxruntime` installs: the version `ort` 2.0.0-rc.15 is
+/// built for.
+const ORT_VERSION: &str = "1.31.1";
+/// The library inside the wheel (identical bytes in the cp311 and cp312 manylinux wheels).
+const ORT_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
+const ORT_SHA256: &str = "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3";
+
+/// Where `models onnxruntime` puts the library.
+pub fn onnxruntime_path(data_dir: &Path) -> PathBuf {
+    data_dir.join("lib").join("libonnxruntime.so.1.31.1")
 }
 
 #[derive(Debug, Args)]
@@ -116,7 +150,65 @@ pub fn run(cmd: &ModelsCommand) -> Result<u8> {
         ModelsCommand::Setup(a) => setup(a),
         ModelsCommand::List(a) => list(a),
         ModelsCommand::Pull(a) => pull(a),
+        ModelsCommand::Onnxruntime(a) => onnxruntime(a, &SystemDownloader::default()),
     }
+}
+
+fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
+    let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
+    let dest = onnxruntime_path(&data_dir);
+    if args.wheel.is_none() && dest.is_file() && sha256_file(&dest)? == ORT_SHA256 {
+        println!("up to date: {}", dest.display());
+        return Ok(0);
+    }
+    let tmp = data_dir
+        .join("cache")
+        .join(format!(".ort-{}", std::process::id()));
+    let wheel = match &args.wheel {
+        Some(w) => w.clone(),
+        None => {
+            std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+            eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
+            let got = (|| -> Result<PathBuf> {
+                dl.pip_download("onnxruntime", ORT_VERSION, &tmp)?;
+                std::fs::read_dir(&tmp)
+                    .with_context(|| format!("reading {}", tmp.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .find(|p| p.extension().is_some_and(|x| x == "whl"))
+                    .with_context(|| {
+                        format!("pip produced no wheel for onnxruntime=={ORT_VERSION}")
+                    })
+            })();
+            if got.is_err() {
+                let _ = std::fs::remove_dir_all(&tmp);
+            }
+            got?
+        }
+    };
+    let result = (|| -> Result<()> {
+        let files = extract(&wheel, &[ORT_MEMBER.to_string()])?;
+        let lib = files
+            .into_iter()
+            .next()
+            .with_context(|| format!("{} holds no {ORT_MEMBER}", wheel.display()))?;
+        let got = sha256_hex(&lib.bytes);
+        ensure!(
+            got == ORT_SHA256,
+            "{}!{ORT_MEMBER}: SHA-256 {got}, expected {ORT_SHA256} (onnxruntime {ORT_VERSION}, \
+             Linux x86-64)",
+            wheel.display()
+        );
+        write_atomic(&dest, &lib.bytes)?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&tmp);
+    result?;
+    println!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display());
+    println!(
+        "rampart uses it for ONNX models (a layer's `onnxruntime` option or ORT_DYLIB_PATH \
+         override it)"
+    );
+    Ok(0)
 }
 
 /// `base.json`: where the base weights come from.

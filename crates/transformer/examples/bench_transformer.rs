@@ -3,18 +3,34 @@
 //!
 //! ```text
 //! cargo run --release -p rampart-transformer --example bench_transformer -- \
-//!     MODEL_DIR IDS.json THREADS ITERS
+//!     MODEL_DIR IDS.json THREADS ITERS [FORMAT]
 //! ```
+//! FORMAT: `auto` (default), `safetensors` (Rampart's forward passes) or `onnx` (ONNX Runtime;
+//! needs `ORT_DYLIB_PATH`).
 //! `IDS.json` is a batch: a list of lists of token ids (special tokens included). Prints one
 //! JSON line: median and minimum milliseconds per batch, load time, and the first logits.
 
-use rampart_transformer::{Classifier, ClassifierOptions, Window};
+use rampart_transformer::{Classifier, ClassifierOptions, WeightsFormat, Window};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let [_, dir, ids, threads, iters] = args.as_slice() else {
-        return Err("usage: bench_transformer MODEL_DIR IDS.json THREADS ITERS".into());
+    let (dir, ids, threads, iters, format) = match args.as_slice() {
+        [_, d, i, t, n] => (d, i, t, n, "auto"),
+        [_, d, i, t, n, f] => (d, i, t, n, f.as_str()),
+        _ => {
+            return Err(
+                "usage: bench_transformer MODEL_DIR IDS.json THREADS ITERS [FORMAT]".into(),
+            );
+        }
+    };
+    let format = match format {
+        "auto" => WeightsFormat::Auto,
+        "safetensors" => WeightsFormat::Safetensors,
+        "onnx" => WeightsFormat::Onnx,
+        other => {
+            return Err(format!("FORMAT must be auto, safetensors or onnx, not {other}").into());
+        }
     };
     let threads: usize = threads.parse()?;
     let iters: usize = iters.parse()?;
@@ -28,6 +44,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             positive_labels: None,
             max_tokens: None,
             stride: None,
+            format,
+            onnxruntime: None,
         },
     )?;
     let load_ms = t0.elapsed().as_secs_f64() * 1e3;

@@ -1,7 +1,7 @@
 //! The pipeline layer: [`TransformerDetector`] and its factory (`kind = "transformer"`).
 
 use crate::error::TransformerError;
-use crate::model::{Classifier, ClassifierOptions};
+use crate::model::{Classifier, ClassifierOptions, WeightsFormat};
 use rampart_core::{
     BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Finding, RiskClass,
     ScanInput, Span, Strength, Trust, ViewKind,
@@ -33,8 +33,16 @@ pub struct TransformerLayerOptions {
     /// Layer name, default `"transformer"`.
     #[serde(default = "default_name")]
     pub name: String,
-    /// Model directory (`config.json`, `tokenizer.json`, `model.safetensors`).
+    /// Model directory (`config.json`, `tokenizer.json`, and `model.safetensors` or
+    /// `model.onnx` / `onnx/model.onnx`).
     pub model_dir: PathBuf,
+    /// Which weights run: `auto` (default: safetensors if present, else ONNX),
+    /// `safetensors` or `onnx`.
+    #[serde(default)]
+    pub format: WeightsFormat,
+    /// ONNX Runtime shared library for ONNX models (default: `$ORT_DYLIB_PATH`).
+    #[serde(default)]
+    pub onnxruntime: Option<PathBuf>,
     /// Score at or over which the layer asserts high risk. Default 0.5.
     #[serde(default = "default_threshold")]
     pub threshold: f32,
@@ -97,6 +105,8 @@ impl TransformerDetector {
                 threads: options.threads,
                 positive_labels: options.positive_labels.clone(),
                 batch_size: options.batch_size,
+                format: options.format,
+                onnxruntime: options.onnxruntime.clone(),
             },
         )?;
         Ok(TransformerDetector {

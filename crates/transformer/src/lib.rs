@@ -4,8 +4,10 @@
 //! family (`BertForSequenceClassification`, e.g. a fine-tuned all-MiniLM-L6-v2) or the
 //! DeBERTa-v2 family (`DebertaV2ForSequenceClassification`: DeBERTa-v3, mDeBERTa-v3, ProtectAI
 //! v2, Llama Prompt Guard 2) and runs it on the CPU with forward passes written on
-//! `candle-core`. See `DESIGN.md` for the architecture coverage, windows, label mapping and
-//! engine choice.
+//! `candle-core`. A directory that ships ONNX instead (`model.onnx` or `onnx/model.onnx`) runs
+//! through ONNX Runtime, loaded at run time from a library the user names ([`onnx`],
+//! [`WeightsFormat`]). See `DESIGN.md` for the architecture coverage, windows, label mapping
+//! and engine choice.
 //!
 //! * **Labels**: which logits mean "attack" comes from `config.json` `id2label`
 //!   ([`labels::positive_indices`]), overridable with `positive_labels`. The score is the
@@ -46,6 +48,7 @@ pub mod hub;
 pub mod labels;
 mod model;
 mod nn;
+pub mod onnx;
 
 pub use config::Architecture;
 pub use detector::{
@@ -56,5 +59,5 @@ pub use hub::{KnownModel, known_models, pull};
 pub(crate) use model::Batch;
 pub use model::{
     Classifier, ClassifierOptions, DEFAULT_BATCH_SIZE, DEFAULT_MAX_TOKENS, DEFAULT_STRIDE, Score,
-    Window,
+    WeightsFormat, Window,
 };

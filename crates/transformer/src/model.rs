@@ -6,9 +6,10 @@ use crate::deberta::Deberta;
 use crate::error::{Result, TransformerError};
 use crate::labels::positive_indices;
 use crate::nn::Weights;
+use crate::onnx::OnnxNet;
 use candle_core::Tensor;
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use tokenizers::{PostProcessor, Tokenizer, TruncationDirection};
 
@@ -37,6 +38,24 @@ pub struct ClassifierOptions {
     pub positive_labels: Option<Vec<String>>,
     /// Windows per forward pass. Default [`DEFAULT_BATCH_SIZE`].
     pub batch_size: Option<usize>,
+    /// Which weights file to run. Default [`WeightsFormat::Auto`].
+    pub format: WeightsFormat,
+    /// The ONNX Runtime shared library for ONNX models; default `$ORT_DYLIB_PATH`.
+    pub onnxruntime: Option<PathBuf>,
+}
+
+/// Which weights of a model directory run, and on which backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightsFormat {
+    /// `model.safetensors` if present (Rampart's own forward passes), else `model.onnx` or
+    /// `onnx/model.onnx` (ONNX Runtime).
+    #[default]
+    Auto,
+    /// `model.safetensors`, Rampart's own forward passes (pure Rust, candle-core tensors).
+    Safetensors,
+    /// `model.onnx` or `onnx/model.onnx` through ONNX Runtime (needs its shared library).
+    Onnx,
 }
 
 /// Padded token ids of several windows.
@@ -54,6 +73,7 @@ pub(crate) struct Batch {
 enum Net {
     Bert(Bert),
     Deberta(Deberta),
+    Onnx(OnnxNet),
 }
 
 /// One window of a text: its token ids (special tokens included) and the bytes of the text
@@ -128,15 +148,56 @@ impl Classifier {
         let arch = cfg.architecture()?;
         let labels = cfg.labels()?;
         let positive = positive_indices(&labels, options.positive_labels.as_deref())?;
-        let weights = Weights::load(&dir.join("model.safetensors"))?;
-        let net = match arch {
-            Architecture::Bert => Net::Bert(Bert::load(&cfg, &weights, labels.len())?),
-            Architecture::DebertaV2 => Net::Deberta(Deberta::load(&cfg, &weights, labels.len())?),
+        let safetensors = dir.join("model.safetensors");
+        let onnx_file = match options.format {
+            WeightsFormat::Safetensors => None,
+            WeightsFormat::Auto if safetensors.is_file() => None,
+            WeightsFormat::Auto | WeightsFormat::Onnx => match crate::onnx::find_model(dir) {
+                Some(p) => Some(p),
+                None if options.format == WeightsFormat::Onnx => {
+                    return Err(io(
+                        &dir.join("model.onnx"),
+                        "no such file (nor onnx/model.onnx)",
+                    ));
+                }
+                None => None,
+            },
         };
-        drop(weights);
+        let net = if let Some(path) = onnx_file {
+            Net::Onnx(OnnxNet::load(
+                &path,
+                options.onnxruntime.as_deref(),
+                options.threads.unwrap_or(0),
+                labels.len(),
+            )?)
+        } else {
+            if !safetensors.is_file() && dir.join("pytorch_model.bin").is_file() {
+                return Err(io(
+                    &safetensors,
+                    "no such file; the directory has pytorch_model.bin (a pickle, which \
+                     Rampart does not load): convert it to model.safetensors, or export \
+                     model.onnx",
+                ));
+            }
+            let weights = Weights::load(&safetensors)?;
+            match arch {
+                Architecture::Bert => Net::Bert(Bert::load(&cfg, &weights, labels.len())?),
+                Architecture::DebertaV2 => {
+                    Net::Deberta(Deberta::load(&cfg, &weights, labels.len())?)
+                }
+            }
+        };
         let limit = match &net {
             Net::Bert(b) => Some(b.max_positions()),
             Net::Deberta(d) => d.max_positions(),
+            // The graph does not say; the config does, as for the native backend.
+            Net::Onnx(_) => match arch {
+                Architecture::Bert => Some(cfg.max_position_embeddings),
+                Architecture::DebertaV2 => cfg
+                    .position_biased_input
+                    .unwrap_or(true)
+                    .then_some(cfg.max_position_embeddings),
+            },
         };
         let max_tokens = options
             .max_tokens
@@ -316,13 +377,17 @@ impl Classifier {
     }
 
     fn forward(&self, batch: &Batch) -> Result<Vec<Vec<f32>>> {
+        let logits = |t: Result<Tensor>| -> Result<Vec<Vec<f32>>> { Ok(t?.to_vec2::<f32>()?) };
         let run = || match &self.net {
-            Net::Bert(m) => m.forward(batch),
-            Net::Deberta(m) => m.forward(batch),
+            Net::Bert(m) => logits(m.forward(batch)),
+            Net::Deberta(m) => logits(m.forward(batch)),
+            // ONNX Runtime runs on its own intra-op threads.
+            Net::Onnx(m) => m.forward(batch),
         };
-        let t: Tensor = if rayon::current_thread_index().is_some()
-            && self.pool.current_thread_index().is_none()
-        {
+        if let Net::Onnx(_) = self.net {
+            return run();
+        }
+        if rayon::current_thread_index().is_some() && self.pool.current_thread_index().is_none() {
             // Called from a worker of another rayon pool (`rampart eval`'s, say). There,
             // `install` keeps the worker busy with that pool's queued jobs while it waits;
             // those jobs call this classifier again, which waits again, and the nesting grew
@@ -332,11 +397,10 @@ impl Classifier {
             std::thread::scope(|s| match s.spawn(|| self.pool.install(run)).join() {
                 Ok(r) => r,
                 Err(panic) => std::panic::resume_unwind(panic),
-            })?
+            })
         } else {
-            self.pool.install(run)?
-        };
-        Ok(t.to_vec2::<f32>()?)
+            self.pool.install(run)
+        }
     }
 
     /// The score of one window's logits: the softmax probability mass of the positive

@@ -48,7 +48,7 @@ fn load(name: &str, r: &Reference, batch_size: usize, threads: usize) -> Classif
             stride: Some(r.stride),
             threads: Some(threads),
             batch_size: Some(batch_size),
-            positive_labels: None,
+            ..Default::default()
         },
     )
     .unwrap()

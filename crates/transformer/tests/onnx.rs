@@ -11,55 +11,13 @@
 #![allow(clippy::unwrap_used)]
 
 use rampart_transformer::{Classifier, ClassifierOptions, TransformerError, WeightsFormat};
-use serde::Deserialize;
 use std::path::PathBuf;
 
-const TOL: f32 = 1e-4;
-
-#[derive(Deserialize)]
-struct Reference {
-    max_tokens: usize,
-    stride: usize,
-    cases: Vec<Case>,
-}
-
-#[derive(Deserialize)]
-struct Case {
-    text: String,
-    windows: Vec<RefWindow>,
-}
-
-#[derive(Deserialize)]
-struct RefWindow {
-    logits: Vec<f32>,
-}
-
-fn dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
-        .join(name)
-}
-
-fn load(name: &str, format: WeightsFormat, batch_size: usize, threads: usize) -> Classifier {
-    let src = std::fs::read_to_string(dir(name).join("reference.json")).unwrap();
-    let r: Reference = serde_json::from_str(&src).unwrap();
-    Classifier::load(
-        dir(name),
-        &ClassifierOptions {
-            max_tokens: Some(r.max_tokens),
-            stride: Some(r.stride),
-            threads: Some(threads),
-            batch_size: Some(batch_size),
-            format,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
+mod support;
+use support::{dir, load, reference};
 
 fn check(name: &str) {
-    let src = std::fs::read_to_string(dir(name).join("reference.json")).unwrap();
-    let r: Reference = serde_json::from_str(&src).unwrap();
+    let r = reference(name);
     let mut worst = 0f32;
     for (batch_size, threads) in [(1, 1), (5, 2), (64, 1)] {
         let m = load(name, WeightsFormat::Onnx, batch_size, threads);
@@ -79,7 +37,7 @@ fn check(name: &str) {
             for (a, b) in g.iter().zip(e.iter()) {
                 worst = worst.max((a - b).abs());
                 assert!(
-                    (a - b).abs() <= TOL,
+                    (a - b).abs() <= support::TOL,
                     "{name} onnx (batch {batch_size}, {threads} threads): logit {a} vs reference {b}"
                 );
             }

@@ -2,57 +2,10 @@
 //! (`scripts/make_transformer_fixtures.py`), and the window / max / span behaviour.
 #![allow(clippy::unwrap_used)]
 
-use rampart_transformer::{Architecture, Classifier, ClassifierOptions, Window};
-use serde::Deserialize;
-use std::path::PathBuf;
+use rampart_transformer::{Architecture, Classifier, ClassifierOptions, WeightsFormat, Window};
 
-const TOL: f32 = 1e-4;
-
-#[derive(Deserialize)]
-struct Reference {
-    max_tokens: usize,
-    stride: usize,
-    labels: Vec<String>,
-    cases: Vec<Case>,
-}
-
-#[derive(Deserialize)]
-struct Case {
-    text: String,
-    windows: Vec<RefWindow>,
-}
-
-#[derive(Deserialize)]
-struct RefWindow {
-    ids: Vec<u32>,
-    span: [usize; 2],
-    logits: Vec<f32>,
-}
-
-fn dir(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata")
-        .join(name)
-}
-
-fn reference(name: &str) -> Reference {
-    let src = std::fs::read_to_string(dir(name).join("reference.json")).unwrap();
-    serde_json::from_str(&src).unwrap()
-}
-
-fn load(name: &str, r: &Reference, batch_size: usize, threads: usize) -> Classifier {
-    Classifier::load(
-        dir(name),
-        &ClassifierOptions {
-            max_tokens: Some(r.max_tokens),
-            stride: Some(r.stride),
-            threads: Some(threads),
-            batch_size: Some(batch_size),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
+mod support;
+use support::{RefWindow, TOL, dir, load, reference};
 
 /// Windows (ids, spans) identical to Python `tokenizers`; logits within 1e-4 of PyTorch,
 /// one window per pass and in padded batches of mixed lengths.
@@ -60,7 +13,7 @@ fn check_fixture(name: &str, arch: Architecture) -> f32 {
     let r = reference(name);
     let mut worst = 0f32;
     for (batch_size, threads) in [(1, 1), (5, 2), (64, 1)] {
-        let m = load(name, &r, batch_size, threads);
+        let m = load(name, WeightsFormat::Safetensors, batch_size, threads);
         assert_eq!(m.architecture(), arch);
         assert_eq!(m.labels(), r.labels.as_slice());
         let mut all: Vec<Window> = Vec::new();
@@ -139,7 +92,7 @@ fn long_inputs_take_the_max_window_and_report_its_span() {
         ("tiny-deberta-v2-variant", vec![1, 2]),
     ] {
         let r = reference(name);
-        let m = load(name, &r, 8, 1);
+        let m = load(name, WeightsFormat::Safetensors, 8, 1);
         let long = r.cases.iter().max_by_key(|c| c.text.len()).unwrap();
         assert!(
             long.windows.len() >= 3,
@@ -311,7 +264,7 @@ fn window_options_are_validated() {
 fn calls_from_another_rayon_pool_do_not_nest_until_the_stack_overflows() {
     use rayon::prelude::*;
     let r = reference("tiny-bert");
-    let m = load("tiny-bert", &r, 8, 2);
+    let m = load("tiny-bert", WeightsFormat::Safetensors, 8, 2);
     let texts: Vec<&str> = r.cases.iter().map(|c| c.text.as_str()).collect();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(2)

@@ -54,7 +54,8 @@ pub enum ModelsCommand {
     Setup(SetupArgs),
     /// List the built-in models and the hub models `pull` knows, with their status.
     List(ListArgs),
-    /// Download a hub model (config.json, tokenizer.json, model.safetensors).
+    /// Download a hub model (config.json, tokenizer.json, model.safetensors or, with --onnx,
+    /// onnx/model.onnx).
     #[command(
         after_help = "NAME is a short name from `rampart models list` or a hub repository \
                       (owner/name). Needs network access to the hub (HF_ENDPOINT, HF_TOKEN \
@@ -142,6 +143,10 @@ pub struct PullArgs {
     /// Download cache (default: DATA_DIR/models/hub).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// Download the ONNX export (onnx/model.onnx) instead of model.safetensors; it runs on
+    /// ONNX Runtime (`rampart models onnxruntime`).
+    #[arg(long)]
+    pub onnx: bool,
 }
 
 /// Runs a `models` subcommand; returns the exit status.
@@ -610,9 +615,7 @@ fn list(args: &ListArgs) -> Result<u8> {
     }
     for m in rampart_transformer::known_models() {
         let dir = rampart_transformer::hub::model_dir(m.repo, m.revision, &cache);
-        let ready = rampart_transformer::hub::MODEL_FILES
-            .iter()
-            .all(|f| dir.join(f).is_file());
+        let ready = rampart_transformer::hub::is_complete(&dir);
         rows.push(ListedModel {
             name: m.name.to_owned(),
             kind: "hub",
@@ -667,13 +670,30 @@ fn pull(args: &PullArgs) -> Result<u8> {
         ),
     };
     let revision = args.revision.as_deref().unwrap_or(default_rev);
-    let dir = rampart_transformer::pull(&repo, revision, &cache).with_context(|| {
-        format!(
-            "could not download {repo}@{revision} from the hub (offline? gated without \
-             HF_TOKEN?). Without network: put config.json, tokenizer.json and \
-             model.safetensors in a directory and set a transformer layer's model_dir to it"
-        )
-    })?;
+    let options = rampart_transformer::hub::PullOptions {
+        onnx: args.onnx,
+        ..Default::default()
+    };
+    let weights = if args.onnx {
+        "onnx/model.onnx"
+    } else {
+        "model.safetensors"
+    };
+    let dir = rampart_transformer::hub::pull_with(&repo, revision, &cache, &options).with_context(
+        || {
+            format!(
+                "could not download {repo}@{revision} from the hub (offline? gated without \
+                 HF_TOKEN? no {weights} in that repository?). Without network: put \
+                 config.json, tokenizer.json and {weights} in a directory and set a \
+                 transformer layer's model_dir to it"
+            )
+        },
+    )?;
+    if args.onnx {
+        println!(
+            "ONNX weights: the layer needs the ONNX Runtime library (`rampart models onnxruntime`)"
+        );
+    }
     println!("{}: {}", args.name, dir.display());
     Ok(0)
 }

@@ -6,8 +6,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The files a model directory needs.
+/// The files a model directory needs (safetensors weights).
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// The files of a model directory with ONNX weights, as Optimum exports lay them out on the
+/// hub (ProtectAI v2 ships `onnx/model.onnx`).
+pub const ONNX_MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "onnx/model.onnx"];
+
+/// Whether `dir` holds a complete model directory (config, tokenizer, and safetensors or
+/// ONNX weights).
+pub fn is_complete(dir: &Path) -> bool {
+    [&MODEL_FILES, &ONNX_MODEL_FILES]
+        .iter()
+        .any(|files| files.iter().all(|f| dir.join(f).is_file()))
+}
 
 /// The default hub address.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -65,6 +77,8 @@ pub struct PullOptions {
     pub timeout: Duration,
     /// Bearer token for gated repositories (default: `HF_TOKEN` from the environment).
     pub token: Option<String>,
+    /// Download `onnx/model.onnx` ([`ONNX_MODEL_FILES`]) instead of `model.safetensors`.
+    pub onnx: bool,
 }
 
 impl Default for PullOptions {
@@ -73,6 +87,7 @@ impl Default for PullOptions {
             endpoint: std::env::var("HF_ENDPOINT").unwrap_or_else(|_| DEFAULT_ENDPOINT.into()),
             timeout: Duration::from_secs(30),
             token: std::env::var("HF_TOKEN").ok().filter(|t| !t.is_empty()),
+            onnx: false,
         }
     }
 }
@@ -84,8 +99,9 @@ pub fn model_dir(repo_id: &str, revision: &str, cache_dir: &Path) -> PathBuf {
         .join(revision)
 }
 
-/// Downloads `config.json`, `tokenizer.json` and `model.safetensors` of `repo_id` at
-/// `revision` into `cache_dir` and returns the model directory (loadable with
+/// Downloads `config.json`, `tokenizer.json` and `model.safetensors` (with
+/// [`PullOptions::onnx`], `onnx/model.onnx`) of `repo_id` at `revision` into `cache_dir` and
+/// returns the model directory (loadable with
 /// [`crate::Classifier::load`]). Files already there are kept. Uses [`PullOptions::default`].
 pub fn pull(repo_id: &str, revision: &str, cache_dir: &Path) -> Result<PathBuf> {
     pull_with(repo_id, revision, cache_dir, &PullOptions::default())
@@ -127,11 +143,21 @@ pub fn pull_with(
         .build()
         .into();
     let endpoint = options.endpoint.trim_end_matches('/');
-    for file in MODEL_FILES {
+    let files = if options.onnx {
+        ONNX_MODEL_FILES
+    } else {
+        MODEL_FILES
+    };
+    for file in files {
         let dest = dir.join(file);
         if dest.is_file() {
             continue;
         }
+        let parent = dest.parent().unwrap_or(&dir);
+        std::fs::create_dir_all(parent).map_err(|e| TransformerError::Io {
+            path: parent.to_path_buf(),
+            message: e.to_string(),
+        })?;
         let url = format!("{endpoint}/{repo_id}/resolve/{revision}/{file}");
         let mut req = agent.get(&url);
         if let Some(t) = &options.token {
@@ -148,7 +174,8 @@ pub fn pull_with(
             };
             TransformerError::Download(format!("GET {url}: {e}{hint}"))
         })?;
-        let tmp = dir.join(format!(".{file}.part"));
+        let name = file.rsplit('/').next().unwrap_or(file);
+        let tmp = parent.join(format!(".{name}.part"));
         let mut out = std::fs::File::create(&tmp).map_err(|e| TransformerError::Io {
             path: tmp.clone(),
             message: e.to_string(),
@@ -191,6 +218,7 @@ mod tests {
             endpoint: DEFAULT_ENDPOINT.into(),
             timeout: Duration::from_secs(3),
             token: None,
+            onnx: false,
         };
         let start = std::time::Instant::now();
         let e = pull_with(
@@ -223,6 +251,7 @@ mod tests {
             endpoint: "http://127.0.0.1:9".into(),
             timeout: Duration::from_secs(2),
             token: None,
+            onnx: false,
         };
         let e = pull_with("a/b", "main", tmp.path(), &opts).unwrap_err();
         assert!(e.to_string().contains("network"), "{e}");
@@ -240,5 +269,120 @@ mod tests {
             let e = pull(r, v, tmp.path()).unwrap_err();
             assert!(e.to_string().contains("invalid"), "{e}");
         }
+    }
+
+    /// A hub stand-in on 127.0.0.1: serves `files` under `/a/b/resolve/main/`, 404 otherwise;
+    /// records the paths asked for.
+    fn serve(
+        files: Vec<(&'static str, Vec<u8>)>,
+    ) -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = asked.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                let mut line = String::new();
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                loop {
+                    let mut h = String::new();
+                    if reader.read_line(&mut h).unwrap_or(0) == 0 || h == "\r\n" {
+                        break;
+                    }
+                }
+                let path = line.split(' ').nth(1).unwrap_or("").to_string();
+                log.lock().unwrap().push(path.clone());
+                let body = files
+                    .iter()
+                    .find(|(f, _)| path == format!("/a/b/resolve/main/{f}"))
+                    .map(|(_, b)| b.clone());
+                let (status, body) = match body {
+                    Some(b) => ("200 OK", b),
+                    None => ("404 Not Found", b"not found".to_vec()),
+                };
+                let head = format!(
+                    "HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = conn.write_all(head.as_bytes());
+                let _ = conn.write_all(&body);
+            }
+        });
+        (format!("http://{addr}"), asked)
+    }
+
+    fn fixture(file: &str) -> Vec<u8> {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("testdata/tiny-bert")
+                .join(file),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn pull_writes_a_loadable_model_directory_and_onnx_pulls_the_onnx_layout() {
+        let files = vec![
+            ("config.json", fixture("config.json")),
+            ("tokenizer.json", fixture("tokenizer.json")),
+            ("model.safetensors", fixture("model.safetensors")),
+            ("onnx/model.onnx", fixture("model.onnx")),
+        ];
+        let (endpoint, asked) = serve(files);
+        let tmp = tempfile::tempdir().unwrap();
+        let mut opts = PullOptions {
+            endpoint,
+            timeout: Duration::from_secs(5),
+            token: None,
+            onnx: false,
+        };
+        let dir = pull_with("a/b", "main", tmp.path(), &opts).unwrap();
+        assert_eq!(dir, model_dir("a/b", "main", tmp.path()));
+        assert!(is_complete(&dir));
+        assert_eq!(
+            std::fs::read(dir.join("model.safetensors")).unwrap(),
+            fixture("model.safetensors")
+        );
+        let m = crate::Classifier::load(
+            &dir,
+            &crate::ClassifierOptions {
+                threads: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(m.positive_labels(), ["INJECTION"]);
+        // ONNX: the two shared files are kept, only onnx/model.onnx is fetched.
+        opts.onnx = true;
+        pull_with("a/b", "main", tmp.path(), &opts).unwrap();
+        assert_eq!(
+            std::fs::read(dir.join("onnx/model.onnx")).unwrap(),
+            fixture("model.onnx")
+        );
+        assert_eq!(
+            asked.lock().unwrap().as_slice(),
+            [
+                "/a/b/resolve/main/config.json",
+                "/a/b/resolve/main/tokenizer.json",
+                "/a/b/resolve/main/model.safetensors",
+                "/a/b/resolve/main/onnx/model.onnx",
+            ]
+        );
+        // no partial files left behind
+        assert!(!dir.join(".model.safetensors.part").exists());
+        assert!(!dir.join("onnx/.model.onnx.part").exists());
+        // a missing file is an error naming it, and leaves no model file behind
+        let e = pull_with("a/c", "main", tmp.path(), &opts).unwrap_err();
+        assert!(e.to_string().contains("404"), "{e}");
+        assert!(
+            !model_dir("a/c", "main", tmp.path())
+                .join("config.json")
+                .exists()
+        );
     }
 }

@@ -7,7 +7,7 @@
 //!
 //!     rampart models onnxruntime --data-dir target/ci-ort
 //!     ORT_DYLIB_PATH=$PWD/target/ci-ort/lib/libonnxruntime.so.1.31.1 \
-//!       cargo test -p rampart-transformer --test onnx -- --ignored
+//!       cargo test --workspace --test onnx -- --ignored
 #![allow(clippy::unwrap_used)]
 
 use rampart_transformer::{Classifier, ClassifierOptions, TransformerError, WeightsFormat};

@@ -3,11 +3,11 @@
 //! `model.safetensors`.
 //!
 //! ONNX Runtime is a C++ library; Rampart does not link it. The `ort` crate loads it at run
-//! time (`load-dynamic`) from the path the user gives (`onnxruntime` option, else the
-//! `ORT_DYLIB_PATH` environment variable): `rampart models onnxruntime` fetches the library
-//! from the `onnxruntime` PyPI wheel. Without it, an ONNX model is a clear load error, never a
-//! silent fallback. The library is loaded once per process; asking for a different one later
-//! is an error too.
+//! time (`load-dynamic`) from the path the user gives (the layer's `onnxruntime` option, else
+//! the `ORT_DYLIB_PATH` environment variable, else [`set_default_library`]'s path: the CLI
+//! sets the copy `rampart models onnxruntime` installed from the `onnxruntime` PyPI wheel).
+//! Without one, an ONNX model is a clear load error, never a silent fallback. The library is
+//! loaded once per process; asking for a different one later is an error too.
 
 use crate::error::{Result, TransformerError};
 use crate::model::Batch;
@@ -56,8 +56,16 @@ fn runtime(lib: Option<&Path>) -> Result<Environment> {
         .lock()
         .map_err(|_| backend("ONNX Runtime loader lock poisoned"))?;
     if let Some((path, env)) = &*loaded {
+        // The same file named two ways (relative and absolute, a symlink) is the same library.
+        let same = |a: &Path, b: &Path| {
+            a == b
+                || matches!(
+                    (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+                    (Ok(x), Ok(y)) if x == y
+                )
+        };
         if let Some(w) = &wanted
-            && w != path
+            && !same(w, path)
         {
             return Err(TransformerError::Options(format!(
                 "ONNX Runtime is already loaded from {} in this process; cannot also load {}",

@@ -155,3 +155,21 @@ fn a_pickle_only_directory_says_what_to_convert() {
         "{e}"
     );
 }
+
+#[test]
+#[ignore = "needs the ONNX Runtime library in ORT_DYLIB_PATH (rampart models onnxruntime)"]
+fn one_library_per_process_however_it_is_named() {
+    let lib = std::env::var("ORT_DYLIB_PATH").unwrap();
+    let d = fixture_with(&["model.onnx"]);
+    let link = d.path().join("libonnxruntime-link.so");
+    std::os::unix::fs::symlink(&lib, &link).unwrap();
+    try_load(d.path(), WeightsFormat::Onnx, Some(&lib)).unwrap();
+    // the same file through a symlink is the same library
+    try_load(d.path(), WeightsFormat::Onnx, link.to_str()).unwrap();
+    // another file is refused, naming both
+    let other = d.path().join("config.json");
+    let e = try_load(d.path(), WeightsFormat::Onnx, other.to_str())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already loaded"), "{e}");
+}

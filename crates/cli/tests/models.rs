@@ -554,3 +554,45 @@ fn fused_config_blocks_where_two_unsure_classifiers_agree() {
     assert_eq!(d["action"], "ALLOW", "{d}");
     assert_eq!(layer(&d, "minilm")["status"], "skipped");
 }
+
+/// `models onnxruntime` installs only the library whose SHA-256 it pins: a wheel carrying
+/// other bytes under the library's name (served by a fake pip, or given with --wheel) is
+/// refused, nothing is written to DATA_DIR/lib, and the download folder is cleaned up.
+#[test]
+fn onnxruntime_refuses_a_library_with_the_wrong_checksum() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = dir
+        .path()
+        .join("onnxruntime-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&wheel).unwrap());
+    let opts = zip::write::SimpleFileOptions::default();
+    zip.start_file("onnxruntime/capi/libonnxruntime.so.1.31.1", opts)
+        .unwrap();
+    zip.write_all(b"\x7fELF not the real library").unwrap();
+    zip.finish().unwrap();
+    let pip = dir.path().join("python");
+    std::fs::write(
+        &pip,
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-d\" ]; then shift; cp '{}' \"$1/\"; fi\n  shift\ndone\n",
+            wheel.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data = dir.path().join("data");
+    let data_arg = data.to_str().unwrap();
+    for extra in [&[][..], &["--wheel", wheel.to_str().unwrap()][..]] {
+        let mut args = vec!["models", "onnxruntime", "--data-dir", data_arg];
+        args.extend_from_slice(extra);
+        let o = rampart(&args, dir.path(), pip.to_str().unwrap());
+        assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+        assert!(err(&o).contains("SHA-256"), "{}", err(&o));
+        assert!(!data.join("lib").join("libonnxruntime.so.1.31.1").exists());
+        let leftovers: Vec<_> = std::fs::read_dir(data.join("cache"))
+            .map(|d| d.filter_map(Result::ok).map(|e| e.file_name()).collect())
+            .unwrap_or_default();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}

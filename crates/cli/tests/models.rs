@@ -27,6 +27,22 @@ fn rampart(args: &[&str], cwd: &Path, python: &str) -> Output {
         .unwrap()
 }
 
+/// A stand-in for `python -m pip download`: copies `wheel` into the directory after `-d`.
+fn fake_pip(dir: &Path, wheel: &Path) -> PathBuf {
+    let pip = dir.join("python");
+    std::fs::write(
+        &pip,
+        format!(
+            "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-d\" ]; then shift; cp '{}' \"$1/\"; fi\n  shift\ndone\n",
+            wheel.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    pip
+}
+
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -158,18 +174,8 @@ impl Fixture {
         zip.start_file("fakebase/__init__.py", opts).unwrap();
         zip.finish().unwrap();
         let wheel_sha = sha256_hex(&std::fs::read(&wheel_path).unwrap());
-        // pip: copies the wheel into the directory after -d.
-        let pip = dir.path().join("python");
-        std::fs::write(
-            &pip,
-            format!(
-                "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-d\" ]; then shift; cp '{}' \"$1/\"; fi\n  shift\ndone\n",
-                wheel_path.display()
-            ),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // pip (`fx.python()`): copies the wheel into the directory after -d.
+        fake_pip(dir.path(), &wheel_path);
         let fx = Fixture {
             dir,
             wheel_sha,
@@ -570,17 +576,7 @@ fn onnxruntime_refuses_a_library_with_the_wrong_checksum() {
         .unwrap();
     zip.write_all(b"\x7fELF not the real library").unwrap();
     zip.finish().unwrap();
-    let pip = dir.path().join("python");
-    std::fs::write(
-        &pip,
-        format!(
-            "#!/bin/sh\nwhile [ $# -gt 0 ]; do\n  if [ \"$1\" = \"-d\" ]; then shift; cp '{}' \"$1/\"; fi\n  shift\ndone\n",
-            wheel.display()
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&pip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let pip = fake_pip(dir.path(), &wheel);
     let data = dir.path().join("data");
     let data_arg = data.to_str().unwrap();
     for extra in [&[][..], &["--wheel", wheel.to_str().unwrap()][..]] {

@@ -625,6 +625,25 @@ fn list(args: &ListArgs) -> Result<u8> {
             description: m.description.to_owned(),
         });
     }
+    // Not a model, but what ONNX model directories need: listed so `list` shows it.
+    let ort = onnxruntime_path(&data_dir);
+    let ort_ready = ort.is_file();
+    rows.push(ListedModel {
+        name: "onnxruntime".to_owned(),
+        kind: "runtime",
+        status: if ort_ready {
+            "installed"
+        } else {
+            "not installed"
+        }
+        .to_owned(),
+        path: ort_ready.then_some(ort),
+        source: "rampart models onnxruntime".to_owned(),
+        description: format!(
+            "ONNX Runtime {ORT_VERSION} library, for model directories with model.onnx \
+             (ORT_DYLIB_PATH or a layer's `onnxruntime` option take precedence)"
+        ),
+    });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(0);
@@ -638,13 +657,12 @@ fn list(args: &ListArgs) -> Result<u8> {
         println!("{:w$}  {:8}  {:10}  {}", r.name, r.kind, r.status, r.source);
         println!("{:w$}  {:8}  {:10}  {}", "", "", "", r.description);
         if let Some(p) = &r.path {
-            println!(
-                "{:w$}  {:8}  {:10}  model_dir = {}",
-                "",
-                "",
-                "",
-                p.display()
-            );
+            let key = if r.kind == "runtime" {
+                "library"
+            } else {
+                "model_dir"
+            };
+            println!("{:w$}  {:8}  {:10}  {key} = {}", "", "", "", p.display());
         }
     }
     Ok(0)

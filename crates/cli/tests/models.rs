@@ -425,6 +425,9 @@ fn list_shows_builtin_and_hub_models() {
     assert_eq!(builtin["kind"], "built-in");
     assert_eq!(builtin["status"], "set up");
     assert!(rows.iter().any(|r| r["kind"] == "hub"));
+    let ort = rows.iter().find(|r| r["kind"] == "runtime").unwrap();
+    assert_eq!(ort["name"], "onnxruntime");
+    assert_eq!(ort["status"], "not installed");
 }
 
 #[test]

@@ -71,9 +71,19 @@ pub(crate) struct Batch {
 
 #[derive(Debug)]
 enum Net {
+    /// Rampart's own forward passes, run inside the classifier's rayon pool (only this
+    /// backend has one: ONNX Runtime brings its own threads).
+    Native {
+        model: Native,
+        pool: rayon::ThreadPool,
+    },
+    Onnx(OnnxNet),
+}
+
+#[derive(Debug)]
+enum Native {
     Bert(Bert),
     Deberta(Deberta),
-    Onnx(OnnxNet),
 }
 
 /// One window of a text: its token ids (special tokens included) and the bytes of the text
@@ -114,7 +124,6 @@ pub struct Classifier {
     specials: usize,
     batch_size: usize,
     pad_id: u32,
-    pool: rayon::ThreadPool,
 }
 
 impl std::fmt::Debug for Classifier {
@@ -125,7 +134,6 @@ impl std::fmt::Debug for Classifier {
             .field("positive", &self.positive)
             .field("max_tokens", &self.max_tokens)
             .field("stride", &self.stride)
-            .field("threads", &self.pool.current_num_threads())
             .finish_non_exhaustive()
     }
 }
@@ -152,16 +160,13 @@ impl Classifier {
         let onnx_file = match options.format {
             WeightsFormat::Safetensors => None,
             WeightsFormat::Auto if safetensors.is_file() => None,
-            WeightsFormat::Auto | WeightsFormat::Onnx => match crate::onnx::find_model(dir) {
-                Some(p) => Some(p),
-                None if options.format == WeightsFormat::Onnx => {
-                    return Err(io(
-                        &dir.join("model.onnx"),
-                        "no such file (nor onnx/model.onnx)",
-                    ));
-                }
-                None => None,
-            },
+            WeightsFormat::Auto => crate::onnx::find_model(dir),
+            WeightsFormat::Onnx => Some(crate::onnx::find_model(dir).ok_or_else(|| {
+                io(
+                    &dir.join("model.onnx"),
+                    "no such file (nor onnx/model.onnx)",
+                )
+            })?),
         };
         let net = if let Some(path) = onnx_file {
             Net::Onnx(OnnxNet::load(
@@ -180,16 +185,28 @@ impl Classifier {
                 ));
             }
             let weights = Weights::load(&safetensors)?;
-            match arch {
-                Architecture::Bert => Net::Bert(Bert::load(&cfg, &weights, labels.len())?),
+            let model = match arch {
+                Architecture::Bert => Native::Bert(Bert::load(&cfg, &weights, labels.len())?),
                 Architecture::DebertaV2 => {
-                    Net::Deberta(Deberta::load(&cfg, &weights, labels.len())?)
+                    Native::Deberta(Deberta::load(&cfg, &weights, labels.len())?)
                 }
-            }
+            };
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(options.threads.unwrap_or(0))
+                .thread_name(|i| format!("rampart-transformer-{i}"))
+                .build()
+                .map_err(|e| TransformerError::Options(format!("thread pool: {e}")))?;
+            Net::Native { model, pool }
         };
         let limit = match &net {
-            Net::Bert(b) => Some(b.max_positions()),
-            Net::Deberta(d) => d.max_positions(),
+            Net::Native {
+                model: Native::Bert(b),
+                ..
+            } => Some(b.max_positions()),
+            Net::Native {
+                model: Native::Deberta(d),
+                ..
+            } => d.max_positions(),
             // The graph does not say; the config does, as for the native backend.
             Net::Onnx(_) => match arch {
                 Architecture::Bert => Some(cfg.max_position_embeddings),
@@ -235,12 +252,6 @@ impl Classifier {
         tokenizer
             .with_truncation(None)
             .map_err(|e| TransformerError::Tokenizer(e.to_string()))?;
-        let threads = options.threads.unwrap_or(0);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("rampart-transformer-{i}"))
-            .build()
-            .map_err(|e| TransformerError::Options(format!("thread pool: {e}")))?;
         let batch_size = options.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
         if batch_size == 0 {
             return Err(TransformerError::Options(
@@ -258,7 +269,6 @@ impl Classifier {
             specials,
             batch_size,
             pad_id: cfg.pad_token_id.unwrap_or(0),
-            pool,
         })
     }
 
@@ -377,29 +387,31 @@ impl Classifier {
     }
 
     fn forward(&self, batch: &Batch) -> Result<Vec<Vec<f32>>> {
-        let logits = |t: Result<Tensor>| -> Result<Vec<Vec<f32>>> { Ok(t?.to_vec2::<f32>()?) };
-        let run = || match &self.net {
-            Net::Bert(m) => logits(m.forward(batch)),
-            Net::Deberta(m) => logits(m.forward(batch)),
+        let (model, pool) = match &self.net {
             // ONNX Runtime runs on its own intra-op threads.
-            Net::Onnx(m) => m.forward(batch),
+            Net::Onnx(m) => return m.forward(batch),
+            Net::Native { model, pool } => (model, pool),
         };
-        if let Net::Onnx(_) = self.net {
-            return run();
-        }
-        if rayon::current_thread_index().is_some() && self.pool.current_thread_index().is_none() {
+        let run = || -> Result<Vec<Vec<f32>>> {
+            let t: Tensor = match model {
+                Native::Bert(m) => m.forward(batch)?,
+                Native::Deberta(m) => m.forward(batch)?,
+            };
+            Ok(t.to_vec2::<f32>()?)
+        };
+        if rayon::current_thread_index().is_some() && pool.current_thread_index().is_none() {
             // Called from a worker of another rayon pool (`rampart eval`'s, say). There,
             // `install` keeps the worker busy with that pool's queued jobs while it waits;
             // those jobs call this classifier again, which waits again, and the nesting grew
             // until the worker's stack overflowed. A plain thread blocks on `install`
             // without taking other jobs; its start (tens of µs) is small next to a forward
             // pass (milliseconds).
-            std::thread::scope(|s| match s.spawn(|| self.pool.install(run)).join() {
+            std::thread::scope(|s| match s.spawn(|| pool.install(run)).join() {
                 Ok(r) => r,
                 Err(panic) => std::panic::resume_unwind(panic),
             })
         } else {
-            self.pool.install(run)
+            pool.install(run)
         }
     }
 

@@ -147,11 +147,9 @@ impl OnnxNet {
         let mut builder = Session::builder(&env)
             .map_err(backend)?
             .with_optimization_level(GraphOptimizationLevel::Level3)
-            .map_err(|e| backend(e.to_string()))?;
+            .map_err(backend)?;
         if threads > 0 {
-            builder = builder
-                .with_intra_threads(threads)
-                .map_err(|e| backend(e.to_string()))?;
+            builder = builder.with_intra_threads(threads).map_err(backend)?;
         }
         let session = builder
             .commit_from_file(path)
@@ -198,19 +196,21 @@ impl OnnxNet {
     /// Logits `[batch][labels]` of a padded batch (the graph's first output).
     pub fn forward(&self, batch: &Batch) -> Result<Vec<Vec<f32>>> {
         let shape = [batch.batch as i64, batch.len as i64];
-        let ids: Vec<i64> = batch.ids.iter().map(|&x| i64::from(x)).collect();
-        let mask: Vec<i64> = batch.mask.iter().map(|&x| i64::from(x)).collect();
+        let widen = |v: &[u32]| -> Vec<i64> { v.iter().map(|&x| i64::from(x)).collect() };
         let mut feed: Vec<(String, ort::value::DynValue)> = Vec::with_capacity(self.inputs.len());
         for (name, kind) in &self.inputs {
             let data = match kind {
-                Input::Ids => ids.clone(),
-                Input::Mask => mask.clone(),
-                Input::TokenTypes => vec![0i64; ids.len()],
+                Input::Ids => widen(&batch.ids),
+                Input::Mask => widen(&batch.mask),
+                Input::TokenTypes => vec![0i64; batch.ids.len()],
             };
             let t = Tensor::from_array((shape, data)).map_err(backend)?;
             feed.push((name.clone(), t.into_dyn()));
         }
-        let mut session = self.lock()?;
+        let mut session = self
+            .session
+            .lock()
+            .map_err(|_| backend("ONNX session lock poisoned"))?;
         let outputs = session.run(feed).map_err(backend)?;
         let (out_shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(backend)?;
         let dims: Vec<i64> = out_shape.iter().copied().collect();
@@ -223,11 +223,5 @@ impl OnnxNet {
             )));
         }
         Ok(data.chunks(self.labels).map(<[f32]>::to_vec).collect())
-    }
-
-    fn lock(&self) -> Result<std::sync::MutexGuard<'_, Session>> {
-        self.session
-            .lock()
-            .map_err(|_| TransformerError::Backend("ONNX session lock poisoned".into()))
     }
 }

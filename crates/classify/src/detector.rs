@@ -255,13 +255,7 @@ impl DetectorFactory for LinearFactory {
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: LinearOptions =
-            toml::Value::Table(options.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| BuildError::Options {
-                    kind: "linear".into(),
-                    message: e.message().trim().to_string(),
-                })?;
+        let opts: LinearOptions = rampart_core::layer_options("linear", options)?;
         let det = LinearDetector::from_options(&opts).map_err(|e| match e {
             LinearBuildError::Option(message) => BuildError::Options {
                 kind: "linear".into(),

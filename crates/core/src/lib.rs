@@ -43,7 +43,7 @@ pub use decision::{
 pub use detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
-pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, redact};
+pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options, redact};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};
 pub use rules_layer::{

@@ -82,19 +82,28 @@ impl DetectorFactory for RulesFactory {
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: RulesLayerOptions =
-            toml::Value::Table(options.clone())
-                .try_into()
-                .map_err(|e: toml::de::Error| BuildError::Options {
-                    kind: "rules".into(),
-                    message: e.message().trim().to_string(),
-                })?;
+        let opts: RulesLayerOptions = layer_options("rules", options)?;
         let det = RulesDetector::from_options(&opts).map_err(|e| BuildError::Layer {
             kind: "rules".into(),
             message: e.to_string(),
         })?;
         Ok(Arc::new(det))
     }
+}
+
+/// Reads a `[[layers]]` entry's options (everything but `kind`, `run_if` and `score_only`)
+/// into the layer's options type `T`; a type or unknown-key error becomes
+/// [`BuildError::Options`] for `kind`. Shared by every factory.
+pub fn layer_options<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    options: &toml::Table,
+) -> Result<T, BuildError> {
+    toml::Value::Table(options.clone())
+        .try_into()
+        .map_err(|e: toml::de::Error| BuildError::Options {
+            kind: kind.into(),
+            message: e.message().trim().to_string(),
+        })
 }
 
 struct FuseFactory;
@@ -105,14 +114,12 @@ impl DetectorFactory for FuseFactory {
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let err = |message: String| BuildError::Options {
+        let opts: FuseOptions = layer_options("fuse", options)?;
+        let det = FuseDetector::new(opts).map_err(|message| BuildError::Options {
             kind: "fuse".into(),
             message,
-        };
-        let opts: FuseOptions = toml::Value::Table(options.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| err(e.message().trim().to_string()))?;
-        Ok(Arc::new(FuseDetector::new(opts).map_err(err)?))
+        })?;
+        Ok(Arc::new(det))
     }
 }
 

@@ -254,12 +254,7 @@ impl DetectorFactory for TransformerFactory {
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: TransformerLayerOptions = toml::Value::Table(options.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| BuildError::Options {
-                kind: "transformer".into(),
-                message: e.message().trim().to_string(),
-            })?;
+        let opts: TransformerLayerOptions = rampart_core::layer_options("transformer", options)?;
         let det = TransformerDetector::new(&opts).map_err(|e| match e {
             TransformerError::Options(m) => BuildError::Options {
                 kind: "transformer".into(),

@@ -169,12 +169,15 @@ fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
     let tmp = data_dir
         .join("cache")
         .join(format!(".ort-{}", std::process::id()));
-    let wheel = match &args.wheel {
-        Some(w) => w.clone(),
-        None => {
-            std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-            eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
-            let got = (|| -> Result<PathBuf> {
+    // Download (unless --wheel), extract, check, install; the download folder is removed
+    // whatever happens.
+    let result = (|| -> Result<()> {
+        let wheel = match &args.wheel {
+            Some(w) => w.clone(),
+            None => {
+                std::fs::create_dir_all(&tmp)
+                    .with_context(|| format!("creating {}", tmp.display()))?;
+                eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
                 dl.pip_download("onnxruntime", ORT_VERSION, &tmp)?;
                 std::fs::read_dir(&tmp)
                     .with_context(|| format!("reading {}", tmp.display()))?
@@ -182,15 +185,9 @@ fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
                     .find(|p| p.extension().is_some_and(|x| x == "whl"))
                     .with_context(|| {
                         format!("pip produced no wheel for onnxruntime=={ORT_VERSION}")
-                    })
-            })();
-            if got.is_err() {
-                let _ = std::fs::remove_dir_all(&tmp);
+                    })?
             }
-            got?
-        }
-    };
-    let result = (|| -> Result<()> {
+        };
         let files = extract(&wheel, &[ORT_MEMBER.to_string()])?;
         let lib = files
             .into_iter()

@@ -6,7 +6,7 @@ a DeBERTa-v2 variant that exercises the other code paths) this writes
 
     crates/transformer/testdata/<name>/config.json        (Hugging Face config)
     crates/transformer/testdata/<name>/model.safetensors  (seeded random weights)
-    crates/transformer/testdata/<name>/tokenizer.json     (a small tokenizer trained here)
+    crates/transformer/testdata/<name>/tokenizer.json     (a small tokenizer counted here)
     crates/transformer/testdata/<name>/reference.json     (texts, windows, reference logits)
     crates/transformer/testdata/<name>/model.onnx         (the same weights as an ONNX graph,
                                                            for the ONNX Runtime backend)
@@ -25,11 +25,12 @@ Usage (PyTorch + transformers + onnx, scripts/requirements-train.txt; e.g. /work
 """
 import argparse
 import json
+import math
 import os
 import shutil
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import BertConfig, BertForSequenceClassification, DebertaV2Config, DebertaV2ForSequenceClassification
 
 SEED = 1234
@@ -89,14 +90,46 @@ def randomize(model, gen):
                 p.copy_(0.25 * torch.randn(p.shape, generator=gen))
 
 
-def bert_tokenizer():
-    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=600, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    )
-    tok.train_from_iterator(CORPUS, trainer)
+# The vocabularies are counted here rather than learned with `tokenizers`' trainers: those
+# break ties between equally frequent pieces in hash-map order, which changes from run to run,
+# so re-running the script gave other token ids (and other reference files) for the same
+# corpus. Counting with explicit tie-breaks (count, then the piece itself) makes every file
+# this script writes identical on re-runs.
+def _ranked(counts, limit):
+    """The `limit` most frequent keys of `counts`, ties broken by the key."""
+    return [k for k, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]
+
+
+def _pre_tokens(tok, texts):
+    """The pre-tokens the tokenizer's normalizer and pre-tokenizer make of `texts`."""
+    out = []
+    for text in texts:
+        norm = tok.normalizer.normalize_str(text)
+        out += [w for w, _ in tok.pre_tokenizer.pre_tokenize_str(norm)]
+    return out
+
+
+def bert_tokenizer(vocab_size=600):
+    """A WordPiece tokenizer: every character (alone and as a '##' continuation), then whole
+    words and word endings by frequency, up to `vocab_size` entries."""
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    probe = Tokenizer(models.WordPiece(vocab={"[UNK]": 0}, unk_token="[UNK]"))
+    probe.normalizer = normalizers.BertNormalizer(lowercase=True)
+    probe.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    words = _pre_tokens(probe, CORPUS)
+    chars = sorted({c for w in words for c in w})
+    vocab = specials + chars + ["##" + c for c in chars]
+    counts = {}
+    for w in words:
+        if len(w) > 1:
+            counts[w] = counts.get(w, 0) + 1
+        for k in range(2, min(len(w) - 1, 4) + 1):
+            piece = "##" + w[-k:]
+            counts[piece] = counts.get(piece, 0) + 1
+    vocab += _ranked({k: v for k, v in counts.items() if k not in vocab}, vocab_size - len(vocab))
+    tok = Tokenizer(models.WordPiece(vocab={p: i for i, p in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = probe.normalizer
+    tok.pre_tokenizer = probe.pre_tokenizer
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -107,19 +140,29 @@ def bert_tokenizer():
     return tok
 
 
-def spm_tokenizer():
-    """A SentencePiece-unigram tokenizer shaped like DeBERTa-v3's tokenizer.json."""
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.Sequence(
+def spm_tokenizer(vocab_size=500):
+    """A SentencePiece-unigram tokenizer shaped like DeBERTa-v3's tokenizer.json: every
+    character, then the most frequent substrings (up to 6 characters) of the pre-tokens, each
+    scored by its log relative frequency."""
+    specials = ["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"]
+    probe = Tokenizer(models.Unigram())
+    probe.normalizer = normalizers.Sequence(
         [normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")]
     )
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
-        vocab_size=500,
-        special_tokens=["[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]"],
-        unk_token="[UNK]",
-    )
-    tok.train_from_iterator(CORPUS, trainer)
+    probe.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    counts = {}
+    for w in _pre_tokens(probe, CORPUS):
+        for i in range(len(w)):
+            for j in range(i + 1, min(len(w), i + 6) + 1):
+                counts[w[i:j]] = counts.get(w[i:j], 0) + 1
+    chars = sorted(k for k in counts if len(k) == 1)
+    pieces = chars + _ranked({k: v for k, v in counts.items() if len(k) > 1},
+                             vocab_size - len(specials) - len(chars))
+    total = sum(counts[p] for p in pieces)
+    vocab = [(p, 0.0) for p in specials] + [(p, math.log(counts[p] / total)) for p in pieces]
+    tok = Tokenizer(models.Unigram(vocab, unk_id=specials.index("[UNK]")))
+    tok.normalizer = probe.normalizer
+    tok.pre_tokenizer = probe.pre_tokenizer
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]",
@@ -169,8 +212,11 @@ def export_onnx(model, path):
     ids = torch.tensor([[2, 5, 6, 7, 3], [2, 8, 9, 3, 0]], dtype=torch.long)
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 1, 0]], dtype=torch.long)
     axes = {0: "batch", 1: "seq"}
+    # The wrapper must be in eval mode: the exporter puts the module it is given back into that
+    # module's own mode afterwards, and a fresh wrapper is in training mode, which would leave
+    # `model` with dropout on and every reference logit computed after the export wrong.
     torch.onnx.export(
-        _Logits(model), (ids, mask), path, input_names=["input_ids", "attention_mask"],
+        _Logits(model).eval(), (ids, mask), path, input_names=["input_ids", "attention_mask"],
         output_names=["logits"], opset_version=17, dynamo=False,
         dynamic_axes={"input_ids": axes, "attention_mask": axes, "logits": {0: "batch"}},
     )
@@ -186,6 +232,8 @@ def write(out_dir, name, model, tok, max_tokens, stride, notes):
             os.remove(os.path.join(d, extra))
     tok.save(os.path.join(d, "tokenizer.json"))
     export_onnx(model, os.path.join(d, "model.onnx"))
+    if any(mod.training for mod in model.modules()):
+        raise SystemExit(f"{name}: the model is in training mode after the ONNX export")
     cases = []
     for text in TEXTS:
         ws = windows(tok, text, max_tokens, stride)

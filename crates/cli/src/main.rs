@@ -159,8 +159,14 @@ impl PipelineArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // ONNX models use the library `rampart models onnxruntime` installed, when there is one
-    // (a layer's `onnxruntime` option and ORT_DYLIB_PATH come first).
-    let ort = models_cmd::onnxruntime_path(&rampart_datasets::default_data_dir());
+    // (a layer's `onnxruntime` option and ORT_DYLIB_PATH come first): under the command's own
+    // `--data-dir` when it runs pipelines and has one, else $RAMPART_DATA_DIR, else ./data.
+    let data_dir = match &cli.command {
+        Command::Eval(args) => args.data_dir.clone(),
+        _ => None,
+    };
+    let ort =
+        models_cmd::onnxruntime_path(&data_dir.unwrap_or_else(rampart_datasets::default_data_dir));
     if ort.is_file() {
         rampart_transformer::onnx::set_default_library(ort);
     }

@@ -450,3 +450,72 @@ fn target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
     );
     assert_eq!(out.matches("not evaluated in this run").count(), 4, "{out}");
 }
+
+/// `rampart eval --data-dir X` takes an ONNX model's runtime library from `X/lib`, where
+/// `rampart models onnxruntime --data-dir X` installs it (it used to look only in
+/// $RAMPART_DATA_DIR or ./data). A file that is not a library proves which path was tried
+/// without needing the real one.
+#[test]
+fn eval_data_dir_locates_the_onnx_runtime_library() {
+    let dir = tempfile::tempdir().unwrap();
+    // Not named `data`: the command runs in `dir`, and ./data is the default data directory.
+    let data = dir.path().join("store");
+    std::fs::create_dir_all(data.join("lib")).unwrap();
+    let lib = data.join("lib").join("libonnxruntime.so.1.31.1");
+    std::fs::write(&lib, b"not a shared library").unwrap();
+    std::fs::write(
+        data.join("tiny_set.jsonl"),
+        "{\"id\":\"1\",\"text\":\"Summarize this article about tide pools.\",\"label\":\"benign\"}\n",
+    )
+    .unwrap();
+    let model = repo_root().join("crates/transformer/testdata/tiny-bert");
+    let config = dir.path().join("onnx.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "version = 1\n\n[[layers]]\nkind = \"transformer\"\nname = \"tiny\"\n\
+             model_dir = {:?}\nformat = \"onnx\"\n",
+            model.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let run = |data_dir: Option<&Path>| {
+        let mut args = vec![
+            "eval".to_string(),
+            "--config".into(),
+            format!("onnx={}", config.display()),
+            "--dataset".into(),
+            data.join("tiny_set.jsonl").display().to_string(),
+            "--no-progress".into(),
+            "--out-dir".into(),
+            dir.path().join("out").display().to_string(),
+        ];
+        if let Some(d) = data_dir {
+            args.extend(["--data-dir".into(), d.display().to_string()]);
+        }
+        Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .current_dir(dir.path())
+            .env("RAMPART_HASH_KEY", "test-key")
+            .env_remove("RAMPART_DATA_DIR")
+            .env_remove("ORT_DYLIB_PATH")
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("spawn rampart")
+    };
+    let with = run(Some(&data));
+    assert_ne!(with.status.code(), Some(0));
+    assert!(
+        stderr(&with).contains(&format!("cannot load ONNX Runtime from {}", lib.display())),
+        "{}",
+        stderr(&with)
+    );
+    // Without --data-dir (and no ./data where it runs) there is no library to try.
+    let without = run(None);
+    assert_ne!(without.status.code(), Some(0));
+    assert!(
+        stderr(&without).contains("needs the ONNX Runtime library"),
+        "{}",
+        stderr(&without)
+    );
+}

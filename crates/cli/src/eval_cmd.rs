@@ -73,12 +73,11 @@ impl EvalArgs {
         }
     }
 
-    fn data_dir(&self) -> PathBuf {
-        self.data_dir.clone().unwrap_or_else(|| {
-            std::env::var_os("RAMPART_DATA_DIR")
-                .filter(|v| !v.is_empty())
-                .map_or_else(|| PathBuf::from("data"), PathBuf::from)
-        })
+    /// `--data-dir`, else $RAMPART_DATA_DIR, else ./data.
+    pub(crate) fn data_dir(&self) -> PathBuf {
+        self.data_dir
+            .clone()
+            .unwrap_or_else(rampart_datasets::default_data_dir)
     }
 }
 

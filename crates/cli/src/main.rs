@@ -162,11 +162,10 @@ fn main() -> ExitCode {
     // (a layer's `onnxruntime` option and ORT_DYLIB_PATH come first): under the command's own
     // `--data-dir` when it runs pipelines and has one, else $RAMPART_DATA_DIR, else ./data.
     let data_dir = match &cli.command {
-        Command::Eval(args) => args.data_dir.clone(),
-        _ => None,
+        Command::Eval(args) => args.data_dir(),
+        _ => rampart_datasets::default_data_dir(),
     };
-    let ort =
-        models_cmd::onnxruntime_path(&data_dir.unwrap_or_else(rampart_datasets::default_data_dir));
+    let ort = models_cmd::onnxruntime_path(&data_dir);
     if ort.is_file() {
         rampart_transformer::onnx::set_default_library(ort);
     }

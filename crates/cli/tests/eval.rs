@@ -6,9 +6,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn rampart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .env("RAMPART_HASH_KEY", "test-key")
+    rampart_in(None, args)
+}
+
+/// `rampart ARGS`, run in `cwd` when given, with no data directory or ONNX Runtime library
+/// named by the environment.
+fn rampart_in(cwd: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    cmd.env("RAMPART_HASH_KEY", "test-key")
         .env_remove("RAMPART_DATA_DIR")
+        .env_remove("ORT_DYLIB_PATH")
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -463,8 +473,9 @@ fn eval_data_dir_locates_the_onnx_runtime_library() {
     std::fs::create_dir_all(data.join("lib")).unwrap();
     let lib = data.join("lib").join("libonnxruntime.so.1.31.1");
     std::fs::write(&lib, b"not a shared library").unwrap();
+    let set = data.join("tiny_set.jsonl");
     std::fs::write(
-        data.join("tiny_set.jsonl"),
+        &set,
         "{\"id\":\"1\",\"text\":\"Summarize this article about tide pools.\",\"label\":\"benign\"}\n",
     )
     .unwrap();
@@ -479,31 +490,22 @@ fn eval_data_dir_locates_the_onnx_runtime_library() {
         ),
     )
     .unwrap();
-    let run = |data_dir: Option<&Path>| {
-        let mut args = vec![
-            "eval".to_string(),
-            "--config".into(),
-            format!("onnx={}", config.display()),
-            "--dataset".into(),
-            data.join("tiny_set.jsonl").display().to_string(),
-            "--no-progress".into(),
-            "--out-dir".into(),
-            dir.path().join("out").display().to_string(),
-        ];
-        if let Some(d) = data_dir {
-            args.extend(["--data-dir".into(), d.display().to_string()]);
-        }
-        Command::new(env!("CARGO_BIN_EXE_rampart"))
-            .current_dir(dir.path())
-            .env("RAMPART_HASH_KEY", "test-key")
-            .env_remove("RAMPART_DATA_DIR")
-            .env_remove("ORT_DYLIB_PATH")
-            .args(&args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("spawn rampart")
-    };
-    let with = run(Some(&data));
+    let config_arg = format!("onnx={}", config.display());
+    let out = dir.path().join("out");
+    let data_arg = data.to_str().unwrap();
+    let mut args = vec![
+        "eval",
+        "--config",
+        &config_arg,
+        "--dataset",
+        set.to_str().unwrap(),
+        "--no-progress",
+        "--out-dir",
+        out.to_str().unwrap(),
+    ];
+    let without = rampart_in(Some(dir.path()), &args);
+    args.extend(["--data-dir", data_arg]);
+    let with = rampart_in(Some(dir.path()), &args);
     assert_ne!(with.status.code(), Some(0));
     assert!(
         stderr(&with).contains(&format!("cannot load ONNX Runtime from {}", lib.display())),
@@ -511,7 +513,6 @@ fn eval_data_dir_locates_the_onnx_runtime_library() {
         stderr(&with)
     );
     // Without --data-dir (and no ./data where it runs) there is no library to try.
-    let without = run(None);
     assert_ne!(without.status.code(), Some(0));
     assert!(
         stderr(&without).contains("needs the ONNX Runtime library"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Load test of `rampart serve` (loopback only, bounded): builds the load generator
-# (crates/server/examples/loadtest.rs) in release and runs it with the README's settings:
+# (crates/server/examples/loadtest.rs) in release and runs it with the settings of
+# docs/service.md ("Load test"):
 # 512 generated ~1 KB prompts (fixed seed, 10 % with an injection), per pipeline
 # (deterministic = configs/rules.toml, default = rules + linear) 10 s in-process on 2 threads,
 # then 10 s over HTTP with 64 keep-alive connections against the real server (audit log on,
@@ -9,7 +10,7 @@
 # run also prints CPU µs per request by thread (server workers, audit writer, client) and
 # the mean audit group-commit size.
 #
-#   bash scripts/loadtest.sh                     # the README's run
+#   bash scripts/loadtest.sh                     # the run of docs/service.md
 #   bash scripts/loadtest.sh --duration 5 --pipeline deterministic --json out.json
 #
 # Extra arguments are passed on (they override the defaults; see the example's --help).

@@ -19,7 +19,8 @@
 //!     --duration 10 --connections 64 --threads 2 --pipeline both --json target/loadtest.json
 //! ```
 //!
-//! `scripts/loadtest.sh` builds it in release and runs it with the README's settings.
+//! `scripts/loadtest.sh` builds it in release and runs it with the settings of
+//! docs/service.md ("Load test").
 
 use bytes::Bytes;
 use rampart_audit::{AuditConfig, AuditFilter, AuditReader};

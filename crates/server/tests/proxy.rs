@@ -776,6 +776,35 @@ async fn clean_definitions_are_forwarded_untouched() {
     assert_eq!(up.received()[0].body["messages"], body["messages"]);
 }
 
+#[tokio::test]
+async fn sanitize_in_a_definition_rewrites_only_that_description() {
+    let up = mock(Reply::Text("ok".into())).await;
+    let srv = start(config_for(Some(&up))).await;
+    let mut body = chat("Deploy the site.", false);
+    body["tools"] = json!([{"type": "function", "function": {
+        "name": "deploy",
+        "description": "Deploys with aws_access_key_id = AKIAIOSFODNN7EXAMPLE as the key.",
+        "parameters": {"type": "object", "properties": {
+            "site": {"type": "string", "description": "The site to deploy."}}}}}]);
+    let r = post(&srv.base, "/v1/chat/completions", &body).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "x-rampart-action"), "SANITIZE");
+    let sent = &up.received()[0].body;
+    let description = sent["tools"][0]["function"]["description"]
+        .as_str()
+        .expect("description");
+    assert!(
+        !description.contains("AKIAIOSFODNN7EXAMPLE"),
+        "{description}"
+    );
+    assert!(description.contains("[removed:CRED_003]"), "{description}");
+    assert_eq!(
+        sent["tools"][0]["function"]["parameters"],
+        body["tools"][0]["function"]["parameters"]
+    );
+    assert_eq!(sent["messages"], body["messages"]);
+}
+
 // Blind spots on the way back: everything the model writes is scanned.
 
 const LEAKED_KEY: &str = "AKIAIOSFODNN7EXAMPLE";

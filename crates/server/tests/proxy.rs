@@ -984,6 +984,7 @@ async fn oversized_body_gets_the_json_error_shape() {
         "/v1/chat/completions",
         "/v1/completions",
         "/v1/scan",
+        "/v1/scan/batch",
         "/v1/scan/output",
     ] {
         // With a Content-Length, and chunked (no length: refused while it is read).

@@ -5,7 +5,7 @@ use crate::ops;
 use crate::state::{AppState, Caller, ServiceError};
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
@@ -33,6 +33,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/openapi.json", get(ops::openapi))
         .merge(v1)
         .merge(admin)
+        .route_layer(from_fn_with_state(max_body, refuse_declared_oversize))
         .route_layer(from_fn_with_state(state.clone(), auth::observe))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(max_body))
@@ -49,6 +50,50 @@ async fn not_found(State(state): State<Arc<AppState>>) -> ServiceError {
     e
 }
 
+/// The message of a 413 for a body over `server.max_body_bytes`.
+const BODY_TOO_LARGE: &str = "request body is over the server's limit (server.max_body_bytes)";
+
+/// Refuses a request whose declared `Content-Length` is over `server.max_body_bytes` before
+/// reading any of its body: waiting for a body that will be refused anyway would let a client
+/// hold the connection with a short one. Bodies without a length (chunked) are bounded as
+/// they are read ([`ApiBytes`]).
+async fn refuse_declared_oversize(State(max): State<usize>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > u64::try_from(max).unwrap_or(u64::MAX)) {
+        return ServiceError::TooLarge(BODY_TOO_LARGE.into()).into_response();
+    }
+    next.run(req).await
+}
+
+/// A raw body whose errors are [`ServiceError`]s (413 over `server.max_body_bytes`), so they
+/// have the JSON error shape like every other error.
+#[derive(Debug)]
+pub(crate) struct ApiBytes(pub(crate) Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for ApiBytes {
+    type Rejection = ServiceError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ServiceError> {
+        Bytes::from_request(req, state)
+            .await
+            .map(ApiBytes)
+            .map_err(|rej| {
+                if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    ServiceError::TooLarge(BODY_TOO_LARGE.into())
+                } else {
+                    ServiceError::BadRequest(format!(
+                        "cannot read the request body: {}",
+                        rej.body_text()
+                    ))
+                }
+            })
+    }
+}
+
 /// A JSON body whose errors are [`ServiceError`]s: 413 over `server.max_body_bytes`, 400
 /// for malformed JSON (messages never quote long strings from the body).
 #[derive(Debug)]
@@ -58,18 +103,7 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
     type Rejection = ServiceError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ServiceError> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|rej| {
-            if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                ServiceError::TooLarge(
-                    "request body is over the server's limit (server.max_body_bytes)".into(),
-                )
-            } else {
-                ServiceError::BadRequest(format!(
-                    "cannot read the request body: {}",
-                    rej.body_text()
-                ))
-            }
-        })?;
+        let ApiBytes(bytes) = ApiBytes::from_request(req, state).await?;
         serde_json::from_slice(&bytes)
             .map(ApiJson)
             .map_err(|e| ServiceError::BadRequest(json_error_message(&e)))

@@ -1,40 +1,53 @@
 //! The OpenAI-compatible proxy: `POST /v1/chat/completions`, `POST /v1/completions`, and
 //! the output check `POST /v1/scan/output`.
 //!
-//! Request flow (chat):
-//! 1. The body is parsed as JSON; only `messages` (and `stream`) are interpreted, every other
-//!    field is forwarded untouched. Each message's text (string content, or the `text` of
-//!    each content part; an assistant message's tool-call arguments) becomes one segment with
-//!    the message's role (`system`, `developer`, `user`, `assistant`, `tool`; `function` is
-//!    `tool`). Trust per role comes from the pipeline's policy.
-//! 2. The pipeline decides; the decision is recorded (metrics + audit) before anything is
-//!    forwarded. BLOCK answers `400` with `code: "rampart_blocked"` and a summary of the
-//!    decision (rule IDs, categories, spans; never text); the upstream sees nothing.
-//!    SANITIZE forwards the sanitized texts in place of the originals.
-//! 3. With `[canary] enabled`, a fresh canary is planted in the system prompt (see
-//!    [`crate::canary`]).
-//! 4. The request goes to `proxy.upstream_url` + the endpoint path, with
+//! Request flow (chat), one function per step ([`proxy_inner`] chains them):
+//! 1. Parse ([`parse_request`]): the body is parsed as JSON; only the fields the model reads
+//!    are interpreted, every other field is forwarded untouched. Each message's text (string
+//!    content, or the `text` of each content part; tool-call and legacy function-call
+//!    arguments) becomes one segment with the message's role (`system`, `developer`, `user`,
+//!    `assistant`, `tool`; `function` is `tool`). The messages' `name`s follow, one segment
+//!    per role; then every `description` in `tools`, `functions` and `response_format` (JSON
+//!    schemas walked at any depth, up to 64 levels; deeper is refused with 400) as one `tool`
+//!    segment: definitions often come from third parties (MCP servers, plugins), and a
+//!    poisoned description is an injection the model reads. Trust per role comes from the
+//!    pipeline's policy.
+//! 2. Scan up ([`scan_up`]): the pipeline decides; the decision is recorded (metrics + audit)
+//!    before anything is forwarded. BLOCK answers `400` with `code: "rampart_blocked"` and a
+//!    summary of the decision (rule IDs, categories, spans; never text); the upstream sees
+//!    nothing. SANITIZE forwards the sanitized texts in place of the originals (the strings
+//!    of a grouped segment are scanned one by one for that; one that is BLOCK on its own
+//!    blocks the request).
+//! 3. Prepare the output check ([`prepare_output`]): with `[canary] enabled`, a fresh canary
+//!    is planted in the system prompt (see [`crate::canary`]).
+//! 4. Forward ([`forward`]): the request goes to `proxy.upstream_url` with the endpoint path
+//!    joined to its path (its query, e.g. `?api-version=…`, is kept), with
 //!    `Authorization: Bearer $OPENAI_API_KEY` (`proxy.upstream_api_key_env`) when set. The
 //!    client's own `Authorization` is a Rampart key and is never forwarded, nor are other
-//!    client headers.
-//! 5. The response is scanned ([`crate::output`]) before the client sees it. Plain JSON
-//!    responses are passed through byte for byte when allowed; a blocked response is `400`
-//!    with `code: "rampart_output_blocked"` (a 4xx, so OpenAI SDKs do not retry it and
-//!    regenerate). Streams are guarded by [`crate::sse::StreamGuard`]: on a leak the client
-//!    gets a final `data: {"error": …}` event, then `data: [DONE]`.
+//!    client headers. Logs and errors name the upstream without its query or credentials.
+//! 5. Scan back and respond: the response is scanned ([`crate::output`]) before the client
+//!    sees it: every text of every choice, tool-call and legacy function-call arguments and
+//!    names included. Plain JSON responses ([`respond_plain`]) are passed through byte for
+//!    byte when allowed; a blocked response is `400` with `code: "rampart_output_blocked"` (a
+//!    4xx, so OpenAI SDKs do not retry it and regenerate). A `Content-Type` of
+//!    `text/event-stream` (compared case-insensitively, parameters ignored) is a stream,
+//!    guarded by [`crate::sse::StreamGuard`] ([`stream_response`]): on a leak the client gets
+//!    a final `data: {"error": …}` event, then `data: [DONE]`.
 //!
 //! Status codes: no upstream configured 503 (`service_unavailable`); upstream unreachable or
 //! a malformed/oversized upstream answer 502 (`upstream_error`); no response within
 //! `proxy.timeout_ms` (or a stream idle for `proxy.stream_idle_timeout_ms`) 504. Failing
 //! open makes no sense for a forward (there is no answer to pass on), so these are always
 //! errors. Upstream error statuses (4xx/5xx) are passed through with their body (after the
-//! body is checked for canary and secret leaks).
+//! body is checked for canary and secret leaks). A request body over
+//! `server.max_body_bytes` is 413 in the JSON error shape (see [`crate::api`]).
 //!
 //! Every response carries `x-rampart-action` (the request's action; for plain responses the
 //! stricter of request and response) and `x-rampart-request-id`.
 
-use crate::api::{ApiJson, outcome_json};
+use crate::api::{ApiBytes, ApiJson, outcome_json};
 use crate::canary::{Canary, CanarySet, Placement};
+use crate::config::ServerConfig;
 use crate::output::{
     OutputContext, OutputOutcome, OutputScanner, PromptIndex, ScanOutputRequest, scanner_for,
 };
@@ -107,10 +120,13 @@ impl Default for ProxyConfig {
 impl ProxyConfig {
     /// Semantic checks.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(u) = &self.upstream_url
-            && !(u.starts_with("http://") || u.starts_with("https://"))
-        {
-            return Err("proxy.upstream_url must start with http:// or https://".into());
+        if let Some(u) = &self.upstream_url {
+            if !(u.starts_with("http://") || u.starts_with("https://")) {
+                return Err("proxy.upstream_url must start with http:// or https://".into());
+            }
+            // The parse error never quotes the URL (its query may hold a key).
+            reqwest::Url::parse(u)
+                .map_err(|e| format!("proxy.upstream_url is not a valid URL: {e}"))?;
         }
         if self.timeout_ms == 0 || self.stream_idle_timeout_ms == 0 {
             return Err("proxy timeouts must be greater than zero".into());
@@ -121,12 +137,37 @@ impl ProxyConfig {
         Ok(())
     }
 
-    /// The full URL of an endpoint (`path` like `/chat/completions`).
-    fn endpoint(&self, path: &str) -> Option<String> {
-        self.upstream_url
-            .as_deref()
-            .map(|u| format!("{}{path}", u.trim_end_matches('/')))
+    /// The full URL of an endpoint (`path` like `/chat/completions`): the path is joined to
+    /// the upstream's path, and the upstream's query (e.g. Azure's `?api-version=…`) is kept.
+    fn endpoint(&self, path: &str) -> Result<reqwest::Url, ServiceError> {
+        let Some(base) = self.upstream_url.as_deref() else {
+            return Err(ServiceError::Unavailable(
+                "no upstream is configured for the proxy: set proxy.upstream_url (or \
+                 RAMPART_UPSTREAM_URL)"
+                    .into(),
+            ));
+        };
+        let mut url = reqwest::Url::parse(base).map_err(|e| {
+            ServiceError::Internal(format!("proxy.upstream_url is not a valid URL: {e}"))
+        })?;
+        let joined = format!("{}{path}", url.path().trim_end_matches('/'));
+        url.set_path(&joined);
+        Ok(url)
     }
+}
+
+/// The upstream URL as logs and errors may show it: without credentials, and with its query
+/// (which may hold an API key, e.g. `?api-key=…`) replaced by `redacted`.
+fn redacted(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    // Both fail only for URLs that cannot have credentials, which then have none.
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    if u.query().is_some() {
+        u.set_query(Some("redacted"));
+    }
+    u.set_fragment(None);
+    u.to_string()
 }
 
 /// Sets `proxy.upstream_url` (the `RAMPART_UPSTREAM_URL` override; empty unsets it).
@@ -253,34 +294,49 @@ enum Slot {
     Part(usize, usize),
     /// `messages[i].tool_calls[j].function.arguments`.
     ToolArgs(usize, usize),
+    /// `messages[i].function_call.arguments` (the legacy single function call).
+    FunctionArgs(usize),
     /// `prompt` (a string).
     Prompt,
     /// `prompt[j]`.
     PromptItem(usize),
     /// `suffix`.
     Suffix,
+    /// Several strings scanned as one segment, as JSON pointers into the body: the
+    /// descriptions in the tool, function and response-format definitions, or the `name`s of
+    /// the messages of one role. One segment for many strings keeps a request with many tools
+    /// within the pipeline's segment limit; SANITIZE scans the pieces one by one
+    /// ([`sanitize_groups`]).
+    Group(Vec<String>),
 }
 
 impl Slot {
     fn get_mut<'a>(&self, body: &'a mut Value) -> Option<&'a mut Value> {
-        match *self {
-            Slot::Content(i) => body.get_mut("messages")?.get_mut(i)?.get_mut("content"),
+        match self {
+            Slot::Content(i) => body.get_mut("messages")?.get_mut(*i)?.get_mut("content"),
             Slot::Part(i, j) => body
                 .get_mut("messages")?
-                .get_mut(i)?
+                .get_mut(*i)?
                 .get_mut("content")?
-                .get_mut(j)?
+                .get_mut(*j)?
                 .get_mut("text"),
             Slot::ToolArgs(i, j) => body
                 .get_mut("messages")?
-                .get_mut(i)?
+                .get_mut(*i)?
                 .get_mut("tool_calls")?
-                .get_mut(j)?
+                .get_mut(*j)?
                 .get_mut("function")?
                 .get_mut("arguments"),
+            Slot::FunctionArgs(i) => body
+                .get_mut("messages")?
+                .get_mut(*i)?
+                .get_mut("function_call")?
+                .get_mut("arguments"),
             Slot::Prompt => body.get_mut("prompt"),
-            Slot::PromptItem(j) => body.get_mut("prompt")?.get_mut(j),
+            Slot::PromptItem(j) => body.get_mut("prompt")?.get_mut(*j),
             Slot::Suffix => body.get_mut("suffix"),
+            // Each piece gets its own text: see `sanitize_groups`.
+            Slot::Group(_) => None,
         }
     }
 }
@@ -291,6 +347,25 @@ struct Extracted {
     segments: Vec<Segment>,
     slots: Vec<Slot>,
     system_prompt: String,
+}
+
+impl Extracted {
+    /// Adds `pieces` (JSON pointer, text) as one segment; nothing when all are empty.
+    fn push_group(&mut self, role: Role, pieces: Vec<(String, String)>) {
+        let pieces: Vec<(String, String)> =
+            pieces.into_iter().filter(|(_, t)| !t.is_empty()).collect();
+        if pieces.is_empty() {
+            return;
+        }
+        let text = pieces
+            .iter()
+            .map(|(_, t)| t.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        self.segments.push(Segment::new(role, text));
+        self.slots
+            .push(Slot::Group(pieces.into_iter().map(|(p, _)| p).collect()));
+    }
 }
 
 fn role_of(name: &str) -> Option<Role> {
@@ -304,6 +379,59 @@ fn role_of(name: &str) -> Option<Role> {
     })
 }
 
+/// Request fields whose `description`s the model reads: tool and function definitions
+/// (their JSON-schema parameters included) and the response format's JSON schema.
+const DEFINITION_FIELDS: [&str; 3] = ["tools", "functions", "response_format"];
+
+/// Deepest nesting searched for descriptions in a definition: far beyond what a real schema
+/// needs. A deeper definition is refused rather than forwarded partly unscanned.
+const MAX_DEFINITION_DEPTH: usize = 64;
+
+/// Every `description` string in a definition, at any depth, with its JSON pointer.
+fn descriptions(
+    v: &Value,
+    pointer: &str,
+    field: &str,
+    depth: usize,
+    out: &mut Vec<(String, String)>,
+) -> Result<(), ServiceError> {
+    if depth > MAX_DEFINITION_DEPTH {
+        return Err(ServiceError::BadRequest(format!(
+            "\"{field}\" is nested more than {MAX_DEFINITION_DEPTH} levels deep"
+        )));
+    }
+    match v {
+        Value::Object(o) => {
+            for (k, x) in o {
+                let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
+                match x {
+                    Value::String(t) if k == "description" => out.push((p, t.clone())),
+                    Value::Object(_) | Value::Array(_) => {
+                        descriptions(x, &p, field, depth + 1, out)?
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (j, x) in items.iter().enumerate() {
+                if matches!(x, Value::Object(_) | Value::Array(_)) {
+                    descriptions(x, &format!("{pointer}/{j}"), field, depth + 1, out)?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// A chat request's segments: one per message text (content, content parts, tool-call and
+/// function-call arguments) with the message's role, in message order; then the messages'
+/// `name`s, one segment per role; then every description in the definitions (tools,
+/// functions, response format) as one `tool` segment. Definitions are scanned as `tool`
+/// text because they often come from third parties (MCP servers, plugin manifests), where
+/// a poisoned description is an injection the model reads; the policy's trust for `tool`
+/// applies.
 fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
     let bad = |m: String| ServiceError::BadRequest(m);
     let messages = body
@@ -314,6 +442,7 @@ fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
         return Err(bad("\"messages\" must not be empty".into()));
     }
     let mut out = Extracted::default();
+    let mut names = std::collections::BTreeMap::<Role, Vec<(String, String)>>::new();
     for (i, m) in messages.iter().enumerate() {
         let role_name = m
             .get("role")
@@ -376,7 +505,30 @@ fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
                 }
             }
         }
+        if let Some(a) = m
+            .get("function_call")
+            .and_then(|f| f.get("arguments"))
+            .and_then(Value::as_str)
+        {
+            push(a, Slot::FunctionArgs(i), &mut out);
+        }
+        if let Some(n) = m.get("name").and_then(Value::as_str) {
+            names
+                .entry(role)
+                .or_default()
+                .push((format!("/messages/{i}/name"), n.to_string()));
+        }
     }
+    for (role, pieces) in names {
+        out.push_group(role, pieces);
+    }
+    let mut definitions = Vec::new();
+    for field in DEFINITION_FIELDS {
+        if let Some(v) = body.get(field) {
+            descriptions(v, &format!("/{field}"), field, 0, &mut definitions)?;
+        }
+    }
+    out.push_group(Role::Tool, definitions);
     Ok(out)
 }
 
@@ -490,7 +642,7 @@ impl Kind {
 async fn chat_completions(
     State(state): State<Arc<AppState>>,
     caller: Option<Extension<Caller>>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Response {
     let caller = caller_of(caller);
     proxy(state, caller, body, Kind::Chat).await
@@ -499,7 +651,7 @@ async fn chat_completions(
 async fn completions(
     State(state): State<Arc<AppState>>,
     caller: Option<Extension<Caller>>,
-    body: Bytes,
+    ApiBytes(body): ApiBytes,
 ) -> Response {
     let caller = caller_of(caller);
     proxy(state, caller, body, Kind::Completions).await
@@ -512,70 +664,138 @@ async fn proxy(state: Arc<AppState>, caller: Caller, raw: Bytes, kind: Kind) -> 
     }
 }
 
+/// A proxy answer, or an error with the request's action once it is known (for the
+/// `x-rampart-action` header).
 type ProxyResult = Result<Response, (ServiceError, Option<Action>)>;
 
+/// One proxied request, step by step: parse, scan up, prepare the output check, forward,
+/// then scan back and respond (streamed or plain).
 async fn proxy_inner(
     state: &Arc<AppState>,
     caller: &Caller,
     raw: Bytes,
     kind: Kind,
 ) -> ProxyResult {
-    let mut body: Value = serde_json::from_slice(&raw).map_err(|e| {
-        (
-            ServiceError::BadRequest(crate::api::json_error_message(&e)),
-            None,
-        )
-    })?;
+    let mut request = parse_request(&raw, kind).map_err(|e| (e, None))?;
+    let action = match scan_up(state, caller, kind, &mut request)
+        .await
+        .map_err(|e| (e, None))?
+    {
+        Upward::Blocked(response) => return Ok(response),
+        Upward::Forward(action) => action,
+    };
+    let with_action = |e: ServiceError| (e, Some(action));
+    let config = state.config();
+    let url = config.proxy.endpoint(kind.path()).map_err(with_action)?;
+    let output = prepare_output(state, &config, kind, &mut request)
+        .await
+        .map_err(with_action)?;
+    let payload = serde_json::to_vec(&request.body)
+        .map_err(|e| with_action(ServiceError::Internal(e.to_string())))?;
+    let started = tokio::time::Instant::now();
+    let resp = forward(state, caller, &config, url, payload)
+        .await
+        .map_err(with_action)?;
+    if resp.status().is_success() && is_event_stream(resp.headers()) {
+        return Ok(stream_response(
+            state.clone(),
+            caller.clone(),
+            resp,
+            kind,
+            output,
+            action,
+            Duration::from_millis(config.proxy.stream_idle_timeout_ms),
+        ));
+    }
+    respond_plain(state, caller, kind, &config, resp, started, output, action)
+        .await
+        .map_err(with_action)
+}
+
+/// A parsed proxy request: the body as it will be forwarded, and its scannable texts.
+struct ParsedRequest {
+    body: Value,
+    extracted: Extracted,
+}
+
+/// Step 1: the body as JSON, and its segments (only the fields read here are interpreted).
+fn parse_request(raw: &[u8], kind: Kind) -> Result<ParsedRequest, ServiceError> {
+    let body: Value = serde_json::from_slice(raw)
+        .map_err(|e| ServiceError::BadRequest(crate::api::json_error_message(&e)))?;
     if !body.is_object() {
-        return Err((
-            ServiceError::BadRequest("the request body must be a JSON object".into()),
-            None,
+        return Err(ServiceError::BadRequest(
+            "the request body must be a JSON object".into(),
         ));
     }
     let extracted = match kind {
         Kind::Chat => extract_chat(&body),
         Kind::Completions => extract_completions(&body),
-    }
-    .map_err(|e| (e, None))?;
-    let mut segments = extracted.segments;
+    }?;
+    Ok(ParsedRequest { body, extracted })
+}
+
+/// What the request scan decided.
+enum Upward {
+    /// Forward the (possibly sanitized) body; the request's action.
+    Forward(Action),
+    /// The request is blocked: this answer, the upstream sees nothing.
+    Blocked(Response),
+}
+
+/// Step 2: the pipeline decides on the request; the decision is recorded before anything is
+/// forwarded. SANITIZE rewrites the body in place.
+async fn scan_up(
+    state: &AppState,
+    caller: &Caller,
+    kind: Kind,
+    request: &mut ParsedRequest,
+) -> Result<Upward, ServiceError> {
+    let mut segments = std::mem::take(&mut request.extracted.segments);
     if segments.is_empty() {
         // Nothing textual (e.g. images only): the decision is still made and recorded.
         segments.push(Segment::new(Role::User, ""));
     }
-    let outcome = state
-        .scan(ScanRequest::segments(segments))
-        .await
-        .map_err(|e| (e, None))?;
-    state
-        .record(caller, kind.endpoint(), &outcome.decision)
-        .await
-        .map_err(|e| (e, None))?;
-    let action = outcome.decision.action;
-    match action {
-        Action::Block => return Ok(blocked_response(&outcome.decision, caller, false)),
-        Action::Sanitize => apply_sanitized(&mut body, &extracted.slots, &outcome),
-        Action::Allow => {}
+    let outcome = state.scan(ScanRequest::segments(segments)).await?;
+    let mut piece_blocked = false;
+    if outcome.decision.action == Action::Sanitize {
+        apply_sanitized(&mut request.body, &request.extracted.slots, &outcome);
+        piece_blocked =
+            sanitize_groups(state, &mut request.body, &request.extracted.slots, &outcome).await?;
     }
+    let mut decision = outcome.decision;
+    if piece_blocked {
+        decision.action = Action::Block;
+        decision.reasons.push(
+            "a definition or message name is BLOCK on its own; SANITIZE escalated to BLOCK".into(),
+        );
+    }
+    state.record(caller, kind.endpoint(), &decision).await?;
+    Ok(match decision.action {
+        Action::Block => Upward::Blocked(blocked_response(&decision, caller, false)),
+        action => Upward::Forward(action),
+    })
+}
 
-    let config = state.config();
-    let Some(url) = config.proxy.endpoint(kind.path()) else {
-        return Err((
-            ServiceError::Unavailable(
-                "no upstream is configured for the proxy: set proxy.upstream_url (or \
-                 RAMPART_UPSTREAM_URL)"
-                    .into(),
-            ),
-            Some(action),
-        ));
-    };
+/// What the answer is checked against: the canary and system prompt, and the scanner
+/// (`None` when output scanning is off and no canary was planted).
+struct OutputCheck {
+    ctx: OutputContext,
+    scanner: Option<Arc<OutputScanner>>,
+}
 
-    // The output context: canary (chat only) and the system prompt.
+/// Step 3: plants the canary (chat only, when enabled) and gets the output scanner.
+async fn prepare_output(
+    state: &AppState,
+    config: &ServerConfig,
+    kind: Kind,
+    request: &mut ParsedRequest,
+) -> Result<OutputCheck, ServiceError> {
     let mut canaries = Vec::new();
     if config.canary.enabled && kind == Kind::Chat {
         let canary = Canary::generate(&config.canary.prefix)
-            .map_err(|e| (ServiceError::Internal(e.to_string()), Some(action)))?;
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
         plant_canary(
-            &mut body,
+            &mut request.body,
             &config.canary.render(&canary),
             config.canary.placement,
         );
@@ -584,7 +804,7 @@ async fn proxy_inner(
     let ctx = OutputContext {
         canaries: CanarySet::new(&canaries),
         system_prompt: PromptIndex::new(
-            &extracted.system_prompt,
+            &request.extracted.system_prompt,
             config.output.system_prompt_min_words,
         ),
     };
@@ -598,106 +818,107 @@ async fn proxy_inner(
         }
         let built = tokio::task::spawn_blocking(move || scanner_for(&pipeline, &cfg))
             .await
-            .map_err(|e| (ServiceError::Internal(e.to_string()), Some(action)))?
-            .map_err(|e| (ServiceError::Internal(e.to_string()), Some(action)))?;
+            .map_err(|e| ServiceError::Internal(e.to_string()))?
+            .map_err(|e| ServiceError::Internal(e.to_string()))?;
         Some(built)
     } else {
         None
     };
+    Ok(OutputCheck { ctx, scanner })
+}
 
-    // Forward.
-    let forward = serde_json::to_vec(&body)
-        .map_err(|e| (ServiceError::Internal(e.to_string()), Some(action)))?;
+/// Step 4: sends the request upstream and waits for the answer's headers (within
+/// `proxy.timeout_ms`).
+async fn forward(
+    state: &AppState,
+    caller: &Caller,
+    config: &ServerConfig,
+    url: reqwest::Url,
+    payload: Vec<u8>,
+) -> Result<reqwest::Response, ServiceError> {
+    let upstream = redacted(&url);
+    let host = upstream_host(&url);
     let mut req = state
         .http_client()
-        .post(&url)
+        .post(url)
         .header(header::CONTENT_TYPE, "application/json")
-        .body(forward);
+        .body(payload);
     if let Ok(key) = std::env::var(&config.proxy.upstream_api_key_env)
         && !key.is_empty()
     {
         req = req.bearer_auth(key);
     }
     let timeout = Duration::from_millis(config.proxy.timeout_ms);
-    let started = tokio::time::Instant::now();
-    let resp = match tokio::time::timeout(timeout, req.send()).await {
-        Err(_) => {
-            return Err((
-                ServiceError::Timeout(format!(
-                    "the upstream did not answer within {} ms (proxy.timeout_ms)",
-                    config.proxy.timeout_ms
-                )),
-                Some(action),
-            ));
-        }
-        Ok(Err(e)) if e.is_timeout() => {
-            return Err((
-                ServiceError::Timeout("the upstream request timed out".into()),
-                Some(action),
-            ));
-        }
+    match tokio::time::timeout(timeout, req.send()).await {
+        Err(_) => Err(ServiceError::Timeout(format!(
+            "the upstream did not answer within {} ms (proxy.timeout_ms)",
+            config.proxy.timeout_ms
+        ))),
+        Ok(Err(e)) if e.is_timeout() => Err(ServiceError::Timeout(
+            "the upstream request timed out".into(),
+        )),
         Ok(Err(e)) => {
             let what = if e.is_connect() {
                 "cannot connect to the upstream"
             } else {
                 "the upstream request failed"
             };
-            tracing::warn!(request_id = %caller.request_id, error = %e, "upstream failed");
-            return Err((
-                ServiceError::BadGateway(format!("{what} ({})", upstream_host(&url))),
-                Some(action),
-            ));
+            // reqwest's message names the full URL: log the redacted one instead.
+            let e = e.without_url();
+            tracing::warn!(request_id = %caller.request_id, %upstream, error = %e, "upstream failed");
+            Err(ServiceError::BadGateway(format!("{what} ({host})")))
         }
-        Ok(Ok(r)) => r,
-    };
+        Ok(Ok(r)) => Ok(r),
+    }
+}
 
-    let status = resp.status();
-    let is_stream = resp
-        .headers()
+/// Whether a `Content-Type` is `text/event-stream`: media types compare case-insensitively
+/// and may carry parameters (`Text/Event-Stream; charset=utf-8`).
+fn is_event_stream(headers: &header::HeaderMap) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if is_stream && status.is_success() {
-        return Ok(stream_response(
-            state.clone(),
-            caller.clone(),
-            resp,
-            kind,
-            scanner,
-            ctx,
-            action,
-            Duration::from_millis(config.proxy.stream_idle_timeout_ms),
-        ));
-    }
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("text/event-stream"))
+}
 
-    // Plain response: read it whole (bounded, within the deadline).
-    let max = config.output.max_response_bytes;
-    let remaining = timeout.saturating_sub(started.elapsed());
+/// Step 5 (plain): reads the whole answer (bounded, within what is left of
+/// `proxy.timeout_ms`), scans it, and answers with it, its sanitized form, or a block.
+#[allow(clippy::too_many_arguments)]
+async fn respond_plain(
+    state: &AppState,
+    caller: &Caller,
+    kind: Kind,
+    config: &ServerConfig,
+    resp: reqwest::Response,
+    started: tokio::time::Instant,
+    output: OutputCheck,
+    action: Action,
+) -> Result<Response, ServiceError> {
+    let status = resp.status();
     let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
+    let max = config.output.max_response_bytes;
+    let timeout = Duration::from_millis(config.proxy.timeout_ms);
+    let remaining = timeout.saturating_sub(started.elapsed());
     let bytes = match tokio::time::timeout(remaining, read_limited(resp, max)).await {
         Err(_) => {
-            return Err((
-                ServiceError::Timeout(format!(
-                    "the upstream's answer did not complete within {} ms (proxy.timeout_ms)",
-                    config.proxy.timeout_ms
-                )),
-                Some(action),
-            ));
+            return Err(ServiceError::Timeout(format!(
+                "the upstream's answer did not complete within {} ms (proxy.timeout_ms)",
+                config.proxy.timeout_ms
+            )));
         }
-        Ok(Err(e)) => return Err((e, Some(action))),
-        Ok(Ok(b)) => b,
+        Ok(r) => r?,
     };
     let mut final_action = action;
     let mut out_bytes = bytes.clone();
-    if let Some(scanner) = scanner {
-        match scan_plain_response(state, &scanner, &ctx, &bytes, kind, caller).await {
-            Ok(PlainVerdict::Pass) => {}
-            Ok(PlainVerdict::Blocked(d)) => return Ok(blocked_response(&d, caller, true)),
-            Ok(PlainVerdict::Sanitized(b)) => {
+    if let Some(scanner) = output.scanner {
+        match scan_plain_response(state, &scanner, &output.ctx, &bytes, kind, caller).await? {
+            PlainVerdict::Pass => {}
+            PlainVerdict::Blocked(d) => return Ok(blocked_response(&d, caller, true)),
+            PlainVerdict::Sanitized(b) => {
                 out_bytes = b;
                 final_action = final_action.max(Action::Sanitize);
             }
-            Err(e) => return Err((e, Some(action))),
         }
     }
     let mut r = Response::new(Body::from(out_bytes));
@@ -709,17 +930,15 @@ async fn proxy_inner(
     Ok(with_headers(r, final_action, caller))
 }
 
-/// Host (and port) of the upstream, for error messages (never the path or credentials).
-fn upstream_host(url: &str) -> String {
-    reqwest::Url::parse(url)
-        .ok()
-        .and_then(|u| {
-            u.host_str().map(|h| {
-                format!(
-                    "{h}{}",
-                    u.port().map(|p| format!(":{p}")).unwrap_or_default()
-                )
-            })
+/// Host (and port) of the upstream, for error messages (never the path, query or
+/// credentials).
+fn upstream_host(url: &reqwest::Url) -> String {
+    url.host_str()
+        .map(|h| {
+            format!(
+                "{h}{}",
+                url.port().map(|p| format!(":{p}")).unwrap_or_default()
+            )
         })
         .unwrap_or_else(|| "upstream".into())
 }
@@ -762,6 +981,41 @@ fn apply_sanitized(body: &mut Value, slots: &[Slot], outcome: &ScanOutcome) {
     }
 }
 
+/// SANITIZE on a group segment (several strings scanned as one): each of its pieces is
+/// scanned on its own and gets its own sanitized text, so every string stays in its place.
+/// `true` when a piece is BLOCK on its own (the request must then be blocked).
+async fn sanitize_groups(
+    state: &AppState,
+    body: &mut Value,
+    slots: &[Slot],
+    outcome: &ScanOutcome,
+) -> Result<bool, ServiceError> {
+    for s in outcome.sanitized.iter().flatten() {
+        let Some(Slot::Group(pointers)) = slots.get(s.segment) else {
+            continue;
+        };
+        for pointer in pointers {
+            let Some(text) = body.pointer(pointer).and_then(Value::as_str) else {
+                continue;
+            };
+            let piece = state
+                .scan(ScanRequest::segments(vec![Segment::new(s.role, text)]))
+                .await?;
+            match piece.decision.action {
+                Action::Block => return Ok(true),
+                Action::Sanitize => {
+                    let text = piece.sanitized.and_then(|v| v.into_iter().next());
+                    if let (Some(t), Some(slot)) = (text, body.pointer_mut(pointer)) {
+                        *slot = Value::String(t.text);
+                    }
+                }
+                Action::Allow => {}
+            }
+        }
+    }
+    Ok(false)
+}
+
 enum PlainVerdict {
     Pass,
     Blocked(Box<Decision>),
@@ -794,19 +1048,23 @@ fn response_texts(v: &Value) -> Vec<(String, String)> {
                 _ => {}
             }
         }
-        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-            for (j, call) in calls.iter().enumerate() {
-                if let Some(a) = call
-                    .get("function")
-                    .and_then(|f| f.get("arguments"))
-                    .and_then(Value::as_str)
-                {
-                    out.push((
-                        format!("/choices/{i}/message/tool_calls/{j}/function/arguments"),
-                        a.to_string(),
-                    ));
+        let mut call_texts = |prefix: String, call: &Value| {
+            for field in ["arguments", "name"] {
+                if let Some(t) = call.get(field).and_then(Value::as_str) {
+                    out.push((format!("{prefix}/{field}"), t.to_string()));
                 }
             }
+        };
+        if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
+            for (j, call) in calls.iter().enumerate() {
+                if let Some(f) = call.get("function") {
+                    call_texts(format!("/choices/{i}/message/tool_calls/{j}/function"), f);
+                }
+            }
+        }
+        // The legacy single function call.
+        if let Some(f) = m.get("function_call") {
+            call_texts(format!("/choices/{i}/message/function_call"), f);
         }
     }
     out
@@ -898,180 +1156,27 @@ async fn scan_plain_response(
     }
 }
 
-/// The streamed answer: events go through the hold-back guard on a task; the client gets
-/// them through a channel.
-#[allow(clippy::too_many_arguments)]
+/// Step 5 (streamed): events go through the hold-back guard on a task ([`Relay`]); the
+/// client gets them through a channel.
 fn stream_response(
     state: Arc<AppState>,
     caller: Caller,
-    mut resp: reqwest::Response,
+    upstream: reqwest::Response,
     kind: Kind,
-    scanner: Option<Arc<OutputScanner>>,
-    ctx: OutputContext,
+    output: OutputCheck,
     action: Action,
     idle: Duration,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
-    let caller2 = caller.clone();
-    tokio::spawn(async move {
-        let caller = caller2;
-        if scanner.is_none() {
-            // Nothing to look for: pass the stream through as it comes.
-            loop {
-                match tokio::time::timeout(idle, resp.chunk()).await {
-                    Ok(Ok(Some(c))) => {
-                        if tx.send(c).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(Ok(None)) => return,
-                    Ok(Err(_)) | Err(_) => {
-                        let err = json!({"error": {
-                            "message": "the upstream stream broke off or went idle",
-                            "type": "api_error", "param": null, "code": "upstream_error"}});
-                        let _ = tx.send(data_event(&err.to_string())).await;
-                        return;
-                    }
-                }
-            }
-        }
-        let holdback = scanner
-            .as_ref()
-            .map(|s| s.config().stream_holdback_bytes)
-            .unwrap_or(256)
-            .max(ctx.canaries.max_reach() + 8);
-        let mut guard = StreamGuard::new(holdback);
-        let mut parser = SseParser::new();
-        // The decision of the latest scan, when it found something.
-        let mut blocking: Option<Decision> = None;
-        // The decision of the latest scan that allowed its window: what the audit log gets
-        // for a stream that ends allowed (its input hash covers that last window).
-        let mut last_allowed: Option<Decision> = None;
-        let mut scan = |w: &str, offset: usize| -> Result<Vec<std::ops::Range<usize>>, String> {
-            blocking = None;
-            let Some(s) = &scanner else {
-                return Ok(Vec::new());
-            };
-            let o = s.scan(w, &ctx, None).map_err(|e| e.to_string())?;
-            if o.decision.action == Action::Allow {
-                last_allowed = Some(o.decision);
-                return Ok(Vec::new());
-            }
-            let mut spans: Vec<_> = o
-                .decision
-                .findings
-                .iter()
-                .filter(|f| f.counted)
-                .map(|f| f.span.start..f.span.end)
-                .collect();
-            if spans.is_empty() {
-                // Not ALLOW without a counted finding: a layer failed and the fail mode
-                // said BLOCK. The whole window is suspect.
-                spans.push(0..w.len());
-            }
-            let mut d = o.decision;
-            for f in &mut d.findings {
-                f.span.start += offset;
-                f.span.end += offset;
-            }
-            // Streams cannot be edited after the fact: SANITIZE cuts like BLOCK.
-            d.action = Action::Block;
-            blocking = Some(d);
-            Ok(spans)
-        };
-        let mut ended_with_error: Option<Value> = None;
-        let mut blocked = false;
-        'read: loop {
-            let chunk = match tokio::time::timeout(idle, resp.chunk()).await {
-                Err(_) => {
-                    ended_with_error = Some(json!({"error": {
-                        "message": format!("the upstream stream was idle for more than {} ms", idle.as_millis()),
-                        "type": "api_error", "param": null, "code": "timeout"}}));
-                    break;
-                }
-                Ok(Err(_)) => {
-                    ended_with_error = Some(json!({"error": {
-                        "message": "the upstream stream broke off",
-                        "type": "api_error", "param": null, "code": "upstream_error"}}));
-                    break;
-                }
-                Ok(Ok(None)) => break,
-                Ok(Ok(Some(c))) => c,
-            };
-            let events = match parser.push(&chunk) {
-                Ok(e) => e,
-                Err(e) => {
-                    ended_with_error = Some(json!({"error": {
-                        "message": e.to_string(), "type": "api_error", "param": null,
-                        "code": "upstream_error"}}));
-                    break;
-                }
-            };
-            for ev in events {
-                match guard.push(ev, &mut scan) {
-                    Ok(out) => {
-                        for b in out {
-                            if tx.send(b).await.is_err() {
-                                return; // the client went away
-                            }
-                        }
-                    }
-                    Err(_) => {
-                        blocked = true;
-                        break 'read;
-                    }
-                }
-            }
-        }
-        if !blocked && let Some(ev) = parser.finish() {
-            match guard.push(ev, &mut scan) {
-                Ok(out) => {
-                    for b in out {
-                        if tx.send(b).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(_) => blocked = true,
-            }
-        }
-        if !blocked {
-            match guard.finish(&mut scan) {
-                Ok(out) => {
-                    for b in out {
-                        if tx.send(b).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-                Err(_) => blocked = true,
-            }
-        }
-        if blocked {
-            let body = match &blocking {
-                Some(d) => {
-                    if let Err(e) = state.record(&caller, kind.response_endpoint(), d).await {
-                        tracing::error!(request_id = %caller.request_id, error = %e, "recording a blocked stream failed");
-                    }
-                    blocked_error(d, &caller.request_id, true)
-                }
-                None => json!({"error": {
-                    "message": "Response blocked by Rampart: the response scan failed (fail closed)",
-                    "type": "api_error", "param": null, "code": "rampart_output_blocked"}}),
-            };
-            let _ = tx.send(data_event(&body.to_string())).await;
-            let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
-            return;
-        }
-        if let Some(d) = &last_allowed
-            && let Err(e) = state.record(&caller, kind.response_endpoint(), d).await
-        {
-            tracing::error!(request_id = %caller.request_id, error = %e, "recording an allowed stream failed");
-        }
-        if let Some(err) = ended_with_error {
-            let _ = tx.send(data_event(&err.to_string())).await;
-        }
-    });
+    let relay = Relay {
+        state,
+        caller: caller.clone(),
+        kind,
+        upstream,
+        idle,
+        tx,
+    };
+    tokio::spawn(relay.run(output));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<Bytes, Infallible>(b), rx))
     });
@@ -1083,6 +1188,244 @@ fn stream_response(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     with_headers(r, action, &caller)
+}
+
+/// The error event for a stream that broke off or went idle.
+fn stream_error(message: String, code: &str) -> Value {
+    json!({"error": {"message": message, "type": "api_error", "param": null, "code": code}})
+}
+
+/// How a guarded stream ended.
+enum StreamEnd {
+    /// The client went away: nothing more to send or record.
+    ClientGone,
+    /// The scan found a leak (or failed): the stream is cut.
+    Blocked,
+    /// Everything the upstream sent was released; the error event to end with, when the
+    /// upstream broke off, went idle or sent an oversized event.
+    Released(Option<Value>),
+}
+
+/// One streamed answer on its way from the upstream to the client.
+struct Relay {
+    state: Arc<AppState>,
+    caller: Caller,
+    kind: Kind,
+    upstream: reqwest::Response,
+    idle: Duration,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+}
+
+impl Relay {
+    async fn run(self, output: OutputCheck) {
+        match output.scanner {
+            None => self.pass_through().await,
+            Some(scanner) => self.guarded(scanner, output.ctx).await,
+        }
+    }
+
+    /// Sends bytes to the client; `false` when it went away.
+    async fn send_all(&self, out: Vec<Bytes>) -> bool {
+        for b in out {
+            if self.tx.send(b).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Nothing to look for: the stream goes through as it comes.
+    async fn pass_through(mut self) {
+        loop {
+            match tokio::time::timeout(self.idle, self.upstream.chunk()).await {
+                Ok(Ok(Some(c))) => {
+                    if self.tx.send(c).await.is_err() {
+                        return;
+                    }
+                }
+                Ok(Ok(None)) => return,
+                Ok(Err(_)) | Err(_) => {
+                    let err = stream_error(
+                        "the upstream stream broke off or went idle".into(),
+                        "upstream_error",
+                    );
+                    let _ = self.tx.send(data_event(&err.to_string())).await;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The guarded stream: relay, then record the response decision and end the stream.
+    async fn guarded(mut self, scanner: Arc<OutputScanner>, ctx: OutputContext) {
+        let holdback = scanner
+            .config()
+            .stream_holdback_bytes
+            .max(ctx.canaries.max_reach() + 8);
+        let mut guard = StreamGuard::new(holdback);
+        let mut windows = WindowScan {
+            scanner,
+            ctx,
+            blocking: None,
+            last_allowed: None,
+        };
+        match self.relay_events(&mut guard, &mut windows).await {
+            StreamEnd::ClientGone => {}
+            StreamEnd::Blocked => self.end_blocked(windows.blocking).await,
+            StreamEnd::Released(error) => self.end_released(windows.last_allowed, error).await,
+        }
+    }
+
+    /// Reads the upstream's events and releases what the guard lets through, until the
+    /// stream ends, breaks off, is blocked, or the client goes away.
+    async fn relay_events(
+        &mut self,
+        guard: &mut StreamGuard,
+        windows: &mut WindowScan,
+    ) -> StreamEnd {
+        let mut scan = |w: &str, offset: usize| windows.scan(w, offset);
+        let mut parser = SseParser::new();
+        let mut ended_with_error: Option<Value> = None;
+        loop {
+            let chunk = match tokio::time::timeout(self.idle, self.upstream.chunk()).await {
+                Err(_) => {
+                    ended_with_error = Some(stream_error(
+                        format!(
+                            "the upstream stream was idle for more than {} ms",
+                            self.idle.as_millis()
+                        ),
+                        "timeout",
+                    ));
+                    break;
+                }
+                Ok(Err(_)) => {
+                    ended_with_error = Some(stream_error(
+                        "the upstream stream broke off".into(),
+                        "upstream_error",
+                    ));
+                    break;
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(c))) => c,
+            };
+            let events = match parser.push(&chunk) {
+                Ok(e) => e,
+                Err(e) => {
+                    ended_with_error = Some(stream_error(e.to_string(), "upstream_error"));
+                    break;
+                }
+            };
+            for ev in events {
+                let Ok(out) = guard.push(ev, &mut scan) else {
+                    return StreamEnd::Blocked;
+                };
+                if !self.send_all(out).await {
+                    return StreamEnd::ClientGone;
+                }
+            }
+        }
+        if let Some(ev) = parser.finish() {
+            let Ok(out) = guard.push(ev, &mut scan) else {
+                return StreamEnd::Blocked;
+            };
+            if !self.send_all(out).await {
+                return StreamEnd::ClientGone;
+            }
+        }
+        let Ok(out) = guard.finish(&mut scan) else {
+            return StreamEnd::Blocked;
+        };
+        if !self.send_all(out).await {
+            return StreamEnd::ClientGone;
+        }
+        StreamEnd::Released(ended_with_error)
+    }
+
+    /// A cut stream: the blocking decision is recorded, the client gets an error event and
+    /// `[DONE]`.
+    async fn end_blocked(self, blocking: Option<Decision>) {
+        let body = match &blocking {
+            Some(d) => {
+                if let Err(e) = self
+                    .state
+                    .record(&self.caller, self.kind.response_endpoint(), d)
+                    .await
+                {
+                    tracing::error!(request_id = %self.caller.request_id, error = %e, "recording a blocked stream failed");
+                }
+                blocked_error(d, &self.caller.request_id, true)
+            }
+            None => json!({"error": {
+                "message": "Response blocked by Rampart: the response scan failed (fail closed)",
+                "type": "api_error", "param": null, "code": "rampart_output_blocked"}}),
+        };
+        let _ = self.tx.send(data_event(&body.to_string())).await;
+        let _ = self.tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+    }
+
+    /// A stream released whole: its last allowing decision is recorded; an upstream failure
+    /// ends it with an error event.
+    async fn end_released(self, last_allowed: Option<Decision>, error: Option<Value>) {
+        if let Some(d) = &last_allowed
+            && let Err(e) = self
+                .state
+                .record(&self.caller, self.kind.response_endpoint(), d)
+                .await
+        {
+            tracing::error!(request_id = %self.caller.request_id, error = %e, "recording an allowed stream failed");
+        }
+        if let Some(err) = error {
+            let _ = self.tx.send(data_event(&err.to_string())).await;
+        }
+    }
+}
+
+/// The scan the stream guard runs on each window, keeping the decisions the audit log needs.
+struct WindowScan {
+    scanner: Arc<OutputScanner>,
+    ctx: OutputContext,
+    /// The decision of the latest scan, when it found something.
+    blocking: Option<Decision>,
+    /// The decision of the latest scan that allowed its window: what the audit log gets for
+    /// a stream that ends allowed (its input hash covers that last window).
+    last_allowed: Option<Decision>,
+}
+
+impl WindowScan {
+    /// Scans window `w` (at `offset` in its stream's text); the window-relative spans that
+    /// must not be released.
+    fn scan(&mut self, w: &str, offset: usize) -> Result<Vec<std::ops::Range<usize>>, String> {
+        self.blocking = None;
+        let o = self
+            .scanner
+            .scan(w, &self.ctx, None)
+            .map_err(|e| e.to_string())?;
+        if o.decision.action == Action::Allow {
+            self.last_allowed = Some(o.decision);
+            return Ok(Vec::new());
+        }
+        let mut spans: Vec<_> = o
+            .decision
+            .findings
+            .iter()
+            .filter(|f| f.counted)
+            .map(|f| f.span.start..f.span.end)
+            .collect();
+        if spans.is_empty() {
+            // Not ALLOW without a counted finding: a layer failed and the fail mode said
+            // BLOCK. The whole window is suspect.
+            spans.push(0..w.len());
+        }
+        let mut d = o.decision;
+        for f in &mut d.findings {
+            f.span.start += offset;
+            f.span.end += offset;
+        }
+        // Streams cannot be edited after the fact: SANITIZE cuts like BLOCK.
+        d.action = Action::Block;
+        self.blocking = Some(d);
+        Ok(spans)
+    }
 }
 
 /// `POST /v1/scan/output`.
@@ -1234,10 +1577,109 @@ mod tests {
         assert!(c.validate().is_err());
         set_upstream_url(&mut c, "http://127.0.0.1:1/v1/".into());
         assert_eq!(
-            c.endpoint("/chat/completions").as_deref(),
-            Some("http://127.0.0.1:1/v1/chat/completions")
+            c.endpoint("/chat/completions").map(String::from).ok(),
+            Some("http://127.0.0.1:1/v1/chat/completions".to_string())
         );
         set_upstream_url(&mut c, String::new());
         assert_eq!(c.upstream_url, None);
+        assert!(matches!(
+            c.endpoint("/chat/completions"),
+            Err(ServiceError::Unavailable(_))
+        ));
+        set_upstream_url(&mut c, "http://[::1".into());
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn upstream_query_is_kept_after_the_path_and_redacted_in_logs() {
+        let mut c = ProxyConfig::default();
+        set_upstream_url(
+            &mut c,
+            "https://user:pw@example.com/openai/?api-key=SECRET&v=1".into(),
+        );
+        assert!(c.validate().is_ok());
+        let url = c.endpoint("/chat/completions").expect("configured");
+        assert_eq!(
+            url.as_str(),
+            "https://user:pw@example.com/openai/chat/completions?api-key=SECRET&v=1"
+        );
+        assert_eq!(
+            redacted(&url),
+            "https://example.com/openai/chat/completions?redacted"
+        );
+        assert_eq!(upstream_host(&url), "example.com");
+    }
+
+    #[test]
+    fn event_stream_media_type_is_case_insensitive() {
+        let with = |v: &str| {
+            let mut h = header::HeaderMap::new();
+            h.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_str(v).expect("value"),
+            );
+            is_event_stream(&h)
+        };
+        assert!(with("text/event-stream"));
+        assert!(with("Text/Event-Stream; charset=utf-8"));
+        assert!(with(" TEXT/EVENT-STREAM ;charset=UTF-8"));
+        assert!(!with("application/json"));
+        assert!(!with("text/event-streamx"));
+        assert!(!is_event_stream(&header::HeaderMap::new()));
+    }
+
+    #[test]
+    fn definitions_and_names_are_extracted_as_groups() {
+        let body = json!({"messages": [
+            {"role": "system", "content": "sys", "name": "boss"},
+            {"role": "user", "content": "hi", "name": "alice"},
+            {"role": "assistant", "content": null, "function_call": {"name": "f", "arguments": "{\"a\":1}"}}
+        ], "tools": [{"type": "function", "function": {"name": "t", "description": "tool doc",
+            "parameters": {"type": "object", "properties": {"description": {"type": "string", "description": "param doc"}, "a/b": {"description": "slash"}}}}}],
+           "functions": [{"name": "g", "description": "legacy doc"}],
+           "response_format": {"type": "json_schema", "json_schema": {"name": "r", "description": "format doc",
+            "schema": {"type": "object", "properties": {"x": {"type": "array", "items": {"description": "deep doc"}}}}}}});
+        let e = extract_chat(&body).expect("valid");
+        let got: Vec<(Role, &str)> = e
+            .segments
+            .iter()
+            .map(|s| (s.role, s.text.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Role::System, "sys"),
+                (Role::User, "hi"),
+                (Role::Assistant, "{\"a\":1}"),
+                (Role::System, "boss"),
+                (Role::User, "alice"),
+                (
+                    Role::Tool,
+                    "tool doc\n\nslash\n\nparam doc\n\nlegacy doc\n\nformat doc\n\ndeep doc"
+                ),
+            ]
+        );
+        assert_eq!(e.system_prompt, "sys");
+        let Some(Slot::Group(pointers)) = e.slots.last() else {
+            panic!("a group slot");
+        };
+        for p in pointers {
+            assert!(body.pointer(p).is_some_and(Value::is_string), "{p}");
+        }
+        assert!(
+            pointers
+                .contains(&"/tools/0/function/parameters/properties/a~1b/description".to_string())
+        );
+        // Nesting past the bound is refused, not forwarded unscanned.
+        let mut deep = json!({"description": "bottom"});
+        for _ in 0..=MAX_DEFINITION_DEPTH {
+            deep = json!({"items": deep});
+        }
+        let body =
+            json!({"messages": [{"role": "user", "content": "hi"}], "response_format": deep});
+        assert!(matches!(
+            extract_chat(&body),
+            Err(ServiceError::BadRequest(_))
+        ));
     }
 }

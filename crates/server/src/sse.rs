@@ -7,8 +7,9 @@
 //! exact raw bytes, so what the guard releases is byte-identical to what the upstream sent.
 //!
 //! **Guard.** [`StreamGuard`] accumulates the text of each stream (per choice: `content`,
-//! `refusal`, `reasoning_content`, each tool call's `arguments`; the legacy `text`; data that
-//! is not JSON is scanned as text too) and holds an event back until at least
+//! `refusal`, `reasoning_content`, each tool call's `name` then `arguments`, the legacy
+//! `function_call`'s likewise; the legacy `text`; data that is not JSON is scanned as text
+//! too) and holds an event back until at least
 //! `holdback` bytes of that text follow it (or the stream ended), and the text up to there
 //! has been scanned. It scans only a window: the unverified text plus `holdback` bytes of
 //! overlap before it, and only once `step` new bytes have arrived, so the total work is linear
@@ -392,18 +393,29 @@ fn texts(data: &str) -> Vec<(String, String)> {
                         .get("index")
                         .and_then(serde_json::Value::as_u64)
                         .unwrap_or(tpos as u64);
-                    if let Some(a) = call
-                        .get("function")
-                        .and_then(|f| f.get("arguments"))
-                        .and_then(|a| a.as_str())
-                    {
-                        out.push((format!("{idx}/tool/{ti}"), a.to_string()));
-                    }
+                    call_texts(format!("{idx}/tool/{ti}"), call.get("function"), &mut out);
                 }
             }
+            // The legacy single function call.
+            call_texts(
+                format!("{idx}/function_call"),
+                d.get("function_call"),
+                &mut out,
+            );
         }
     }
     out
+}
+
+/// A function call's name and arguments, as one text stream: the name (sent once, first)
+/// then the arguments. A stream of its own would hold every later event back until the end,
+/// since a name never grows to `holdback` bytes.
+fn call_texts(key: String, call: Option<&serde_json::Value>, out: &mut Vec<(String, String)>) {
+    for field in ["name", "arguments"] {
+        if let Some(t) = call.and_then(|c| c.get(field)).and_then(|t| t.as_str()) {
+            out.push((key.clone(), t.to_string()));
+        }
+    }
 }
 
 #[cfg(test)]
@@ -610,6 +622,66 @@ mod tests {
         assert_eq!(released, expected.as_bytes());
         // Window overlap is bounded: at most a small multiple of the text.
         assert!(scanned <= body.len() * 6, "{scanned} for {}", body.len());
+    }
+
+    /// A streamed call: the name first, then the arguments in 4-byte pieces.
+    fn call_stream(legacy: bool, name: &str, arguments: &str) -> Vec<u8> {
+        let delta = |call: serde_json::Value| {
+            if legacy {
+                serde_json::json!({"function_call": call})
+            } else {
+                serde_json::json!({"tool_calls": [{"index": 0, "function": call}]})
+            }
+        };
+        let event = |d: serde_json::Value| {
+            let v = serde_json::json!({"choices": [{"index": 0, "delta": d}]});
+            format!("data: {v}\n\n")
+        };
+        let mut s = event(delta(serde_json::json!({"name": name, "arguments": ""})));
+        for piece in arguments.as_bytes().chunks(4) {
+            let piece = String::from_utf8_lossy(piece);
+            s.push_str(&event(delta(serde_json::json!({"arguments": piece}))));
+        }
+        s.push_str("data: [DONE]\n\n");
+        s.into_bytes()
+    }
+
+    #[test]
+    fn call_names_are_scanned_and_do_not_hold_the_stream_back() {
+        let arguments = format!("{{\"note\": \"{}\"}}", "harmless words ".repeat(40));
+        for legacy in [false, true] {
+            let mut scan = |w: &str, _: usize| -> Result<Vec<Range<usize>>, String> {
+                Ok(w.match_indices(CANARY)
+                    .map(|(i, m)| i..i + m.len())
+                    .collect())
+            };
+            // A canary as the name is caught.
+            let mut g = StreamGuard::new(64);
+            let mut p = SseParser::new();
+            let mut blocked = false;
+            for ev in p
+                .push(&call_stream(legacy, CANARY, &arguments))
+                .expect("bounded")
+            {
+                blocked |= g.push(ev, &mut scan).is_err();
+            }
+            assert!(blocked || g.finish(&mut scan).is_err(), "legacy {legacy}");
+            // A clean call is released as it streams, not only at its end (`[DONE]`).
+            let mut g = StreamGuard::new(64);
+            let mut p = SseParser::new();
+            let mut released_early = 0;
+            for ev in p
+                .push(&call_stream(legacy, "configure", &arguments))
+                .expect("bounded")
+            {
+                let done = ev.data.as_deref() == Some("[DONE]");
+                let released = g.push(ev, &mut scan).expect("clean").len();
+                if !done {
+                    released_early += released;
+                }
+            }
+            assert!(released_early > 10, "legacy {legacy}: {released_early}");
+        }
     }
 
     #[test]

@@ -28,6 +28,18 @@ pub enum Reply {
     EchoSystem,
     /// An error status with this JSON body.
     Error(u16, Value),
+    /// A function call instead of content: a tool call (`tool_calls[0]`), or the legacy
+    /// `function_call` when `legacy`. `{system}` in the name or the arguments is replaced by
+    /// the request's system messages (as [`Reply::EchoSystem`] gives them). Streamed, the
+    /// first event carries the name, the arguments follow in `piece_bytes` pieces.
+    Call {
+        /// The legacy `function_call` rather than `tool_calls`.
+        legacy: bool,
+        /// The function's name.
+        name: String,
+        /// The arguments.
+        arguments: String,
+    },
 }
 
 /// The mock's behaviour.
@@ -41,6 +53,8 @@ pub struct MockConfig {
     pub piece_bytes: usize,
     /// Streamed: pause between network writes (each event is written in two halves).
     pub write_delay: Duration,
+    /// Streamed: the `Content-Type` sent. Default `text/event-stream`.
+    pub stream_content_type: String,
 }
 
 impl Default for MockConfig {
@@ -50,6 +64,7 @@ impl Default for MockConfig {
             delay: Duration::ZERO,
             piece_bytes: 5,
             write_delay: Duration::from_millis(1),
+            stream_content_type: "text/event-stream".into(),
         }
     }
 }
@@ -59,6 +74,8 @@ impl Default for MockConfig {
 pub struct Received {
     /// The path, e.g. `/v1/chat/completions`.
     pub path: String,
+    /// The query string, if any.
+    pub query: Option<String>,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
     /// The JSON body.
@@ -222,12 +239,14 @@ async fn handle(
 ) -> Response {
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let path = uri.path().to_string();
+    let query = uri.query().map(str::to_string);
     inner
         .received
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push(Received {
             path: path.clone(),
+            query,
             authorization: headers
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
@@ -243,10 +262,9 @@ async fn handle(
         tokio::time::sleep(cfg.delay).await;
     }
     let chat = path.ends_with("/chat/completions");
-    let text = match &cfg.reply {
-        Reply::Text(t) => t.clone(),
-        Reply::EchoSystem => body
-            .get("messages")
+    let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
+    let system = || {
+        body.get("messages")
             .and_then(Value::as_array)
             .map(|ms| {
                 ms.iter()
@@ -260,7 +278,24 @@ async fn handle(
                     .collect::<Vec<_>>()
                     .join("\n")
             })
-            .unwrap_or_default(),
+            .unwrap_or_default()
+    };
+    let text = match &cfg.reply {
+        Reply::Text(t) => t.clone(),
+        Reply::EchoSystem => system(),
+        Reply::Call {
+            legacy,
+            name,
+            arguments,
+        } => {
+            let name = name.replace("{system}", &system());
+            let arguments = arguments.replace("{system}", &system());
+            if stream {
+                let events = call_events(*legacy, &name, &arguments, cfg.piece_bytes);
+                return stream_reply(events, &cfg);
+            }
+            return axum::Json(call_completion(*legacy, &name, &arguments)).into_response();
+        }
         Reply::Error(status, v) => {
             return (
                 StatusCode::from_u16(*status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
@@ -269,29 +304,8 @@ async fn handle(
                 .into_response();
         }
     };
-    if body.get("stream").and_then(Value::as_bool) == Some(true) {
-        let events = sse_events(&text, cfg.piece_bytes, chat);
-        // Each event in two writes, so events and their JSON are split across chunks.
-        let mut writes: Vec<Bytes> = Vec::new();
-        for e in events {
-            let b = e.into_bytes();
-            let mid = b.len() / 2;
-            writes.push(Bytes::copy_from_slice(&b[..mid]));
-            writes.push(Bytes::copy_from_slice(&b[mid..]));
-        }
-        let delay = cfg.write_delay;
-        let stream = futures_util::stream::unfold(writes.into_iter(), move |mut it| async move {
-            let next = it.next()?;
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            Some((Ok::<Bytes, Infallible>(next), it))
-        });
-        return Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/event-stream")
-            .body(Body::from_stream(stream))
-            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response());
+    if stream {
+        return stream_reply(sse_events(&text, cfg.piece_bytes, chat), &cfg);
     }
     let v = if chat {
         chat_completion(&text)
@@ -299,4 +313,87 @@ async fn handle(
         text_completion(&text)
     };
     axum::Json(v).into_response()
+}
+
+/// A streamed answer: each event in two writes, so events and their JSON are split across
+/// chunks.
+fn stream_reply(events: Vec<String>, cfg: &MockConfig) -> Response {
+    let mut writes: Vec<Bytes> = Vec::new();
+    for e in events {
+        let b = e.into_bytes();
+        let mid = b.len() / 2;
+        writes.push(Bytes::copy_from_slice(&b[..mid]));
+        writes.push(Bytes::copy_from_slice(&b[mid..]));
+    }
+    let delay = cfg.write_delay;
+    let stream = futures_util::stream::unfold(writes.into_iter(), move |mut it| async move {
+        let next = it.next()?;
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        Some((Ok::<Bytes, Infallible>(next), it))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, cfg.stream_content_type.as_str())
+        .body(Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A chat completion whose message is a function call (see [`Reply::Call`]).
+pub fn call_completion(legacy: bool, name: &str, arguments: &str) -> Value {
+    let call = json!({"name": name, "arguments": arguments});
+    let message = if legacy {
+        json!({"role": "assistant", "content": null, "function_call": call})
+    } else {
+        json!({"role": "assistant", "content": null,
+               "tool_calls": [{"id": "call_1", "type": "function", "function": call}]})
+    };
+    json!({
+        "id": "chatcmpl-mock",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": "mock-model",
+        "choices": [{"index": 0, "message": message, "logprobs": null,
+                     "finish_reason": if legacy { "function_call" } else { "tool_calls" }}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 5, "total_tokens": 8}
+    })
+}
+
+/// The events of a streamed function call: the name first, then the arguments in pieces.
+pub fn call_events(legacy: bool, name: &str, arguments: &str, piece_bytes: usize) -> Vec<String> {
+    let delta = |name: Option<&str>, arguments: &str| {
+        let mut call = json!({"arguments": arguments});
+        if let Some(n) = name {
+            call["name"] = json!(n);
+        }
+        if legacy {
+            json!({"function_call": call})
+        } else {
+            let mut tool = json!({"index": 0, "function": call});
+            if name.is_some() {
+                tool["id"] = json!("call_1");
+                tool["type"] = json!("function");
+            }
+            json!({"tool_calls": [tool]})
+        }
+    };
+    let event = |delta: Value, finish: Value| {
+        let v = json!({"id": "chatcmpl-mock", "object": "chat.completion.chunk",
+            "created": 1_700_000_000, "model": "mock-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {v}\n\n")
+    };
+    let mut events = vec![event(delta(Some(name), ""), Value::Null)];
+    for piece in split_text(arguments, piece_bytes.max(1)) {
+        events.push(event(delta(None, &piece), Value::Null));
+    }
+    let finish = if legacy {
+        "function_call"
+    } else {
+        "tool_calls"
+    };
+    events.push(event(json!({}), json!(finish)));
+    events.push("data: [DONE]\n\n".to_string());
+    events
 }

@@ -589,6 +589,23 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
     Ok(h)
 }
 
+/// Why no ROC curve could be drawn: a curve needs scored attacks and scored benign prompts in
+/// one set under one configuration.
+fn roc_missing_reason(run: &EvalRun) -> &'static str {
+    let logs = || run.datasets.iter().flat_map(|d| d.logs.iter());
+    if logs().next().is_none() {
+        "the sets hold no prompts"
+    } else if !logs().any(|l| l.attack) {
+        "the sets hold no attack prompts; a ROC curve needs attacks and benign prompts"
+    } else if logs().all(|l| l.attack) {
+        "the sets hold no benign prompts; a ROC curve needs attacks and benign prompts"
+    } else if logs().all(|l| l.score.is_none()) {
+        "no layer of any configuration yields a score (a rules layer gives verdicts, not scores)"
+    } else {
+        "no configuration yields scores for both attacks and benign prompts of one set"
+    }
+}
+
 fn figure(svg: &str) -> String {
     format!("<figure>{svg}</figure>\n")
 }
@@ -637,10 +654,7 @@ fn plots_html(run: &EvalRun) -> Result<String, EvalError> {
         }
     }
     if !any_roc {
-        h.push_str(
-            "<p class=\"note\">n/a: no configuration yields scores on a set with both attacks \
-             and benign prompts (the deterministic rules layer gives verdicts, not scores).</p>\n",
-        );
+        let _ = writeln!(h, "<p class=\"note\">n/a: {}.</p>", roc_missing_reason(run));
     }
     h.push_str("</div>\n");
 

@@ -1,10 +1,11 @@
 //! Standard output for every command.
 //!
 //! Everything the binary prints goes through [`stdout`] (or the `outln!` / `out!` macros
-//! over it, visible in every module), never `println!`, so a write that fails comes back as an error instead of a
-//! panic. The errors are tagged as standard output's own: when the reader has gone (`rampart
-//! rules list | head -1`), `main` sees [`stdout_closed`] and exits quietly with status 0, the
-//! way a CLI piped into `head` should, after the command's destructors have run.
+//! over it, visible in every module), never `println!` (`clippy::print_stdout` is on), so a
+//! write that fails comes back as an error instead of a panic. The errors are tagged as
+//! standard output's own: when the reader has gone (`rampart rules list | head -1`), `main`
+//! sees [`stdout_closed`] and exits quietly with status 0, the way a CLI piped into `head`
+//! should, after the command's destructors have run.
 //!
 //! Why not restore the default SIGPIPE disposition instead (the process killed at the first
 //! such write)? Rust ignores SIGPIPE so that writes report EPIPE, and `rampart serve` relies on

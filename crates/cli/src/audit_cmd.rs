@@ -127,20 +127,7 @@ impl FilterArgs {
 }
 
 pub fn run(cmd: &AuditCommand) -> Result<u8> {
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match run_to(cmd, &mut out) {
-        // `rampart audit export … | head`: the reader went away; not an error.
-        Err(e) if is_broken_pipe(&e) => Ok(0),
-        r => r,
-    }
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
+    run_to(cmd, &mut crate::out::stdout())
 }
 
 fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {

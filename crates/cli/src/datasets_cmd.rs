@@ -263,7 +263,7 @@ fn list(args: &ListArgs) -> Result<u8> {
             "data_dir": dir.display().to_string(),
             "datasets": rows,
         });
-        println!("{}", serde_json::to_string_pretty(&doc)?);
+        outln!("{}", serde_json::to_string_pretty(&doc)?)?;
         return Ok(0);
     }
     let table: Vec<[String; 6]> = rows
@@ -282,16 +282,16 @@ fn list(args: &ListArgs) -> Result<u8> {
     print_table(
         &["NAME", "ROWS", "SPLIT", "STATUS", "ORIGIN", "LICENCE"],
         &table,
-    );
-    println!(
+    )?;
+    outln!(
         "\ncatalog version {}; data directory {}",
         catalog.version,
         dir.display()
-    );
+    )?;
     Ok(0)
 }
 
-fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
+fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) -> std::io::Result<()> {
     let mut widths = headers.map(|h| h.chars().count());
     for r in rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -307,12 +307,13 @@ fn print_table<const N: usize>(headers: &[&str; N], rows: &[[String; N]]) {
                 s.push_str(&format!("{c:<w$}  "));
             }
         }
-        println!("{}", s.trim_end());
+        outln!("{}", s.trim_end())
     };
-    line(headers.to_vec());
+    line(headers.to_vec())?;
     for r in rows {
-        line(r.iter().map(String::as_str).collect());
+        line(r.iter().map(String::as_str).collect())?;
     }
+    Ok(())
 }
 
 fn fetch_cmd(args: &FetchArgs) -> Result<u8> {
@@ -375,7 +376,7 @@ fn fetch_cmd(args: &FetchArgs) -> Result<u8> {
             }
         }
     }
-    println!();
+    outln!()?;
     let table: Vec<[String; 5]> = reports
         .iter()
         .map(|r| {
@@ -401,21 +402,21 @@ fn fetch_cmd(args: &FetchArgs) -> Result<u8> {
         })
         .collect();
     if !table.is_empty() {
-        print_table(&["NAME", "STATUS", "ROWS", "SKIPPED", "SHA256"], &table);
+        print_table(&["NAME", "STATUS", "ROWS", "SKIPPED", "SHA256"], &table)?;
     }
     let total: usize = reports.iter().map(|r| r.rows).sum();
     let skipped: usize = reports.iter().flat_map(|r| r.skipped.values()).sum();
-    println!(
+    outln!(
         "\n{} datasets ready, {total} rows ({skipped} source rows skipped); data directory {}",
         reports.len(),
         opts.data_dir.display()
-    );
+    )?;
     if failed.is_empty() {
         return Ok(0);
     }
-    println!("{} failed:", failed.len());
+    outln!("{} failed:", failed.len())?;
     for (name, e) in &failed {
-        println!("  {name}: {e}");
+        outln!("  {name}: {e}")?;
     }
     Ok(crate::EXIT_ERROR)
 }
@@ -526,7 +527,7 @@ fn import(args: &ImportArgs) -> Result<u8> {
         .map(|(k, v)| format!("{v} {k}"))
         .collect::<Vec<_>>()
         .join(", ");
-    println!(
+    outln!(
         "imported {} rows ({labels}) to {}; skipped {}{}",
         out.records.len(),
         path.display(),
@@ -536,8 +537,8 @@ fn import(args: &ImportArgs) -> Result<u8> {
         } else {
             format!(" ({})", reasons(&out.skipped))
         }
-    );
-    println!("sha256 {sha256}");
+    )?;
+    outln!("sha256 {sha256}")?;
     Ok(if args.strict && !out.errors.is_empty() {
         EXIT_CHECK_FAILED
     } else {
@@ -587,7 +588,7 @@ fn dedup_cmd(args: &DedupArgs) -> Result<u8> {
         .collect();
     let report = find_duplicates(&named, args.examples);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         let table: Vec<[String; 6]> = report
             .datasets
@@ -613,11 +614,12 @@ fn dedup_cmd(args: &DedupArgs) -> Result<u8> {
                 "NORM_ACROSS",
             ],
             &table,
-        );
-        println!(
+        )?;
+        outln!(
             "\n{} exact duplicate groups, {} normalized duplicate groups",
-            report.exact_groups, report.normalized_groups
-        );
+            report.exact_groups,
+            report.normalized_groups
+        )?;
         for g in &report.examples {
             let members: Vec<String> = g
                 .members
@@ -628,7 +630,7 @@ fn dedup_cmd(args: &DedupArgs) -> Result<u8> {
                 KeyKind::Exact => "exact",
                 _ => "normalized",
             };
-            println!("  {kind:<10} {}", members.join(" "));
+            outln!("  {kind:<10} {}", members.join(" "))?;
         }
     }
     if let Some(out_dir) = &args.write_dir {
@@ -662,9 +664,9 @@ fn leakage_cmd(args: &LeakageArgs) -> Result<u8> {
         },
     );
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        println!(
+        outln!(
             "train {} ({} rows) vs eval {} ({} rows): {} shared exactly, {} shared after \
              normalization ({:.2}% of eval)",
             report.train,
@@ -674,16 +676,16 @@ fn leakage_cmd(args: &LeakageArgs) -> Result<u8> {
             report.exact_shared,
             report.normalized_shared,
             100.0 * report.normalized_rate()
-        );
+        )?;
         for l in report.leaks.iter().take(args.show) {
             let kind = match l.kind {
                 KeyKind::Exact => "exact",
                 _ => "normalized",
             };
-            println!("  {kind:<10} {} <- {}", l.eval_id, l.train_ids.join(" "));
+            outln!("  {kind:<10} {} <- {}", l.eval_id, l.train_ids.join(" "))?;
         }
         if report.leaks.len() > args.show {
-            println!("  … and {} more", report.leaks.len() - args.show);
+            outln!("  … and {} more", report.leaks.len() - args.show)?;
         }
     }
     Ok(if args.fail_on_leak && report.has_leak() {

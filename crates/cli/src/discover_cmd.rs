@@ -218,7 +218,7 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
                 d.name, d.unjoined
             );
         }
-        println!(
+        outln!(
             "{}: {} prompts (TP {}, FN {}, FP {}, TN {})",
             d.name,
             d.prompts,
@@ -226,7 +226,7 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
             d.buckets.false_negative,
             d.buckets.false_positive,
             d.buckets.true_negative
-        );
+        )?;
     }
     let count = |r: Recommendation| {
         out.candidates
@@ -234,7 +234,7 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
             .filter(|c| c.decision.recommendation == r)
             .count()
     };
-    println!(
+    outln!(
         "{} {}, config {}: {} supported patterns; dropped {} not over-represented, {} already covered by rules, {} subsumed, {} after exact recount, {} over the recount cap; {} over --max",
         s.eval_run_id,
         benign.name,
@@ -246,15 +246,15 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
         s.dropped_after_recount,
         s.dropped_recount_cap,
         s.truncated
-    );
-    println!(
+    )?;
+    outln!(
         "wrote {} candidates ({} include, {} review, {} exclude) to {}",
         out.candidates.len(),
         count(Recommendation::Include),
         count(Recommendation::Review),
         count(Recommendation::Exclude),
         args.out.display()
-    );
+    )?;
     Ok(0)
 }
 
@@ -265,18 +265,18 @@ fn read(path: &Path) -> Result<String> {
 fn run_validate(file: &Path) -> Result<u8> {
     let report = validate_jsonl(&read(file)?);
     for e in &report.errors {
-        println!("{}: {e}", file.display());
+        outln!("{}: {e}", file.display())?;
     }
     if report.is_valid() {
-        println!("ok: {} records in {}", report.records, file.display());
+        outln!("ok: {} records in {}", report.records, file.display())?;
         Ok(0)
     } else {
-        println!(
+        outln!(
             "invalid: {} error(s) in {} records of {}",
             report.errors.len(),
             report.records,
             file.display()
-        );
+        )?;
         Ok(1)
     }
 }
@@ -332,7 +332,7 @@ fn run_to_rule(args: &ToRuleArgs) -> Result<u8> {
                 p.display()
             );
         }
-        None => print!("{}", draft.pack_toml),
+        None => out!("{}", draft.pack_toml)?,
     }
     Ok(0)
 }

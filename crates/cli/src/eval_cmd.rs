@@ -202,7 +202,7 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
         }
     };
 
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::out::stdout();
     out.write_all(rampart_eval::render::markdown_headline(&summary).as_bytes())?;
     out.flush()?;
     eprintln!(

@@ -1,5 +1,13 @@
 //! `rampart`: the prompt firewall's command-line tool.
 
+// Output goes through `out`, where a reader that has gone ends the program quietly;
+// `println!` would panic on it.
+#![warn(clippy::print_stdout)]
+
+// First, so that its `outln!` / `out!` macros are visible in every module below.
+#[macro_use]
+mod out;
+
 mod audit_cmd;
 mod datasets_cmd;
 mod discover_cmd;
@@ -183,6 +191,8 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
+        // The reader of our output has gone (`| head`): stop quietly, as other CLIs do.
+        Err(e) if out::stdout_closed(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rampart: error: {e:#}");
             ExitCode::from(EXIT_ERROR)
@@ -193,7 +203,7 @@ fn main() -> ExitCode {
 fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
     match cmd {
         ConfigCommand::Show => {
-            print!("{DEFAULT_CONFIG_SRC}");
+            out!("{DEFAULT_CONFIG_SRC}")?;
             Ok(0)
         }
         ConfigCommand::Check { path, server } => {
@@ -208,14 +218,14 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
                 };
                 match kind {
                     serve_cmd::ConfigKind::Server => {
-                        println!("{}", serve_cmd::check(p)?);
+                        outln!("{}", serve_cmd::check(p)?)?;
                         return Ok(0);
                     }
                     // Only `version = 1`: a server configuration on defaults, not a pipeline
                     // without layers.
                     serve_cmd::ConfigKind::Bare => {
                         let summary = serve_cmd::check(p)?;
-                        println!("{summary} (read as a server configuration: no [[layers]])");
+                        outln!("{summary} (read as a server configuration: no [[layers]])")?;
                         return Ok(0);
                     }
                     serve_cmd::ConfigKind::Pipeline => {}
@@ -227,7 +237,7 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();
             Pipeline::from_config_with(config, &registry::registry())?;
-            println!("ok: layers {}", layers.join(" -> "));
+            outln!("ok: layers {}", layers.join(" -> "))?;
             Ok(0)
         }
     }

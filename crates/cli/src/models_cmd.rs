@@ -163,7 +163,7 @@ fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let dest = onnxruntime_path(&data_dir);
     if args.wheel.is_none() && dest.is_file() && sha256_file(&dest)? == ORT_SHA256 {
-        println!("up to date: {}", dest.display());
+        outln!("up to date: {}", dest.display())?;
         return Ok(0);
     }
     let tmp = data_dir
@@ -205,11 +205,11 @@ fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result?;
-    println!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display());
-    println!(
+    outln!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display())?;
+    outln!(
         "rampart uses it for ONNX models (a layer's `onnxruntime` option or ORT_DYLIB_PATH \
          override it)"
-    );
+    )?;
     Ok(0)
 }
 
@@ -564,7 +564,7 @@ fn setup(args: &SetupArgs) -> Result<u8> {
         )
         .with_context(|| format!("setting up {name}"))?;
         if built {
-            println!(
+            outln!(
                 "{name}: built {} ({} base tensors, {} replaced and {} added by the overlay; \
                  model.safetensors SHA-256 {})",
                 dir.display(),
@@ -572,9 +572,9 @@ fn setup(args: &SetupArgs) -> Result<u8> {
                 record.overlay_replaced,
                 record.overlay_added,
                 record.model_safetensors_sha256
-            );
+            )?;
         } else {
-            println!("{name}: up to date ({})", dir.display());
+            outln!("{name}: up to date ({})", dir.display())?;
         }
     }
     Ok(0)
@@ -642,24 +642,26 @@ fn list(args: &ListArgs) -> Result<u8> {
         ),
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        outln!("{}", serde_json::to_string_pretty(&rows)?)?;
         return Ok(0);
     }
     let w = rows.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
-    println!(
+    outln!(
         "{:w$}  {:8}  {:10}  SOURCE / DESCRIPTION",
-        "NAME", "KIND", "STATUS"
-    );
+        "NAME",
+        "KIND",
+        "STATUS"
+    )?;
     for r in &rows {
-        println!("{:w$}  {:8}  {:10}  {}", r.name, r.kind, r.status, r.source);
-        println!("{:w$}  {:8}  {:10}  {}", "", "", "", r.description);
+        outln!("{:w$}  {:8}  {:10}  {}", r.name, r.kind, r.status, r.source)?;
+        outln!("{:w$}  {:8}  {:10}  {}", "", "", "", r.description)?;
         if let Some(p) = &r.path {
             let key = if r.kind == "runtime" {
                 "library"
             } else {
                 "model_dir"
             };
-            println!("{:w$}  {:8}  {:10}  {key} = {}", "", "", "", p.display());
+            outln!("{:w$}  {:8}  {:10}  {key} = {}", "", "", "", p.display())?;
         }
     }
     Ok(0)
@@ -705,10 +707,10 @@ fn pull(args: &PullArgs) -> Result<u8> {
         },
     )?;
     if args.onnx {
-        println!(
+        outln!(
             "ONNX weights: the layer needs the ONNX Runtime library (`rampart models onnxruntime`)"
-        );
+        )?;
     }
-    println!("{}: {}", args.name, dir.display());
+    outln!("{}: {}", args.name, dir.display())?;
     Ok(0)
 }

@@ -1,7 +1,9 @@
 //! The detector factories the `rampart` binary knows: `[[layers]] kind = "…"` in a
 //! configuration picks one. Crates that add a layer register their factory here.
 
-use rampart_core::Registry;
+use rampart_core::{BuildError, Detector, DetectorFactory, Registry};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Every factory compiled into the binary.
 pub fn registry() -> Registry {
@@ -9,6 +11,62 @@ pub fn registry() -> Registry {
     let mut r = Registry::default();
     // One line per layer crate, e.g. `r.register(Box::new(rampart_classify::LinearFactory));`
     r.register(Box::new(rampart_classify::LinearFactory));
-    r.register(Box::new(rampart_transformer::TransformerFactory));
+    r.register(Box::new(Transformer));
     r
+}
+
+/// The transformer factory, with the binary's knowledge of its built-in models: a layer whose
+/// `model_dir` is a built-in model that was never set up fails with the command that sets it
+/// up, not only with the missing directory.
+#[derive(Debug)]
+struct Transformer;
+
+impl DetectorFactory for Transformer {
+    fn kind(&self) -> &str {
+        rampart_transformer::TransformerFactory.kind()
+    }
+
+    fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
+        rampart_transformer::TransformerFactory
+            .build(options)
+            .map_err(|e| match (e, setup_hint(options)) {
+                (BuildError::Layer { kind, message }, Some(hint)) => BuildError::Layer {
+                    kind,
+                    message: format!("{message}\n{hint}"),
+                },
+                (e, _) => e,
+            })
+    }
+}
+
+/// What to run when `model_dir` is missing and names a built-in model (`DIR/models/NAME`, as
+/// `rampart models setup` writes it).
+fn setup_hint(options: &toml::Table) -> Option<String> {
+    let dir = Path::new(options.get("model_dir")?.as_str()?);
+    if dir.exists() {
+        return None;
+    }
+    let name = dir.file_name()?.to_str()?;
+    if !crate::models_cmd::BUILTIN_MODELS
+        .iter()
+        .any(|(n, _)| *n == name)
+    {
+        return None;
+    }
+    let models = dir.parent()?;
+    if models.file_name()? != "models" {
+        return Some(format!(
+            "the built-in model {name} is not set up: `rampart models setup` builds it in \
+             DATA_DIR/models/{name}; point model_dir there"
+        ));
+    }
+    let data_dir = models.parent()?;
+    let command = if data_dir == rampart_datasets::default_data_dir() {
+        "rampart models setup".to_owned()
+    } else {
+        format!("rampart models setup --data-dir {}", data_dir.display())
+    };
+    Some(format!(
+        "the built-in model {name} is not set up: run `{command}`"
+    ))
 }

@@ -13,11 +13,11 @@ pub enum RulesCommand {
     /// Check, then run every rule's must_match / must_not_match examples.
     Test(PackArgs),
     /// Check, then print warnings about rules likely to misbehave.
-    Lint(PackArgs),
+    Lint(LintArgs),
     /// List the rules (ID, category, kind, strength, severity, pack).
     List(PackArgs),
     /// Print the literal and keyword patterns of the rules (as matched), one per line.
-    Literals(PackArgs),
+    Literals(LiteralsArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -27,10 +27,22 @@ pub struct PackArgs {
     /// Also include the embedded default pack when files are given.
     #[arg(long)]
     pub with_default: bool,
-    /// For `lint`: exit non-zero when there are warnings.
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LintArgs {
+    #[command(flatten)]
+    pub packs: PackArgs,
+    /// Exit non-zero when there are warnings.
     #[arg(long)]
     pub deny_warnings: bool,
-    /// For `literals`: print every string the automata search for, regex anchors included.
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LiteralsArgs {
+    #[command(flatten)]
+    pub packs: PackArgs,
+    /// Print every string the automata search for, regex anchors included.
     #[arg(long)]
     pub anchors: bool,
 }
@@ -59,11 +71,9 @@ fn load(args: &PackArgs) -> Result<Vec<RulePack>, String> {
 
 pub fn run(cmd: &RulesCommand) -> Result<u8> {
     let args = match cmd {
-        RulesCommand::Check(a)
-        | RulesCommand::Test(a)
-        | RulesCommand::Lint(a)
-        | RulesCommand::List(a)
-        | RulesCommand::Literals(a) => a,
+        RulesCommand::Check(a) | RulesCommand::Test(a) | RulesCommand::List(a) => a,
+        RulesCommand::Lint(a) => &a.packs,
+        RulesCommand::Literals(a) => &a.packs,
     };
     let packs = match load(args) {
         Ok(p) => p,
@@ -92,31 +102,31 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
     };
     match cmd {
         RulesCommand::Check(_) => {
-            println!(
+            outln!(
                 "ok: {n_rules} rules in {} pack(s): {}",
                 packs.len(),
                 names.join(", ")
-            );
+            )?;
             Ok(0)
         }
         RulesCommand::Test(_) => {
             let report = run_examples(&matcher, &Normalizer::default());
             for f in &report.failures {
-                println!("FAIL {f}");
+                outln!("FAIL {f}")?;
             }
-            println!(
+            outln!(
                 "{} passed, {} failed ({n_rules} rules)",
                 report.total - report.failures.len(),
                 report.failures.len()
-            );
+            )?;
             Ok(if report.failures.is_empty() { 0 } else { 1 })
         }
         RulesCommand::Lint(a) => {
             let warnings = lint(&packs);
             for w in &warnings {
-                println!("{w}");
+                outln!("{w}")?;
             }
-            println!("{} warning(s) in {n_rules} rules", warnings.len());
+            outln!("{} warning(s) in {n_rules} rules", warnings.len())?;
             Ok(if a.deny_warnings && !warnings.is_empty() {
                 1
             } else {
@@ -126,7 +136,7 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
         RulesCommand::List(_) => {
             for cr in matcher.rules() {
                 let r = &cr.rule;
-                println!(
+                outln!(
                     "{:<9} {:<21} {:<12} {:<7} {:<12} {}",
                     r.id,
                     r.category.name(),
@@ -134,14 +144,14 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
                     format!("{:?}", r.strength).to_lowercase(),
                     r.severity.name(),
                     cr.pack
-                );
+                )?;
             }
             Ok(0)
         }
         RulesCommand::Literals(a) => {
             if a.anchors {
                 for l in matcher.literal_patterns() {
-                    println!("{l}");
+                    outln!("{l}")?;
                 }
                 return Ok(0);
             }
@@ -162,7 +172,7 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
                         fold_pattern(l)
                     };
                     if seen.insert(l.clone()) {
-                        println!("{l}");
+                        outln!("{l}")?;
                     }
                 }
             }

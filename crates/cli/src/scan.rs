@@ -23,14 +23,17 @@ pub struct ScanArgs {
     #[arg(long, short = 'f', value_name = "FILE", conflicts_with_all = ["text", "jsonl"])]
     pub file: Option<PathBuf>,
     /// Scan a JSONL batch, `-` for stdin: `{"id":…,"text":…}` or
-    /// `{"id":…,"segments":[{"role":…,"text":…}]}` per line.
+    /// `{"id":…,"segments":[{"role":…,"text":…}]}` per line. Also accepted and ignored: the
+    /// dataset fields (label, category, source, split, language) and `meta`, any JSON value
+    /// for the caller's own data (not copied into the decisions: `id` joins them).
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
     pub jsonl: Option<PathBuf>,
     /// Print decisions as JSON (one per line).
     #[arg(long)]
     pub json: bool,
-    /// With --json, add the sanitized text to SANITIZE decisions (it is prompt text).
-    #[arg(long)]
+    /// With --json, add the sanitized text to SANITIZE decisions (it is prompt text). The
+    /// human format shows it with --show-matches.
+    #[arg(long, requires = "json")]
     pub include_sanitized: bool,
     /// In the human format, show the matched text of each finding and the sanitized text
     /// (prompt text: off by default).
@@ -51,7 +54,8 @@ pub struct ScanArgs {
 }
 
 /// One line of a JSONL batch. Dataset fields (label, category, …) are accepted and ignored
-/// so evaluation sets can be scanned as they are; anything else is an error.
+/// so evaluation sets can be scanned as they are, and `meta` carries whatever the caller
+/// keeps with a prompt; anything else is an error.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BatchLine {
@@ -120,7 +124,7 @@ pub fn run(args: &ScanArgs) -> Result<u8> {
     };
     let req = ScanRequest::text(text);
     let outcome = pipeline.scan(&req)?;
-    let mut out = io::stdout().lock();
+    let mut out = crate::out::stdout();
     if args.json {
         write_json(&mut out, &outcome, args.include_sanitized)?;
     } else {
@@ -149,6 +153,7 @@ fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
 }
 
 fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bool) -> Result<()> {
+    let mut line = Vec::new();
     if include_sanitized && outcome.sanitized.is_some() {
         let mut v = serde_json::to_value(&outcome.decision)?;
         if let serde_json::Value::Object(m) = &mut v {
@@ -157,11 +162,14 @@ fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bo
                 serde_json::to_value(&outcome.sanitized)?,
             );
         }
-        serde_json::to_writer(&mut *out, &v)?;
+        serde_json::to_writer(&mut line, &v)?;
     } else {
-        serde_json::to_writer(&mut *out, &outcome.decision)?;
+        serde_json::to_writer(&mut line, &outcome.decision)?;
     }
-    out.write_all(b"\n")?;
+    line.push(b'\n');
+    // One write of the whole line: an error writing `out` stays an `io::Error` (a broken
+    // pipe must be recognisable), which serde_json would wrap.
+    out.write_all(&line)?;
     Ok(())
 }
 
@@ -175,6 +183,18 @@ fn id_string(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
+    }
+}
+
+/// A record's JSON error. serde_json counts lines within the record, which is always one
+/// line of the batch: its "at line 1 column N" would contradict the batch line number the
+/// error record carries, so only the column is kept.
+fn json_error(e: &serde_json::Error) -> String {
+    let full = e.to_string();
+    let position = format!(" at line {} column {}", e.line(), e.column());
+    match full.strip_suffix(&position) {
+        Some(what) => format!("invalid JSON record at column {}: {what}", e.column()),
+        None => format!("invalid JSON record: {full}"),
     }
 }
 
@@ -196,7 +216,7 @@ fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
         Err(e) => {
             return LineResult::Error {
                 id: None,
-                message: format!("invalid JSON record: {e}"),
+                message: json_error(&e),
             };
         }
     };
@@ -254,8 +274,7 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         .saturating_add(64 * 1024);
 
     let mut reader = reader;
-    let stdout = io::stdout();
-    let mut out = io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut out = io::BufWriter::with_capacity(1 << 16, crate::out::stdout());
     let mut worst = Action::Allow;
     let mut counts = [0usize; 3];
     let mut errors = 0usize;

@@ -115,7 +115,7 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
             .context("reading the key from stdin")?;
         let key = key.trim_end_matches(['\n', '\r']);
         anyhow::ensure!(!key.is_empty(), "no key on stdin");
-        println!("{}", hash_api_key(key));
+        outln!("{}", hash_api_key(key))?;
         return Ok(0);
     }
     init_logging(&args.log_format)?;
@@ -136,8 +136,11 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
             tls = server.is_tls(),
             "rampart serving"
         );
-        // For scripts that pass port 0: the bound address on stdout, one line.
-        println!("listening on {}", server.local_addr());
+        // For scripts that pass port 0: the bound address on stdout, one line. A reader that
+        // has gone already is no reason to stop serving.
+        if let Err(e) = outln!("listening on {}", server.local_addr()) {
+            tracing::warn!(error = %e, "cannot print the bound address");
+        }
         server.run(shutdown_signal()).await?;
         anyhow::Ok(())
     })?;

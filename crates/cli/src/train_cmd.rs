@@ -197,7 +197,7 @@ fn linear(a: &LinearArgs) -> Result<u8> {
     let report_path = a.out.join("training.json");
     std::fs::write(&report_path, serde_json::to_string_pretty(&report)? + "\n")
         .with_context(|| format!("writing {}", report_path.display()))?;
-    println!(
+    outln!(
         "wrote {} ({} bytes): threshold {:.4} (target FPR {:.2}%), validation TPR {:.2}%, FPR {:.2}%, AUC {:.4}",
         model_path.display(),
         trained.model.to_bytes().len(),
@@ -206,6 +206,6 @@ fn linear(a: &LinearArgs) -> Result<u8> {
         100.0 * v.tpr,
         100.0 * v.fpr,
         v.auc
-    );
+    )?;
     Ok(0)
 }

@@ -73,14 +73,14 @@ impl Table {
     fn html(&self) -> String {
         let mut out = String::from("<div class=\"scroll\"><table>\n<thead><tr>");
         for h in &self.head {
-            let _ = write!(out, "<th>{}</th>", esc_html(h));
+            let _ = write!(out, "<th>{}</th>", breakable(h));
         }
         out.push_str("</tr></thead>\n<tbody>\n");
         for r in &self.rows {
             out.push_str("<tr>");
             for (i, c) in r.iter().enumerate() {
                 if i == 0 {
-                    let _ = write!(out, "<th scope=\"row\">{}</th>", esc_html(c));
+                    let _ = write!(out, "<th scope=\"row\">{}</th>", breakable(c));
                 } else {
                     let _ = write!(out, "<td>{}</td>", esc_html(c));
                 }
@@ -90,6 +90,14 @@ impl Table {
         out.push_str("</tbody></table></div>\n");
         out
     }
+}
+
+/// A header cell's text, escaped, with line-break opportunities after `_` and `@` (dataset
+/// names, `TPR@1%FPR`): the headers wrap so that a wide table fits a 1400 px window; the
+/// numbers never wrap.
+fn breakable(s: &str) -> String {
+    // The escapes contain neither character.
+    esc_html(s).replace('_', "_<wbr>").replace('@', "@<wbr>")
 }
 
 /// Escapes text for HTML element content and attribute values.
@@ -514,7 +522,8 @@ pub fn markdown(s: &Summary) -> String {
 const CSS: &str = "body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;\
 margin:24px;color:#1b1b1b;max-width:1500px}h1{font-size:22px}h2{font-size:18px;margin-top:32px;\
 border-bottom:1px solid #ddd}h3{font-size:15px;margin-top:24px}table{border-collapse:collapse;\
-margin:8px 0 16px;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px;text-align:right;white-space:nowrap}.scroll{overflow-x:auto}\
+margin:8px 0 16px;font-size:13px}th,td{border:1px solid #ccc;padding:3px 6px;text-align:right;white-space:nowrap}\
+thead th,th[scope=row]{white-space:normal}thead th{vertical-align:bottom}.scroll{overflow-x:auto}\
 th[scope=row],thead th{text-align:left;background:#f4f6f8}.plots{display:flex;flex-wrap:wrap;\
 gap:16px}.plots figure{margin:0;border:1px solid #e3e3e3;padding:6px}.note{color:#555;font-size:13px}\
 .fail{color:#b00020;font-weight:bold}.pass{color:#006b2d;font-weight:bold}details{margin:6px 0}";
@@ -589,6 +598,23 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
     Ok(h)
 }
 
+/// Why no ROC curve could be drawn: a curve needs scored attacks and scored benign prompts in
+/// one set under one configuration.
+fn roc_missing_reason(run: &EvalRun) -> &'static str {
+    let logs = || run.datasets.iter().flat_map(|d| d.logs.iter());
+    if logs().next().is_none() {
+        "the sets hold no prompts"
+    } else if !logs().any(|l| l.attack) {
+        "the sets hold no attack prompts; a ROC curve needs attacks and benign prompts"
+    } else if logs().all(|l| l.attack) {
+        "the sets hold no benign prompts; a ROC curve needs attacks and benign prompts"
+    } else if logs().all(|l| l.score.is_none()) {
+        "no layer of any configuration yields a score (a rules layer gives verdicts, not scores)"
+    } else {
+        "no configuration yields scores for both attacks and benign prompts of one set"
+    }
+}
+
 fn figure(svg: &str) -> String {
     format!("<figure>{svg}</figure>\n")
 }
@@ -637,10 +663,7 @@ fn plots_html(run: &EvalRun) -> Result<String, EvalError> {
         }
     }
     if !any_roc {
-        h.push_str(
-            "<p class=\"note\">n/a: no configuration yields scores on a set with both attacks \
-             and benign prompts (the deterministic rules layer gives verdicts, not scores).</p>\n",
-        );
+        let _ = writeln!(h, "<p class=\"note\">n/a: {}.</p>", roc_missing_reason(run));
     }
     h.push_str("</div>\n");
 

@@ -708,3 +708,40 @@ fn duplicate_config_names_are_refused_and_dataset_names_made_unique() {
     let names: Vec<&str> = r.datasets.iter().map(|d| d.name.as_str()).collect();
     assert_eq!(names, ["hand", "hand_2"]);
 }
+
+/// The HTML report's ROC "n/a" note used to blame the rules layer whatever the cause; a set
+/// without benign prompts (or without attacks), scored by a layer that does yield scores,
+/// has its own reason.
+#[test]
+fn roc_note_names_a_set_without_one_class_not_the_rules_layer() {
+    let note = |src: &str| {
+        let configs = [NamedPipeline::new("scored", scorer_pipeline(None))];
+        let r = run(
+            "eval_20260101_000002",
+            "t",
+            &configs,
+            vec![dataset("one class", src)],
+            &RunOptions::default(),
+            &|_| {},
+        )
+        .unwrap();
+        let html = rampart_eval::render::html(&r, &Summary::compute(&r)).unwrap();
+        let start = html.find("<h3>ROC curves</h3>").unwrap();
+        let end = start + html[start..].find("</div>").unwrap();
+        html[start..end].to_string()
+    };
+    let attacks = r#"{"id":"a1","text":"[s:0.9] alpha","label":"attack"}
+{"id":"a2","text":"[s:0.3] beta","label":"attack"}
+"#;
+    let roc = note(attacks);
+    assert!(!roc.contains("<svg"), "{roc}");
+    assert!(roc.contains("no benign prompts"), "{roc}");
+    assert!(!roc.contains("rules"), "{roc}");
+
+    let benign = r#"{"id":"b1","text":"[s:0.6] delta","label":"benign"}
+{"id":"b2","text":"[s:0.2] epsilon","label":"benign"}
+"#;
+    let roc = note(benign);
+    assert!(roc.contains("no attack prompts"), "{roc}");
+    assert!(!roc.contains("rules"), "{roc}");
+}

@@ -172,7 +172,7 @@ fn authenticate(state: &AppState, req: &Request, admin: bool) -> Result<Caller, 
         && let Err(retry_after_s) = state.auth_failures().check(ip, &cfg.auth, now)
     {
         state.metrics().auth_failures_limited();
-        return Err(ServiceError::RateLimited { retry_after_s });
+        return Err(ServiceError::AuthFailuresLimited { retry_after_s });
     }
     let Some(presented) = presented_key(req.headers()) else {
         return Err(ServiceError::Unauthorized(

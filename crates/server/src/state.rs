@@ -56,6 +56,13 @@ pub enum ServiceError {
         /// Seconds until a token is available.
         retry_after_s: u64,
     },
+    /// 429: this client address failed authentication too often (`auth.max_failures`);
+    /// retry after this many seconds.
+    #[error("too many failed authentications from this address; retry after {retry_after_s} s")]
+    AuthFailuresLimited {
+        /// Seconds until the address may try again.
+        retry_after_s: u64,
+    },
     /// 502: the upstream failed.
     #[error("{0}")]
     BadGateway(String),
@@ -80,7 +87,9 @@ impl ServiceError {
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound => StatusCode::NOT_FOUND,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ServiceError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ServiceError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -98,6 +107,9 @@ impl ServiceError {
             ServiceError::NotFound => ("invalid_request_error", "not_found"),
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
             ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
+            ServiceError::AuthFailuresLimited { .. } => {
+                ("rate_limit_error", "too_many_failed_authentications")
+            }
             ServiceError::BadGateway(_) => ("api_error", "upstream_error"),
             ServiceError::Unavailable(_) => ("api_error", "service_unavailable"),
             ServiceError::Timeout(_) => ("api_error", "timeout"),
@@ -126,7 +138,8 @@ impl From<InputError> for ServiceError {
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), axum::Json(self.body())).into_response();
-        if let ServiceError::RateLimited { retry_after_s } = self
+        if let ServiceError::RateLimited { retry_after_s }
+        | ServiceError::AuthFailuresLimited { retry_after_s } = self
             && let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string())
         {
             resp.headers_mut().insert(header::RETRY_AFTER, v);

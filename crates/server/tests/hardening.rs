@@ -418,6 +418,10 @@ async fn failed_authentications_are_limited_per_client_address() {
             .unwrap();
         if resp.status() == 429 {
             retry_after = resp.headers().get("retry-after").cloned();
+            let v: Value = resp.json().await.unwrap();
+            assert_eq!(v["error"]["code"], "too_many_failed_authentications", "{v}");
+            statuses.push(429);
+            continue;
         }
         statuses.push(resp.status().as_u16());
     }

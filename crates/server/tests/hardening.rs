@@ -444,3 +444,61 @@ async fn failed_authentications_are_limited_per_client_address() {
     assert_eq!(st, 200, "{v}");
     s.stop().await;
 }
+
+/// A TLS client that never finishes its handshake is cut off by the header deadline (the
+/// handshake was bounded by a fixed 10 s; it now follows `server.header_read_timeout_ms`).
+#[tokio::test]
+async fn tls_handshakes_are_bounded_by_the_header_deadline() {
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.path().join("key.pem"), cert.signing_key.serialize_pem()).unwrap();
+    let src = format!(
+        "version = 1\n[server]\nheader_read_timeout_ms = 500\n\
+         [tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n[pipeline]\npath = {:?}\n",
+        rules_config().display().to_string()
+    );
+    let s = start_in(dir, &src, "127.0.0.1:0").await;
+    let addr = s.addr;
+    let (closed, took) = tokio::task::spawn_blocking(move || {
+        let mut t = TcpStream::connect(addr).unwrap();
+        // The first bytes of a ClientHello record, then nothing.
+        t.write_all(&[0x16, 0x03, 0x01]).unwrap();
+        let started = Instant::now();
+        (
+            closed_by_server(&mut t, Duration::from_secs(20)),
+            started.elapsed(),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(closed, "a stalled TLS handshake must be cut off");
+    assert!(took < Duration::from_secs(8), "{took:?}");
+    s.stop().await;
+}
+
+/// HTTP/2 (prior knowledge) is served through the same loop, several requests on one
+/// connection.
+#[tokio::test]
+async fn http2_requests_are_served() {
+    let s = start("").await;
+    let c = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let r = c.get(s.url("/healthz")).send().await.unwrap();
+        assert_eq!(r.version(), reqwest::Version::HTTP_2);
+        assert_eq!(r.status(), 200);
+    }
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/scan"),
+        None,
+        &json!({"text": "hello there"}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    s.stop().await;
+}

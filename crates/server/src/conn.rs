@@ -189,7 +189,10 @@ where
         })
     };
     let svc = hyper_util::service::TowerToHyperService::new(svc);
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // The deadlines are the watchdog's (hyper's own header timeout would also count the idle
+    // wait between requests, and needs a timer this builder does not have).
+    builder.http1().header_read_timeout(None);
     let conn = builder.serve_connection(io, svc);
     tokio::pin!(conn);
     let mut draining = *stop.borrow();

@@ -32,7 +32,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 use tokio_rustls::TlsAcceptor;
@@ -200,7 +200,7 @@ where
         conn.as_mut().graceful_shutdown();
     }
     loop {
-        let deadline = phase.deadline();
+        let wake = phase.next_check(Instant::now());
         tokio::select! {
             res = conn.as_mut() => {
                 if let Err(e) = res {
@@ -214,8 +214,7 @@ where
                     conn.as_mut().graceful_shutdown();
                 }
             }
-            () = phase.changed.notified() => {}
-            () = sleep_until(deadline) => {
+            () = tokio::time::sleep_until(wake) => {
                 if let Some(reason) = phase.expired(Instant::now()) {
                     state.metrics().connection_timed_out(reason);
                     tracing::debug!(%peer, reason, "closing the connection: deadline passed");
@@ -223,13 +222,6 @@ where
                 }
             }
         }
-    }
-}
-
-async fn sleep_until(deadline: Option<Instant>) {
-    match deadline {
-        Some(d) => tokio::time::sleep_until(d).await,
-        None => std::future::pending().await,
     }
 }
 
@@ -305,8 +297,6 @@ struct PhaseWatch {
     phase: Mutex<Phase>,
     /// Set while idle, so that reads check the phase without the lock otherwise.
     idle: AtomicBool,
-    /// Woken when a deadline is set (the watchdog then sleeps until the new one).
-    changed: Notify,
     deadlines: Deadlines,
 }
 
@@ -317,7 +307,6 @@ impl PhaseWatch {
                 deadline: Instant::now() + deadlines.header,
             }),
             idle: AtomicBool::new(false),
-            changed: Notify::new(),
             deadlines,
         }
     }
@@ -326,10 +315,16 @@ impl PhaseWatch {
         self.phase.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    /// When the watchdog should look again: the current deadline, but never later than one
+    /// period (the shorter of the header and idle timeouts) from `now`. Phase changes then
+    /// need no wake-up: a deadline set after this check is at least one period away from
+    /// it (a head's starts at its first byte, an idle spell's at its last response), so the
+    /// next check comes no later than that deadline.
+    fn next_check(&self, now: Instant) -> Instant {
+        let period = now + self.deadlines.header.min(self.deadlines.idle);
         match *self.lock() {
-            Phase::Head { deadline } | Phase::Idle { deadline } => Some(deadline),
-            Phase::Busy { .. } => None,
+            Phase::Head { deadline } | Phase::Idle { deadline } => deadline.min(period),
+            Phase::Busy { .. } => period,
         }
     }
 
@@ -353,8 +348,6 @@ impl PhaseWatch {
                 deadline: Instant::now() + self.deadlines.header,
             };
             self.idle.store(false, Ordering::Relaxed);
-            drop(p);
-            self.changed.notify_one();
         }
     }
 
@@ -381,8 +374,6 @@ impl PhaseWatch {
                     deadline: Instant::now() + self.deadlines.idle,
                 };
                 self.idle.store(true, Ordering::Relaxed);
-                drop(p);
-                self.changed.notify_one();
             }
         }
     }
@@ -531,5 +522,62 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Duration = Duration::from_secs(1);
+
+    fn watch() -> PhaseWatch {
+        PhaseWatch::new(Deadlines {
+            header: 10 * S,
+            idle: 30 * S,
+            body: 30 * S,
+        })
+    }
+
+    #[test]
+    fn each_phase_has_its_deadline() {
+        let p = watch();
+        let t0 = Instant::now();
+        assert_eq!(p.expired(t0), None);
+        assert_eq!(p.expired(t0 + 11 * S), Some("header"), "the first head");
+        p.request_started();
+        assert_eq!(p.expired(t0 + 3600 * S), None, "busy: no deadline");
+        p.on_read();
+        assert_eq!(
+            p.expired(t0 + 3600 * S),
+            None,
+            "reads while busy change nothing"
+        );
+        p.request_started();
+        p.request_finished();
+        assert_eq!(
+            p.expired(t0 + 3600 * S),
+            None,
+            "one request still in flight"
+        );
+        p.request_finished();
+        let idle = Instant::now();
+        assert_eq!(p.expired(idle + 29 * S), None);
+        assert_eq!(p.expired(idle + 31 * S), Some("idle"));
+        p.on_read();
+        let head = Instant::now();
+        assert_eq!(p.expired(head + 9 * S), None);
+        assert_eq!(p.expired(head + 11 * S), Some("header"), "a later head");
+    }
+
+    #[test]
+    fn the_watchdog_looks_at_least_once_a_period() {
+        let p = watch();
+        let now = Instant::now();
+        assert!(p.next_check(now) <= now + 10 * S);
+        p.request_started();
+        assert_eq!(p.next_check(now), now + 10 * S, "busy: one period");
+        p.request_finished();
+        assert!(p.next_check(now) <= now + 10 * S);
     }
 }

@@ -45,12 +45,14 @@ pub fn load_config(path: Option<&Path>, listen: Option<&str>) -> Result<ServerCo
     Ok(cfg)
 }
 
-/// Validates a server configuration file and builds the pipeline it names.
+/// Validates a server configuration file, builds the pipeline it names and runs its rule
+/// packs' own examples, as `serve` does at start-up and reload.
 pub fn check(path: &Path) -> Result<String> {
     let cfg = ServerConfig::from_path(path)?;
     let pc = cfg.pipeline_config(&crate::default_config()?)?;
     let layers: Vec<String> = pc.layers.iter().map(|l| l.kind.clone()).collect();
-    rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
+    let pipeline = rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
+    rampart_server::check_rule_examples(pipeline.config())?;
     Ok(format!(
         "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; layers {}",
         cfg.server.listen,

@@ -27,6 +27,22 @@ fn scan(addr: &str, request_id: &str, text: &str) -> Option<()> {
     ok.then_some(())
 }
 
+/// The `/metrics` page (empty when it cannot be fetched).
+fn metrics(addr: &str) -> String {
+    let get = || -> std::io::Result<String> {
+        let mut s = TcpStream::connect(addr)?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp)?;
+        Ok(resp)
+    };
+    get().unwrap_or_default()
+}
+
 #[test]
 fn every_acknowledged_decision_survives_kill_9() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,7 +187,13 @@ fn sigterm_is_graceful_and_logs_never_contain_prompt_text() {
         .status()
         .unwrap();
     assert!(st.success());
-    std::thread::sleep(Duration::from_millis(300));
+    // The reload runs in the background (it builds the pipeline and runs every rule's
+    // examples): wait for the metrics to count it rather than for a fixed time.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !metrics(&addr).contains("rampart_reloads_total{result=\"ok\"} 1") {
+        assert!(Instant::now() < deadline, "the reload did not finish");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(scan(&addr, "log-test-2", "hello there").is_some());
     let st = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

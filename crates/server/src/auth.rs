@@ -1,13 +1,17 @@
 //! Middleware: request ids, API keys (`Authorization: Bearer …` or `X-Api-Key`), per-key
-//! token-bucket rate limits, the admin check, and per-request metrics and logs.
+//! token-bucket rate limits, the per-address limit on failed authentications, the admin
+//! check, and per-request metrics and logs.
 
+use crate::config::AuthSection;
 use crate::state::{AppState, Caller, ServiceError};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// The request-id header, read and echoed.
@@ -48,6 +52,100 @@ fn presented_key(headers: &HeaderMap) -> Option<&str> {
         .map(str::trim)
 }
 
+/// Failed authentications per client address, as a token bucket per address: `max_failures`
+/// tokens, refilled over `failure_window_ms`; a failure takes one, and an address with none
+/// left is refused (429) before its key is even looked at, so guessing stops paying off.
+/// At most `max_tracked_clients` addresses are remembered.
+#[derive(Debug, Default)]
+pub(crate) struct FailureLimiter {
+    clients: Mutex<HashMap<IpAddr, Allowance>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Allowance {
+    tokens: f64,
+    last: Instant,
+}
+
+impl Allowance {
+    fn refilled(self, cfg: &AuthSection, now: Instant) -> Allowance {
+        let cap = f64::from(cfg.max_failures);
+        let rate = cap / (cfg.failure_window_ms as f64 / 1000.0);
+        Allowance {
+            tokens: (self.tokens + now.duration_since(self.last).as_secs_f64() * rate).min(cap),
+            last: now,
+        }
+    }
+}
+
+/// The unit an address is limited as: an IPv4 address, or an IPv6 /64 (what one host
+/// usually holds).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            IpAddr::V6(Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        v4 => v4,
+    }
+}
+
+impl FailureLimiter {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, Allowance>> {
+        self.clients.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `Err(seconds)` when `client` has no failure left, with the seconds until it has one.
+    pub(crate) fn check(&self, client: IpAddr, cfg: &AuthSection, now: Instant) -> Result<(), u64> {
+        let clients = self.lock();
+        let Some(a) = clients.get(&client_key(client)) else {
+            return Ok(());
+        };
+        let a = a.refilled(cfg, now);
+        if a.tokens >= 1.0 {
+            return Ok(());
+        }
+        let rate = f64::from(cfg.max_failures) / (cfg.failure_window_ms as f64 / 1000.0);
+        Err(((1.0 - a.tokens) / rate).ceil().max(1.0) as u64)
+    }
+
+    /// Counts one failed authentication from `client`.
+    pub(crate) fn failed(&self, client: IpAddr, cfg: &AuthSection, now: Instant) {
+        let key = client_key(client);
+        let mut clients = self.lock();
+        if !clients.contains_key(&key) && clients.len() >= cfg.max_tracked_clients {
+            let cap = f64::from(cfg.max_failures);
+            // Whole allowances carry nothing: forget them first, then the least recent.
+            clients.retain(|_, a| a.refilled(cfg, now).tokens < cap);
+            while clients.len() >= cfg.max_tracked_clients {
+                let Some(oldest) = clients.iter().min_by_key(|(_, a)| a.last).map(|(k, _)| *k)
+                else {
+                    break;
+                };
+                clients.remove(&oldest);
+            }
+        }
+        let fresh = Allowance {
+            tokens: f64::from(cfg.max_failures),
+            last: now,
+        };
+        let a = clients.entry(key).or_insert(fresh);
+        let mut refilled = a.refilled(cfg, now);
+        refilled.tokens = (refilled.tokens - 1.0).max(0.0);
+        *a = refilled;
+    }
+
+    #[cfg(test)]
+    fn tracked(&self) -> usize {
+        self.lock().len()
+    }
+
+    #[cfg(test)]
+    fn is_tracked(&self, client: IpAddr) -> bool {
+        self.lock().contains_key(&client_key(client))
+    }
+}
+
 fn authenticate(state: &AppState, req: &Request, admin: bool) -> Result<Caller, ServiceError> {
     let request_id = request_id(req.headers());
     let keys = state.keys();
@@ -64,12 +162,27 @@ fn authenticate(state: &AppState, req: &Request, admin: bool) -> Result<Caller, 
             key_id: None,
         });
     }
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let cfg = state.config();
+    let now = Instant::now();
+    if let Some(ip) = client
+        && let Err(retry_after_s) = state.auth_failures().check(ip, &cfg.auth, now)
+    {
+        state.metrics().auth_failures_limited();
+        return Err(ServiceError::AuthFailuresLimited { retry_after_s });
+    }
     let Some(presented) = presented_key(req.headers()) else {
         return Err(ServiceError::Unauthorized(
             "missing API key (Authorization: Bearer <key> or X-Api-Key)".into(),
         ));
     };
     let Some(entry) = keys.lookup(presented) else {
+        if let Some(ip) = client {
+            state.auth_failures().failed(ip, &cfg.auth, now);
+        }
         return Err(ServiceError::Unauthorized("invalid API key".into()));
     };
     if admin && !entry.admin {
@@ -184,4 +297,70 @@ pub(crate) async fn observe(
         "request"
     );
     resp
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn cfg(max_failures: u32, window_ms: u64, tracked: usize) -> AuthSection {
+        AuthSection {
+            max_failures,
+            failure_window_ms: window_ms,
+            max_tracked_clients: tracked,
+            ..AuthSection::default()
+        }
+    }
+
+    #[test]
+    fn failures_run_out_and_come_back_per_address() {
+        let c = cfg(3, 3000, 100);
+        let l = FailureLimiter::default();
+        let a = IpAddr::from([10, 0, 0, 1]);
+        let b = IpAddr::from([10, 0, 0, 2]);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(l.check(a, &c, t0).is_ok());
+            l.failed(a, &c, t0);
+        }
+        assert_eq!(l.check(a, &c, t0), Err(1));
+        assert!(
+            l.check(b, &c, t0).is_ok(),
+            "another address is not affected"
+        );
+        assert!(
+            l.check(a, &c, t0 + Duration::from_millis(1000)).is_ok(),
+            "one forgiven"
+        );
+    }
+
+    #[test]
+    fn an_ipv6_64_is_one_client() {
+        let c = cfg(1, 60_000, 100);
+        let l = FailureLimiter::default();
+        let t0 = Instant::now();
+        let v6 = |s: &str| -> IpAddr { s.parse().expect("an IPv6 address") };
+        l.failed(v6("2001:db8::1"), &c, t0);
+        assert!(l.check(v6("2001:db8::2"), &c, t0).is_err());
+        assert!(l.check(v6("2001:db8:0:1::1"), &c, t0).is_ok());
+    }
+
+    #[test]
+    fn tracked_addresses_are_bounded() {
+        let c = cfg(5, 60_000, 8);
+        let l = FailureLimiter::default();
+        let t0 = Instant::now();
+        for i in 0..100u32 {
+            l.failed(
+                IpAddr::from(i.to_be_bytes()),
+                &c,
+                t0 + Duration::from_millis(u64::from(i)),
+            );
+        }
+        assert_eq!(l.tracked(), 8);
+        // The least recent are forgotten, the most recent kept.
+        assert!(!l.is_tracked(IpAddr::from(0u32.to_be_bytes())));
+        assert!(l.is_tracked(IpAddr::from(99u32.to_be_bytes())));
+    }
 }

@@ -8,10 +8,19 @@
 //! listen = "127.0.0.1:8080"
 //! max_body_bytes = 2097152
 //! request_timeout_ms = 5000
+//! header_read_timeout_ms = 10000   # a request head must arrive within this
+//! idle_timeout_ms = 30000          # a keep-alive connection without a request is closed
+//! body_read_timeout_ms = 30000     # a request body must arrive within this (408 past it)
+//! max_connections = 512            # more are closed at once
 //!
 //! [pipeline]
 //! path = "configs/rules.toml"      # relative to this file; default: the embedded pipeline
 //! packs = ["packs/extra.toml"]     # extra rule packs added to every rules layer
+//!
+//! [auth]
+//! max_failures = 10                # failed authentications per client address …
+//! failure_window_ms = 60000        # … per window (429 with Retry-After beyond)
+//! max_tracked_clients = 10000      # client addresses remembered (bounded memory)
 //!
 //! [[auth.keys]]
 //! id = "ci"
@@ -122,6 +131,22 @@ pub struct ServerSection {
     /// decision marked degraded, `open` → an ALLOW decision marked degraded. Default: the
     /// pipeline policy's fail mode.
     pub fail_mode: Option<FailMode>,
+    /// How long a client has to send a whole request head, in milliseconds: counted from
+    /// the connection's accept (after the TLS handshake, which has the same bound) for the
+    /// first request, and from the first byte of each later one. Past it the connection is
+    /// closed. Default 10000.
+    pub header_read_timeout_ms: u64,
+    /// How long a keep-alive connection may wait for the first byte of its next request, in
+    /// milliseconds; past it the connection is closed. Default 30000.
+    pub idle_timeout_ms: u64,
+    /// How long a client has to send a whole request body, in milliseconds, counted from the
+    /// end of its head; past it the request is answered 408 and the connection closed.
+    /// Default 30000.
+    pub body_read_timeout_ms: u64,
+    /// Most connections open at once (TLS handshakes included); a connection beyond it is
+    /// closed as soon as it is accepted. Keep it under the process's file-descriptor limit.
+    /// Fixed at start (a reload keeps it). Default 512.
+    pub max_connections: usize,
 }
 
 impl Default for ServerSection {
@@ -133,6 +158,10 @@ impl Default for ServerSection {
             shutdown_grace_ms: 10_000,
             max_batch_items: 64,
             fail_mode: None,
+            header_read_timeout_ms: 10_000,
+            idle_timeout_ms: 30_000,
+            body_read_timeout_ms: 30_000,
+            max_connections: 512,
         }
     }
 }
@@ -154,11 +183,34 @@ pub struct PipelineSource {
 
 /// API keys. With no keys, authentication is off, which is only allowed on a loopback
 /// address.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+///
+/// Failed authentications (a key that matches none) are limited per client address (IPv6
+/// addresses per /64): each address may fail `max_failures` times, a failure is forgiven
+/// every `failure_window_ms / max_failures`, and an address out of allowance gets 429 with
+/// `Retry-After` on every request that needs a key, valid or not, until one is forgiven.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthSection {
     /// The keys.
     pub keys: Vec<ApiKeyConfig>,
+    /// Failed authentications one client address may make in a row. Default 10.
+    pub max_failures: u32,
+    /// The window over which `max_failures` are forgiven, in milliseconds. Default 60000.
+    pub failure_window_ms: u64,
+    /// Most client addresses whose failures are remembered; past it, the addresses whose
+    /// allowance is whole are forgotten first, then the least recent. Default 10000.
+    pub max_tracked_clients: usize,
+}
+
+impl Default for AuthSection {
+    fn default() -> Self {
+        Self {
+            keys: Vec::new(),
+            max_failures: 10,
+            failure_window_ms: 60_000,
+            max_tracked_clients: 10_000,
+        }
+    }
 }
 
 /// One API key, stored as the SHA-256 of the key (never the key).
@@ -354,6 +406,34 @@ impl ServerConfig {
             return Err(invalid(
                 "server.max_batch_items must be greater than zero".into(),
             ));
+        }
+        for (name, v) in [
+            (
+                "server.header_read_timeout_ms",
+                self.server.header_read_timeout_ms,
+            ),
+            ("server.idle_timeout_ms", self.server.idle_timeout_ms),
+            (
+                "server.body_read_timeout_ms",
+                self.server.body_read_timeout_ms,
+            ),
+            ("server.max_connections", self.server.max_connections as u64),
+            ("auth.max_failures", u64::from(self.auth.max_failures)),
+            ("auth.failure_window_ms", self.auth.failure_window_ms),
+            (
+                "auth.max_tracked_clients",
+                self.auth.max_tracked_clients as u64,
+            ),
+        ] {
+            if v == 0 {
+                return Err(invalid(format!("{name} must be greater than zero")));
+            }
+        }
+        if self.server.max_connections > tokio::sync::Semaphore::MAX_PERMITS {
+            return Err(invalid(format!(
+                "server.max_connections must be at most {}",
+                tokio::sync::Semaphore::MAX_PERMITS
+            )));
         }
         if self.pipeline.path.is_some() && self.pipeline.inline.is_some() {
             return Err(invalid(

@@ -40,15 +40,19 @@ mod audit;
 mod auth;
 mod canary;
 pub mod config;
+mod conn;
 mod metrics;
 mod ops;
 mod output;
 mod proxy;
+mod rule_examples;
 mod sse;
 mod state;
 mod tls;
 
-pub use state::{AppState, Caller, ReloadInfo, ServiceError};
+pub use rule_examples::{RuleExamplesError, check_rule_examples};
+pub use state::{AppState, Caller, PipelineError, ReloadError, ReloadInfo, ServiceError};
+pub use tls::TlsError;
 
 use config::ServerConfig;
 use rampart_core::{PipelineConfig, Registry};
@@ -101,20 +105,46 @@ impl Default for ServerOptions {
 #[non_exhaustive]
 pub enum ServerError {
     /// The configuration is invalid.
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] config::ServerConfigError),
     /// The pipeline could not be built.
-    #[error("cannot build the pipeline: {0}")]
-    Pipeline(String),
+    #[error("cannot build the pipeline")]
+    Pipeline(#[source] PipelineError),
     /// The audit log could not be opened.
-    #[error("cannot open the audit log: {0}")]
-    Audit(String),
+    #[error("cannot open the audit log {}", path.display())]
+    Audit {
+        /// The audit database.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: rampart_audit::AuditError,
+    },
     /// TLS setup failed.
-    #[error("TLS: {0}")]
-    Tls(String),
-    /// Binding or serving failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
+    #[error("TLS setup failed")]
+    Tls(#[from] tls::TlsError),
+    /// The HTTP client for the proxy's upstream could not be built.
+    #[error("cannot build the HTTP client for the upstream")]
+    HttpClient(#[source] reqwest::Error),
+    /// Another socket holds the listening address.
+    #[error(
+        "cannot listen on {addr}: address already in use (use --listen to pick another address)"
+    )]
+    AddrInUse {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// Binding the listening address failed for another reason.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The bound listener could not report its address.
+    #[error("cannot read the listening address")]
+    LocalAddr(#[source] std::io::Error),
 }
 
 /// A bound, ready server. [`Server::run`] serves until the shutdown future resolves.
@@ -167,14 +197,18 @@ impl Server {
                 state::build_pipeline(&cfg, &opts.default_pipeline, &opts.registry)
             })
             .await
-            .map_err(|e| ServerError::Pipeline(e.to_string()))?
+            .map_err(|e| ServerError::Pipeline(PipelineError::Task(e)))?
             .map_err(ServerError::Pipeline)?
         };
         let audit = match &config.audit {
             Some(a) => {
                 let mut a = a.clone();
                 a.path = config.resolve(&a.path);
-                Some(audit::AuditLog::open(a).map_err(|e| ServerError::Audit(e.to_string()))?)
+                let path = a.path.clone();
+                Some(
+                    audit::AuditLog::open(a)
+                        .map_err(|source| ServerError::Audit { path, source })?,
+                )
             }
             None => {
                 tracing::warn!(
@@ -191,9 +225,14 @@ impl Server {
             options.default_pipeline.clone(),
             writer,
         )
-        .map_err(ServerError::Pipeline)?;
-        let listener = tokio::net::TcpListener::bind(addr).await?;
-        let local_addr = listener.local_addr()?;
+        .map_err(ServerError::HttpClient)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| match source.kind() {
+                std::io::ErrorKind::AddrInUse => ServerError::AddrInUse { addr },
+                _ => ServerError::Bind { addr, source },
+            })?;
+        let local_addr = listener.local_addr().map_err(ServerError::LocalAddr)?;
         Ok(Server {
             listener,
             tls,
@@ -241,31 +280,9 @@ impl Server {
         let (started_tx, started_rx) = tokio::sync::oneshot::channel::<()>();
         let signal = async move {
             shutdown.await;
-            tracing::info!("shutting down: draining in-flight requests");
             let _ = started_tx.send(());
         };
-        let serve = async move {
-            match tls {
-                None => {
-                    use axum::serve::ListenerExt;
-                    // TCP_NODELAY: a response is written whole (head and body in one write),
-                    // so Nagle's algorithm could only delay it behind the peer's delayed ACK.
-                    let listener = listener.tap_io(|tcp| {
-                        if let Err(e) = tcp.set_nodelay(true) {
-                            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-                        }
-                    });
-                    axum::serve(listener, app)
-                        .with_graceful_shutdown(signal)
-                        .await
-                }
-                Some(acc) => {
-                    axum::serve(tls::TlsListener::new(listener, acc), app)
-                        .with_graceful_shutdown(signal)
-                        .await
-                }
-            }
-        };
+        let serve = conn::serve(listener, tls, app, state.clone(), signal);
         let grace_timer = async move {
             if started_rx.await.is_ok() {
                 tokio::time::sleep(grace).await;
@@ -274,7 +291,7 @@ impl Server {
             }
         };
         tokio::select! {
-            r = serve => r?,
+            () = serve => {}
             () = grace_timer => {
                 tracing::warn!(grace_ms = grace.as_millis() as u64, "shutdown grace period over; dropping remaining connections");
             }

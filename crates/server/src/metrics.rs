@@ -66,7 +66,15 @@ pub struct Metrics {
     pipeline_failures: Counter,
     pipeline_layers: Gauge,
     rate_limited: Counter,
+    auth_failures_limited: Counter,
+    connections_refused: Counter,
+    connections_timed_out: Family<ReasonLabels, Counter>,
     audit_writer: Family<StatLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: Label,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -150,6 +158,24 @@ impl Metrics {
             "Requests refused by a per-key rate limit",
             rate_limited.clone(),
         );
+        let auth_failures_limited = Counter::default();
+        registry.register(
+            "auth_failures_limited",
+            "Requests refused because their client address failed authentication too often",
+            auth_failures_limited.clone(),
+        );
+        let connections_refused = Counter::default();
+        registry.register(
+            "connections_refused",
+            "Connections closed at once because server.max_connections were open",
+            connections_refused.clone(),
+        );
+        let connections_timed_out = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_timed_out",
+            "Connections closed or requests answered 408 by a deadline (header, idle, body, tls)",
+            connections_timed_out.clone(),
+        );
         let audit_writer = Family::<StatLabels, Gauge>::default();
         registry.register(
             "audit_writer",
@@ -174,6 +200,9 @@ impl Metrics {
             pipeline_failures,
             pipeline_layers,
             rate_limited,
+            auth_failures_limited,
+            connections_refused,
+            connections_timed_out,
             audit_writer,
         }
     }
@@ -250,6 +279,24 @@ impl Metrics {
 
     pub(crate) fn rate_limited(&self) {
         self.rate_limited.inc();
+    }
+
+    pub(crate) fn auth_failures_limited(&self) {
+        self.auth_failures_limited.inc();
+    }
+
+    pub(crate) fn connection_refused(&self) {
+        self.connections_refused.inc();
+    }
+
+    /// A connection closed (or a request answered 408) by one of its deadlines: `header`,
+    /// `idle`, `body` or `tls`.
+    pub(crate) fn connection_timed_out(&self, reason: &'static str) {
+        self.connections_timed_out
+            .get_or_create(&ReasonLabels {
+                reason: Cow::Borrowed(reason),
+            })
+            .inc();
     }
 
     pub(crate) fn set_audit_stats(&self, s: &rampart_audit::AuditStats) {

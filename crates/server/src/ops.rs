@@ -1,7 +1,7 @@
 //! Operations endpoints: `/healthz`, `/readyz`, `/metrics`, `/openapi.json`,
 //! `/admin/reload`. None reveals keys, prompt text or rule patterns.
 
-use crate::state::{AppState, Caller, ServiceError, layer_names};
+use crate::state::{AppState, Caller, ServiceError, error_chain, layer_names};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
@@ -71,7 +71,10 @@ pub(crate) async fn reload(
     Extension(caller): Extension<Caller>,
 ) -> Result<Json<serde_json::Value>, ServiceError> {
     tracing::info!(request_id = %caller.request_id, key_id = ?caller.key_id, "reload requested");
-    let info = state.reload().await.map_err(ServiceError::ReloadFailed)?;
+    let info = state
+        .reload()
+        .await
+        .map_err(|e| ServiceError::ReloadFailed(error_chain(&e)))?;
     Ok(Json(serde_json::json!({
         "status": "reloaded",
         "layers": info.layers,

@@ -2,7 +2,7 @@
 //! the upstream client, the key table and rate limiters; and the service's error type.
 
 use crate::audit::{AuditError, AuditRecord, AuditWriter};
-use crate::config::{ServerConfig, parse_sha256_hex};
+use crate::config::{ServerConfig, ServerConfigError, parse_sha256_hex};
 use crate::metrics::Metrics;
 use arc_swap::ArcSwap;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -56,6 +56,13 @@ pub enum ServiceError {
         /// Seconds until a token is available.
         retry_after_s: u64,
     },
+    /// 429: this client address failed authentication too often (`auth.max_failures`);
+    /// retry after this many seconds.
+    #[error("too many failed authentications from this address; retry after {retry_after_s} s")]
+    AuthFailuresLimited {
+        /// Seconds until the address may try again.
+        retry_after_s: u64,
+    },
     /// 502: the upstream failed.
     #[error("{0}")]
     BadGateway(String),
@@ -80,7 +87,9 @@ impl ServiceError {
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound => StatusCode::NOT_FOUND,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ServiceError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ServiceError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
@@ -98,6 +107,9 @@ impl ServiceError {
             ServiceError::NotFound => ("invalid_request_error", "not_found"),
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
             ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
+            ServiceError::AuthFailuresLimited { .. } => {
+                ("rate_limit_error", "too_many_failed_authentications")
+            }
             ServiceError::BadGateway(_) => ("api_error", "upstream_error"),
             ServiceError::Unavailable(_) => ("api_error", "service_unavailable"),
             ServiceError::Timeout(_) => ("api_error", "timeout"),
@@ -126,7 +138,8 @@ impl From<InputError> for ServiceError {
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), axum::Json(self.body())).into_response();
-        if let ServiceError::RateLimited { retry_after_s } = self
+        if let ServiceError::RateLimited { retry_after_s }
+        | ServiceError::AuthFailuresLimited { retry_after_s } = self
             && let Ok(v) = HeaderValue::from_str(&retry_after_s.to_string())
         {
             resp.headers_mut().insert(header::RETRY_AFTER, v);
@@ -261,6 +274,7 @@ pub struct AppState {
     built: ArcSwap<Built>,
     keys: ArcSwap<Keys>,
     buckets: Mutex<HashMap<String, Bucket>>,
+    auth_failures: crate::auth::FailureLimiter,
     registry: Arc<Registry>,
     default_pipeline: PipelineConfig,
     audit: Option<AuditWriter>,
@@ -270,21 +284,67 @@ pub struct AppState {
     started: Instant,
 }
 
-/// Builds a pipeline and probes it once (warms it up and learns its hash key id).
+/// Why a pipeline could not be built for serving (at start-up or on reload).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// The server configuration, or the pipeline configuration it names, is invalid.
+    #[error(transparent)]
+    Config(#[from] ServerConfigError),
+    /// A layer could not be built.
+    #[error(transparent)]
+    Build(#[from] rampart_core::BuildError),
+    /// A rule pack fails its own examples.
+    #[error(transparent)]
+    Examples(#[from] crate::rule_examples::RuleExamplesError),
+    /// The probe scan run on every new pipeline failed.
+    #[error("pipeline probe failed")]
+    Probe(#[source] InputError),
+    /// The task building the pipeline panicked.
+    #[error("the pipeline build task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// Why a reload was rejected (the previous configuration and pipeline keep serving).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The configuration, as it would be in force after the reload, is invalid.
+    #[error(transparent)]
+    Config(#[from] ServerConfigError),
+    /// The pipeline could not be built.
+    #[error(transparent)]
+    Pipeline(#[from] PipelineError),
+    /// The task running the reload panicked.
+    #[error("the reload task failed")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+/// An error and its sources, joined by `: ` (for logs and response bodies).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+/// Builds a pipeline, runs its rule packs' own examples, and probes it once (warms it up
+/// and learns its hash key id).
 pub(crate) fn build_pipeline(
     cfg: &ServerConfig,
     default_pipeline: &PipelineConfig,
     registry: &Registry,
-) -> Result<Built, String> {
-    let pc = cfg
-        .pipeline_config(default_pipeline)
-        .map_err(|e| e.to_string())?;
-    let pipeline = Pipeline::from_config_with(pc, registry).map_err(|e| e.to_string())?;
+) -> Result<Built, PipelineError> {
+    let pc = cfg.pipeline_config(default_pipeline)?;
+    let pipeline = Pipeline::from_config_with(pc, registry)?;
+    crate::rule_examples::check_rule_examples(pipeline.config())?;
     const PROBE: &str = "rampart readiness probe";
     let started = Instant::now();
-    let probe = pipeline
-        .scan_text(PROBE)
-        .map_err(|e| format!("pipeline probe failed: {e}"))?;
+    let probe = pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
     Ok(Built::new(
         pipeline,
         probe.decision.hash_key_id,
@@ -300,7 +360,7 @@ impl AppState {
         registry: Arc<Registry>,
         default_pipeline: PipelineConfig,
         audit: Option<AuditWriter>,
-    ) -> Result<AppState, String> {
+    ) -> Result<AppState, reqwest::Error> {
         let http = build_http_client(&config)?;
         let keys = Keys::from_config(&config);
         let metrics = Metrics::new();
@@ -310,6 +370,7 @@ impl AppState {
             built: ArcSwap::from_pointee(built),
             keys: ArcSwap::from_pointee(keys),
             buckets: Mutex::new(HashMap::new()),
+            auth_failures: crate::auth::FailureLimiter::default(),
             registry,
             default_pipeline,
             audit,
@@ -338,6 +399,10 @@ impl AppState {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.metrics
+    }
+
+    pub(crate) fn auth_failures(&self) -> &crate::auth::FailureLimiter {
+        &self.auth_failures
     }
 
     pub(crate) fn keys(&self) -> Arc<Keys> {
@@ -534,12 +599,12 @@ impl AppState {
     /// the pipeline file and the rule packs) off the request path and swaps it in. On error
     /// nothing changes and the error is returned (and logged and counted). Requests in flight
     /// keep the pipeline they started with.
-    pub async fn reload(self: &Arc<Self>) -> Result<ReloadInfo, String> {
+    pub async fn reload(self: &Arc<Self>) -> Result<ReloadInfo, ReloadError> {
         let _guard = self.reload_lock.lock().await;
         let this = self.clone();
         let res = tokio::task::spawn_blocking(move || this.rebuild())
             .await
-            .map_err(|e| format!("reload task failed: {e}"))
+            .map_err(ReloadError::Task)
             .and_then(|r| r);
         match &res {
             Ok(info) => {
@@ -548,23 +613,29 @@ impl AppState {
             }
             Err(e) => {
                 self.metrics.reload(false);
-                tracing::error!(error = %e, "reload rejected; the previous pipeline keeps serving");
+                tracing::error!(error = %error_chain(e), "reload rejected; the previous pipeline keeps serving");
             }
         }
         res
     }
 
-    fn rebuild(&self) -> Result<ReloadInfo, String> {
+    fn rebuild(&self) -> Result<ReloadInfo, ReloadError> {
         let old = self.config();
         let new_cfg = match &old.source {
             Some(p) => {
-                let mut c = ServerConfig::from_path(p).map_err(|e| e.to_string())?;
-                c.apply_env(|k| std::env::var(k).ok())
-                    .map_err(|e| e.to_string())?;
-                // What cannot change without a restart stays as it was.
+                let mut c = ServerConfig::from_path(p)?;
+                c.apply_env(|k| std::env::var(k).ok())?;
+                // What cannot change without a restart stays as it was: the listener (whose
+                // address may come from `--listen`, not the file), TLS, the audit log and the
+                // connection cap.
                 c.server.listen = old.server.listen.clone();
+                c.server.max_connections = old.server.max_connections;
                 c.tls = old.tls.clone();
                 c.audit = old.audit.clone();
+                // The checks run on the configuration that would be in force, not on the
+                // file alone: keys removed from a file whose own `listen` is loopback must
+                // not open a non-loopback listener.
+                c.validate(&p.display().to_string())?;
                 c
             }
             None => (*old).clone(),
@@ -589,13 +660,12 @@ pub(crate) fn layer_names(p: &Pipeline) -> Vec<String> {
         .collect()
 }
 
-fn build_http_client(_cfg: &ServerConfig) -> Result<reqwest::Client, String> {
+fn build_http_client(_cfg: &ServerConfig) -> Result<reqwest::Client, reqwest::Error> {
     // Per-request deadlines come from `proxy.timeout_ms` (set by the proxy per call).
     reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
         .pool_idle_timeout(Duration::from_secs(90))
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
 #[cfg(test)]

@@ -703,6 +703,25 @@ mod tests {
     }
 
     #[test]
+    fn proxy_scanner_looks_only_for_canaries_when_output_scanning_is_off() {
+        let secret = "key AKIAIOSFODNN7EXAMPLE end";
+        let on = OutputScanners::build(&PipelineConfig::default(), &OutputConfig::default())
+            .expect("builds");
+        assert!(Arc::ptr_eq(on.for_proxy(), on.configured()));
+        let off = OutputConfig {
+            enabled: false,
+            ..Default::default()
+        };
+        let off = OutputScanners::build(&PipelineConfig::default(), &off).expect("builds");
+        let ctx = OutputContext::default();
+        let proxied = off.for_proxy().scan(secret, &ctx, None).expect("scan");
+        assert_eq!(proxied.decision.action, Action::Allow);
+        // `/v1/scan/output` always scans as configured.
+        let checked = off.configured().scan(secret, &ctx, None).expect("scan");
+        assert_eq!(checked.decision.action, Action::Block);
+    }
+
+    #[test]
     fn prompt_index_merges_runs() {
         let idx = PromptIndex::new("a b c d e f g h", 4).expect("index");
         let found = idx.find("x a b c d e f y b c d e z");

@@ -1,5 +1,6 @@
 //! The pipeline layer: [`LinearDetector`] and its factory ([`LinearFactory`], kind `linear`).
 
+use crate::features::feature_count;
 use crate::model::{LinearModel, ModelError};
 use crate::score::max_margin;
 use rampart_core::{
@@ -13,10 +14,24 @@ use std::sync::{Arc, OnceLock};
 /// The model shipped in `models/linear-v2/model.bin`, embedded in the binary.
 pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../../models/linear-v2/model.bin");
 
+/// `kind` of the linear classifier layer, which is also its layer name in decisions.
+pub const LINEAR_KIND: &str = "linear";
+
 /// Finding ID of a prompt at or over the threshold.
 pub const HIT_ID: &str = "LIN_001";
 /// Finding ID (never counted) of a prompt in the ambiguous band below the threshold.
 pub const AMBIGUOUS_ID: &str = "LIN_AMBIGUOUS";
+
+/// Fewest distinct features a text needs for a score in the ambiguous band to be reported
+/// as ambiguous (about three short words: a word of k letters adds about k + 2 features).
+///
+/// The feature vector is L2-normalised, so each of n features weighs about 1/√n: on a text
+/// of a word or two, one or two word weights carry the whole norm and move the probability
+/// by tens of points on their own ("x", one feature: 0.22 with no feature at all → 0.44;
+/// "some text", 11 features: 0.45). Such a score says nothing about the text, and there is
+/// nothing in it for a second opinion to weigh; the score is still reported, and a score at
+/// or over the threshold still blocks.
+pub const MIN_AMBIGUOUS_FEATURES: usize = 16;
 
 /// The embedded model, parsed once. Errors if the embedded bytes are not a valid model.
 pub fn embedded_model() -> Result<Arc<LinearModel>, ModelError> {
@@ -79,7 +94,8 @@ impl Default for LinearOptions {
 /// default) are skipped: they hold the operator's own instructions, which look like
 /// injections by design. At or over the threshold it asserts high risk (BLOCK) with a
 /// counted finding `LIN_001`; inside the ambiguous band (and under the threshold) it adds
-/// an uncounted `LIN_AMBIGUOUS` finding so a later layer (an LLM judge) can be asked.
+/// an uncounted `LIN_AMBIGUOUS` finding for a later layer to look at, unless the text has
+/// fewer than [`MIN_AMBIGUOUS_FEATURES`] features (too little evidence to be ambiguous).
 #[derive(Debug, Clone)]
 pub struct LinearDetector {
     model: Arc<LinearModel>,
@@ -155,7 +171,7 @@ impl LinearDetector {
 
 impl Detector for LinearDetector {
     fn name(&self) -> &str {
-        "linear"
+        LINEAR_KIND
     }
 
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
@@ -187,7 +203,7 @@ impl Detector for LinearDetector {
         let v = &seg.normalized.views[view];
         let [lo, hi] = self.band;
         let finding = |id: &str, strength, points, severity, counted, why: String| Finding {
-            layer: "linear".into(),
+            layer: LINEAR_KIND.into(),
             rule_id: id.into(),
             category: Category::Other,
             strength,
@@ -224,7 +240,10 @@ impl Detector for LinearDetector {
                 ),
             ));
             det.risk = Some(RiskClass::HighRisk);
-        } else if p >= lo && p < hi {
+        } else if p >= lo
+            && p < hi
+            && feature_count(&self.model.header().features, &v.text) >= MIN_AMBIGUOUS_FEATURES
+        {
             det.findings.push(finding(
                 AMBIGUOUS_ID,
                 Strength::Weak,
@@ -233,8 +252,9 @@ impl Detector for LinearDetector {
                 false,
                 format!(
                     "linear classifier: calibrated probability {p:.3} in the ambiguous band \
-                     [{lo}, {hi}) (view {}); a judge layer may decide",
-                    v.kind.name()
+                     [{lo}, {hi}) (view {}), below the threshold {:.3}",
+                    v.kind.name(),
+                    self.threshold
                 ),
             ));
             if self.ambiguous_risk == AmbiguousRisk::Medium {
@@ -251,18 +271,18 @@ pub struct LinearFactory;
 
 impl DetectorFactory for LinearFactory {
     fn kind(&self) -> &str {
-        "linear"
+        LINEAR_KIND
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: LinearOptions = rampart_core::layer_options("linear", options)?;
+        let opts: LinearOptions = rampart_core::layer_options(LINEAR_KIND, options)?;
         let det = LinearDetector::from_options(&opts).map_err(|e| match e {
             LinearBuildError::Option(message) => BuildError::Options {
-                kind: "linear".into(),
+                kind: LINEAR_KIND.into(),
                 message,
             },
             other => BuildError::Layer {
-                kind: "linear".into(),
+                kind: LINEAR_KIND.into(),
                 message: other.to_string(),
             },
         })?;

@@ -336,6 +336,14 @@ pub fn dot(cfg: &FeatureConfig, weights: &[f32], text: &str) -> f32 {
     if norm2 > 0.0 { d / norm2.sqrt() } else { 0.0 }
 }
 
+/// The number of distinct features of `text` (buckets with a non-zero count): how much
+/// evidence its L2-normalised vector spreads over.
+pub fn feature_count(cfg: &FeatureConfig, text: &str) -> usize {
+    let mut n = 0;
+    accumulate(cfg, text, |_, _| n += 1);
+    n
+}
+
 /// The feature vector of `text` as a sorted sparse vector (training; inference uses
 /// [`dot`]).
 pub fn featurize(cfg: &FeatureConfig, text: &str) -> SparseVec {

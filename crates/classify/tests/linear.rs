@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 use rampart_classify::{
-    Calibration, Example, FeatureConfig, LinearDetector, LinearFactory, LinearModel, ModelError,
-    TrainOptions, embedded_model, fit_platt, threshold_for_fpr, train,
+    AMBIGUOUS_ID, Calibration, Example, FeatureConfig, LinearDetector, LinearFactory, LinearModel,
+    MIN_AMBIGUOUS_FEATURES, ModelError, TrainOptions, embedded_model, feature_count, fit_platt,
+    threshold_for_fpr, train,
 };
 use rampart_core::{
     Action, BuildError, DetectorFactory, Pipeline, PipelineConfig, Registry, Role, ScanRequest,
@@ -251,8 +252,9 @@ fn trusted_segments_are_skipped() {
 #[test]
 fn ambiguous_band_is_marked_and_can_assert_medium() {
     // A band covering everything below the threshold marks any non-blocked prompt.
+    // (A prompt with some content: a word or two has too little evidence to be ambiguous.)
     let p = linear_pipeline("ambiguous = [0.0, 1.0]\nthreshold = 1.0\n").unwrap();
-    let d = p.scan_text("Hello there").unwrap().decision;
+    let d = p.scan_text(QUESTION).unwrap().decision;
     let f = d
         .findings
         .iter()
@@ -263,8 +265,60 @@ fn ambiguous_band_is_marked_and_can_assert_medium() {
     let p =
         linear_pipeline("ambiguous = [0.0, 1.0]\nthreshold = 1.0\nambiguous_risk = \"medium\"\n")
             .unwrap();
-    let d = p.scan_text("Hello there").unwrap().decision;
+    let d = p.scan_text(QUESTION).unwrap().decision;
     assert_ne!(d.action, Action::Allow);
+}
+
+const QUESTION: &str = "What is the capital of France?";
+
+/// A prompt the embedded model scores inside the default ambiguous band.
+const AMBIGUOUS: &str = "Summarize this doc for me.";
+
+fn ambiguous_finding(d: &rampart_core::Decision) -> Option<&rampart_core::Finding> {
+    d.findings.iter().find(|f| f.rule_id == AMBIGUOUS_ID)
+}
+
+#[test]
+fn content_free_input_is_not_ambiguous() {
+    let p = linear_pipeline("").unwrap();
+    // Both score inside the default band [0.4, 0.7) on one or two word weights alone.
+    for text in ["x", "some text"] {
+        let d = p.scan_text(text).unwrap().decision;
+        let score = d.layers.iter().find_map(|l| l.score).unwrap();
+        assert!((0.4..0.7).contains(&score), "{text}: {score}");
+        assert!(ambiguous_finding(&d).is_none(), "{text}: {:?}", d.findings);
+        assert_eq!(d.action, Action::Allow);
+    }
+    // A prompt with content in the same band still is.
+    let d = p.scan_text(AMBIGUOUS).unwrap().decision;
+    let score = d.layers.iter().find_map(|l| l.score).unwrap();
+    assert!((0.4..0.7).contains(&score), "{score}");
+    assert!(ambiguous_finding(&d).is_some(), "{:?}", d.findings);
+    assert!(
+        feature_count(&embedded_model().unwrap().header().features, AMBIGUOUS)
+            >= MIN_AMBIGUOUS_FEATURES
+    );
+}
+
+#[test]
+fn ambiguous_finding_does_not_mention_a_judge_when_none_is_configured() {
+    let p = linear_pipeline("").unwrap();
+    let d = p.scan_text(AMBIGUOUS).unwrap().decision;
+    let f = ambiguous_finding(&d).unwrap();
+    assert!(!f.rationale.contains("judge"), "{}", f.rationale);
+    assert!(f.rationale.contains("ambiguous band"), "{}", f.rationale);
+}
+
+#[test]
+fn allow_with_only_an_ambiguous_finding_in_the_user_segment_is_not_blamed_on_trust() {
+    let p = linear_pipeline("").unwrap();
+    let d = p.scan_text(AMBIGUOUS).unwrap().decision;
+    assert_eq!(d.action, Action::Allow);
+    assert_eq!(d.findings.len(), 1);
+    assert_eq!(d.findings[0].role, Role::User);
+    let reason = &d.reasons[0];
+    assert!(!reason.contains("trusted"), "{reason}");
+    assert!(reason.contains(AMBIGUOUS_ID), "{reason}");
 }
 
 #[test]

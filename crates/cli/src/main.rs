@@ -20,9 +20,9 @@ mod scan;
 mod serve_cmd;
 mod train_cmd;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
-use rampart_core::{Pipeline, PipelineConfig, RulesLayerOptions};
+use rampart_core::{Pipeline, PipelineConfig};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -145,21 +145,10 @@ impl PipelineArgs {
         if self.fail_open {
             config.policy.fail_mode = rampart_core::FailMode::Open;
         }
-        if !self.rules.is_empty() || self.no_default_rules {
-            for layer in config.layers.iter_mut().filter(|l| l.kind == "rules") {
-                let mut opts: RulesLayerOptions = toml::Value::Table(layer.options.clone())
-                    .try_into()
-                    .context("invalid rules layer options")?;
-                if self.no_default_rules {
-                    opts.default_pack = false;
-                }
-                opts.packs.extend(self.rules.iter().cloned());
-                let value = toml::Value::try_from(&opts).context("re-encoding rules options")?;
-                if let toml::Value::Table(t) = value {
-                    layer.options = t;
-                }
-            }
+        if self.no_default_rules {
+            config.edit_rules_layers(|o| o.default_pack = false)?;
         }
+        config.add_rule_packs(&self.rules)?;
         Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
     }
 }

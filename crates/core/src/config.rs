@@ -3,8 +3,9 @@
 
 use crate::decision::Action;
 use crate::input::{Limits, Role, Trust};
+use crate::pipeline::{BuildError, layer_options};
 use crate::scoring::ScoringConfig;
-use rampart_rules::{Location, RiskClass};
+use rampart_rules::{Location, PackErrors, RiskClass, RulePack};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +15,14 @@ pub const CONFIG_VERSION: u32 = 1;
 
 /// The embedded default configuration.
 pub const DEFAULT_CONFIG_SRC: &str = include_str!("default_config.toml");
+
+/// `kind` of the built-in rule layer, which is also its layer name in decisions.
+pub const RULES_KIND: &str = "rules";
+/// `kind` of the built-in score-fusion layer (its layer name defaults to the same).
+pub const FUSE_KIND: &str = "fuse";
+/// Name of the normalization step in decisions: the first layer of every pipeline, which
+/// reports the normalizer's signals (`ENC_90x`). Not a `kind`: it is always there.
+pub const NORMALIZE_LAYER: &str = "normalize";
 
 /// What happens when a layer fails or times out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,6 +192,9 @@ pub struct RunIf {
 }
 
 /// Options of the built-in `rules` layer.
+///
+/// [`PipelineConfig::rules_layers`] lists them, [`PipelineConfig::add_rule_packs`] and
+/// [`PipelineConfig::edit_rules_layers`] change them: callers never edit the raw table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RulesLayerOptions {
@@ -204,6 +216,36 @@ impl Default for RulesLayerOptions {
             default_pack: true,
             packs: Vec::new(),
         }
+    }
+}
+
+/// Where a rules layer's rules come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackSource {
+    /// The embedded default pack.
+    Default,
+    /// A pack file.
+    File(PathBuf),
+}
+
+impl PackSource {
+    /// Reads and validates the pack.
+    pub fn load(&self) -> Result<RulePack, PackErrors> {
+        match self {
+            PackSource::Default => RulePack::default_pack(),
+            PackSource::File(p) => RulePack::from_path(p),
+        }
+    }
+}
+
+impl RulesLayerOptions {
+    /// The packs this layer loads, in order: the embedded pack (when on), then the files.
+    pub fn sources(&self) -> Vec<PackSource> {
+        self.default_pack
+            .then_some(PackSource::Default)
+            .into_iter()
+            .chain(self.packs.iter().cloned().map(PackSource::File))
+            .collect()
     }
 }
 
@@ -241,7 +283,7 @@ impl Default for PipelineConfig {
                 policy: PolicyConfig::default(),
                 hash: HashSection::default(),
                 layers: vec![LayerConfig {
-                    kind: "rules".into(),
+                    kind: RULES_KIND.into(),
                     run_if: None,
                     score_only: false,
                     options: toml::Table::new(),
@@ -315,6 +357,63 @@ impl PipelineConfig {
             return Err(invalid("at least one layer is required".into()));
         }
         Ok(cfg)
+    }
+
+    /// The options of each `rules` layer, in layer order. Options that do not decode are the
+    /// same [`BuildError::Options`] building the pipeline would give.
+    pub fn rules_layers(&self) -> Result<Vec<RulesLayerOptions>, BuildError> {
+        self.layers
+            .iter()
+            .filter(|l| l.kind == RULES_KIND)
+            .map(|l| layer_options(RULES_KIND, &l.options))
+            .collect()
+    }
+
+    /// The packs the `rules` layers load, together: the embedded pack first when any layer
+    /// loads it, then each file once, in layer order. Empty when there is no rules layer.
+    pub fn rule_pack_sources(&self) -> Result<Vec<PackSource>, BuildError> {
+        let layers = self.rules_layers()?;
+        let mut out = Vec::new();
+        if layers.iter().any(|o| o.default_pack) {
+            out.push(PackSource::Default);
+        }
+        for p in layers.into_iter().flat_map(|o| o.packs) {
+            let p = PackSource::File(p);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Applies `edit` to the options of every `rules` layer.
+    pub fn edit_rules_layers(
+        &mut self,
+        mut edit: impl FnMut(&mut RulesLayerOptions),
+    ) -> Result<(), BuildError> {
+        for layer in self.layers.iter_mut().filter(|l| l.kind == RULES_KIND) {
+            let mut opts: RulesLayerOptions = layer_options(RULES_KIND, &layer.options)?;
+            edit(&mut opts);
+            let encode_err = |message: String| BuildError::Options {
+                kind: RULES_KIND.into(),
+                message,
+            };
+            layer.options = match toml::Value::try_from(&opts) {
+                Ok(toml::Value::Table(t)) => t,
+                Ok(_) => return Err(encode_err("options are not a table".into())),
+                // A pack path that is not UTF-8 has no TOML form.
+                Err(e) => return Err(encode_err(e.to_string())),
+            };
+        }
+        Ok(())
+    }
+
+    /// Adds pack files to every `rules` layer (after the packs it already loads).
+    pub fn add_rule_packs(&mut self, packs: &[PathBuf]) -> Result<(), BuildError> {
+        if packs.is_empty() {
+            return Ok(());
+        }
+        self.edit_rules_layers(|o| o.packs.extend(packs.iter().cloned()))
     }
 
     /// Reads and parses a configuration file.

@@ -54,7 +54,7 @@ pub struct FuseOptions {
 }
 
 fn default_name() -> String {
-    "fuse".into()
+    crate::config::FUSE_KIND.into()
 }
 
 /// The `fuse` layer (see the module docs). Built once; reads earlier layers through

@@ -33,8 +33,9 @@ mod rules_layer;
 pub mod scoring;
 
 pub use config::{
-    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FailMode, HashSection, LayerConfig,
-    NormalizeSection, PipelineConfig, PolicyConfig, RulesLayerOptions, RunIf,
+    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FUSE_KIND, FailMode, HashSection, LayerConfig,
+    NORMALIZE_LAYER, NormalizeSection, PackSource, PipelineConfig, PolicyConfig, RULES_KIND,
+    RulesLayerOptions, RunIf,
 };
 pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,

@@ -1,6 +1,9 @@
 //! The pipeline: limits → normalization → layers in order → scoring → policy (ratchet).
 
-use crate::config::{FailMode, HashSection, LayerConfig, PipelineConfig, RulesLayerOptions, RunIf};
+use crate::config::{
+    FUSE_KIND, FailMode, HashSection, LayerConfig, NORMALIZE_LAYER, PipelineConfig, RULES_KIND,
+    RulesLayerOptions, RunIf,
+};
 use crate::decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
@@ -78,13 +81,13 @@ struct RulesFactory;
 
 impl DetectorFactory for RulesFactory {
     fn kind(&self) -> &str {
-        "rules"
+        RULES_KIND
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: RulesLayerOptions = layer_options("rules", options)?;
+        let opts: RulesLayerOptions = layer_options(RULES_KIND, options)?;
         let det = RulesDetector::from_options(&opts).map_err(|e| BuildError::Layer {
-            kind: "rules".into(),
+            kind: RULES_KIND.into(),
             message: e.to_string(),
         })?;
         Ok(Arc::new(det))
@@ -110,13 +113,13 @@ struct FuseFactory;
 
 impl DetectorFactory for FuseFactory {
     fn kind(&self) -> &str {
-        "fuse"
+        FUSE_KIND
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: FuseOptions = layer_options("fuse", options)?;
+        let opts: FuseOptions = layer_options(FUSE_KIND, options)?;
         let det = FuseDetector::new(opts).map_err(|message| BuildError::Options {
-            kind: "fuse".into(),
+            kind: FUSE_KIND.into(),
             message,
         })?;
         Ok(Arc::new(det))
@@ -228,7 +231,7 @@ impl Pipeline {
         score_only: Vec<bool>,
     ) -> Result<Pipeline, BuildError> {
         let mut names = std::collections::BTreeSet::new();
-        names.insert("normalize".to_string());
+        names.insert(NORMALIZE_LAYER.to_string());
         for d in &detectors {
             if !names.insert(d.name().to_string()) {
                 return Err(BuildError::DuplicateLayer(d.name().to_string()));
@@ -295,6 +298,19 @@ impl Pipeline {
         &self.detectors
     }
 
+    /// The names of the layers every decision reports, in order: [`NORMALIZE_LAYER`], then
+    /// each detector's.
+    pub fn layer_names(&self) -> Vec<&str> {
+        std::iter::once(NORMALIZE_LAYER)
+            .chain(self.detectors.iter().map(|d| d.name()))
+            .collect()
+    }
+
+    /// The ID of the key input hashes are made with (every decision's `hash_key_id`).
+    pub fn hash_key_id(&self) -> &str {
+        &self.hash_key_id
+    }
+
     /// Keyed BLAKE3 hash of a request's segments (roles and texts), hex.
     pub fn input_hash(&self, req: &ScanRequest) -> String {
         let mut h = blake3::Hasher::new_keyed(&self.hash_key);
@@ -348,7 +364,7 @@ impl Pipeline {
             }));
         }
         let mut layers = vec![self.layer_result(
-            "normalize",
+            NORMALIZE_LAYER,
             LayerStatus::Ok,
             &findings,
             None,
@@ -485,7 +501,28 @@ impl Pipeline {
                 sanitized = Some(s);
             }
         }
-        reasons.splice(0..0, explain(&categories, combined_risk, &findings));
+        let uncounted_why = |f: &Finding| {
+            if input
+                .segments
+                .get(f.segment)
+                .is_some_and(|s| s.trust == Trust::Trusted)
+            {
+                Uncounted::Trusted
+            } else if self
+                .detectors
+                .iter()
+                .zip(&self.score_only)
+                .any(|(d, &only)| only && d.name() == f.layer)
+            {
+                Uncounted::ScoreOnly
+            } else {
+                Uncounted::Informational
+            }
+        };
+        reasons.splice(
+            0..0,
+            explain(&categories, combined_risk, &findings, uncounted_why),
+        );
 
         let decision = Decision {
             id: req.id.clone(),
@@ -545,14 +582,10 @@ fn explain(
     categories: &BTreeMap<rampart_rules::Category, u8>,
     risk: RiskClass,
     findings: &[Finding],
+    uncounted_why: impl Fn(&Finding) -> Uncounted,
 ) -> Vec<String> {
     if categories.is_empty() {
-        let uncounted = findings.iter().filter(|f| !f.counted).count();
-        return vec![if uncounted > 0 {
-            format!("no counted signal ({uncounted} finding(s) in trusted segments only)")
-        } else {
-            "no signal found".to_string()
-        }];
+        return vec![no_signal(findings, uncounted_why)];
     }
     let cats: Vec<String> = categories.iter().map(|(c, s)| format!("{c}={s}")).collect();
     let mut ids: Vec<&str> = findings
@@ -566,6 +599,66 @@ fn explain(
         cats.join(", "),
         ids.join(", ")
     )]
+}
+
+/// Why a finding does not count towards the risk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Uncounted {
+    /// It is in a trusted segment.
+    Trusted,
+    /// Its layer is configured `score_only`.
+    ScoreOnly,
+    /// Its layer reports it for information only, e.g. a score in an ambiguous band below
+    /// the layer's threshold.
+    Informational,
+}
+
+/// The reason of a decision without counted signal: how many findings were reported
+/// anyway, and why each kind does not count.
+fn no_signal(findings: &[Finding], why: impl Fn(&Finding) -> Uncounted) -> String {
+    let mut trusted = 0usize;
+    let mut score_only: Vec<&str> = Vec::new();
+    let mut informational: Vec<&str> = Vec::new();
+    let (mut n_score_only, mut n_informational) = (0usize, 0usize);
+    for f in findings.iter().filter(|f| !f.counted) {
+        let (n, ids) = match why(f) {
+            Uncounted::Trusted => {
+                trusted += 1;
+                continue;
+            }
+            Uncounted::ScoreOnly => (&mut n_score_only, &mut score_only),
+            Uncounted::Informational => (&mut n_informational, &mut informational),
+        };
+        *n += 1;
+        if !ids.contains(&f.rule_id.as_str()) {
+            ids.push(&f.rule_id);
+        }
+    }
+    if trusted + n_score_only + n_informational == 0 {
+        return "no signal found".to_string();
+    }
+    let mut parts = Vec::new();
+    if trusted > 0 {
+        let only = if n_score_only + n_informational == 0 {
+            " only"
+        } else {
+            ""
+        };
+        parts.push(format!("{trusted} finding(s) in trusted segments{only}"));
+    }
+    if n_informational > 0 {
+        parts.push(format!(
+            "{n_informational} informational finding(s) below the decision thresholds ({})",
+            informational.join(", ")
+        ));
+    }
+    if n_score_only > 0 {
+        parts.push(format!(
+            "{n_score_only} finding(s) from score-only layers ({})",
+            score_only.join(", ")
+        ));
+    }
+    format!("no counted signal ({})", parts.join("; "))
 }
 
 /// Replaces the spans of counted strong findings in untrusted segments by the marker.

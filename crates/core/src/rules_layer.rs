@@ -1,13 +1,13 @@
 //! The deterministic rule layer, and the signals the normalizer's transforms raise.
 
-use crate::config::RulesLayerOptions;
+use crate::config::{NORMALIZE_LAYER, RULES_KIND, RulesLayerOptions};
 use crate::decision::{Finding, Span};
 use crate::detector::{Detection, Detector, DetectorError, ScanInput, SegmentInput};
 use crate::input::Trust;
 use crate::scoring::points;
 use rampart_normalize::{TransformKind, ViewKind};
 use rampart_rules::{
-    Category, CompileError, Matcher, MatcherBuilder, PackErrors, RiskClass, RulePack, Strength,
+    Category, CompileError, Matcher, MatcherBuilder, PackErrors, RiskClass, Strength,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -54,11 +54,8 @@ impl RulesDetector {
     /// Loads and compiles the packs named by the options.
     pub fn from_options(options: &RulesLayerOptions) -> Result<Self, RulesLayerError> {
         let mut builder = MatcherBuilder::new();
-        if options.default_pack {
-            builder = builder.add_pack(RulePack::default_pack()?);
-        }
-        for path in &options.packs {
-            builder = builder.add_pack(RulePack::from_path(path)?);
+        for source in options.sources() {
+            builder = builder.add_pack(source.load()?);
         }
         let matcher = builder.build().map_err(RulesLayerError::Compile)?;
         Ok(Self::new(Arc::new(matcher)))
@@ -94,7 +91,7 @@ impl RulesDetector {
             let span = Span::from(hit.span.clone());
             if !via.is_empty() && !plain.contains(&hit.rule) && hidden_reported.insert(hit.rule) {
                 out.push(Finding {
-                    layer: "rules".into(),
+                    layer: RULES_KIND.into(),
                     rule_id: HIDDEN_MATCH_ID.into(),
                     category: Category::EncodingObfuscation,
                     strength: Strength::Strong,
@@ -114,7 +111,7 @@ impl RulesDetector {
                 });
             }
             out.push(Finding {
-                layer: "rules".into(),
+                layer: RULES_KIND.into(),
                 rule_id: rule.id.clone(),
                 category: rule.category,
                 strength: rule.strength,
@@ -134,7 +131,7 @@ impl RulesDetector {
 
 impl Detector for RulesDetector {
     fn name(&self) -> &str {
-        "rules"
+        RULES_KIND
     }
 
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
@@ -203,7 +200,7 @@ pub fn transform_findings(seg: &SegmentInput<'_>, out: &mut Vec<Finding>) {
             continue;
         }
         out.push(Finding {
-            layer: "normalize".into(),
+            layer: NORMALIZE_LAYER.into(),
             rule_id: id.into(),
             category: Category::EncodingObfuscation,
             strength,

@@ -3,7 +3,7 @@
 
 use crate::error::EvalError;
 use crate::log::{EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, LayerLog, Outcome};
-use rampart_core::{Action, Decision, Pipeline, RiskClass, ScanRequest};
+use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
@@ -130,12 +130,15 @@ pub fn run(
         .map(|c| ConfigInfo {
             name: c.name.clone(),
             policy_version: c.pipeline.config().policy.version.clone(),
-            layers: std::iter::once("normalize".to_string())
-                .chain(c.pipeline.detectors().iter().map(|d| d.name().to_string()))
+            layers: c
+                .pipeline
+                .layer_names()
+                .into_iter()
+                .map(str::to_string)
                 .collect(),
         })
         .collect();
-    let key_ids: Vec<String> = configs.iter().map(|c| hash_key_id(&c.pipeline)).collect();
+    let key_ids: Vec<&str> = configs.iter().map(|c| c.pipeline.hash_key_id()).collect();
     let names = unique_names(&datasets);
 
     let pool = match opts.threads {
@@ -176,13 +179,7 @@ pub fn run(
     let work = || -> Vec<EvalLogRecord> {
         jobs.par_iter()
             .map(|&(d, c, r)| {
-                let rec = eval_one(
-                    run_id,
-                    &configs[c],
-                    &key_ids[c],
-                    &names[d],
-                    &evaluated[d][r],
-                );
+                let rec = eval_one(run_id, &configs[c], key_ids[c], &names[d], &evaluated[d][r]);
                 progress(1);
                 rec
             })
@@ -238,14 +235,6 @@ fn unique_names(datasets: &[LoadedDataset]) -> Vec<String> {
             name
         })
         .collect()
-}
-
-/// The pipeline's hash key id. The pipeline exposes it only through a decision, so scan an
-/// empty prompt once (any valid configuration accepts it).
-fn hash_key_id(p: &Pipeline) -> String {
-    p.scan(&ScanRequest::text(""))
-        .map(|o| o.decision.hash_key_id)
-        .unwrap_or_else(|_| "unknown".to_string())
 }
 
 /// Scans one record with one configuration and turns the result into a log record.

@@ -510,28 +510,14 @@ impl ServerConfig {
         } else {
             default.clone()
         };
-        if !self.pipeline.packs.is_empty() {
-            let extra: Vec<toml::Value> = self
-                .pipeline
-                .packs
-                .iter()
-                .map(|p| toml::Value::String(self.resolve(p).display().to_string()))
-                .collect();
-            for layer in pc.layers.iter_mut().filter(|l| l.kind == "rules") {
-                let packs = layer
-                    .options
-                    .entry("packs")
-                    .or_insert_with(|| toml::Value::Array(Vec::new()));
-                match packs {
-                    toml::Value::Array(a) => a.extend(extra.iter().cloned()),
-                    _ => {
-                        return Err(ServerConfigError::Pipeline(
-                            "rules layer: packs must be an array".into(),
-                        ));
-                    }
-                }
-            }
-        }
+        let extra: Vec<PathBuf> = self
+            .pipeline
+            .packs
+            .iter()
+            .map(|p| self.resolve(p))
+            .collect();
+        pc.add_rule_packs(&extra)
+            .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?;
         Ok(pc)
     }
 }

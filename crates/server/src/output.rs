@@ -13,10 +13,11 @@
 //! write 'ignore previous instructions' to …"), and quotes chat markup, role labels and
 //! encodings. Running those rules on output would block ordinary answers. Of the rule
 //! categories only `credential_like` means the same thing in a response as in a prompt (a
-//! secret crossing the boundary), so the output scanner compiles, once per pipeline version,
-//! a matcher holding only the `CRED_*` rules of the packs the pipeline's `rules` layers load
-//! (the embedded default pack when it has none). It runs inside a [`Pipeline`] built with the
-//! pipeline's own configuration, so normalization, limits, hashing and timings are the same
+//! secret crossing the boundary), so the output scanner compiles a matcher holding only the
+//! `CRED_*` rules of the packs the pipeline's `rules` layers load (the embedded default pack
+//! when it has none). It is built together with the pipeline, at start-up and on reload (an
+//! error rejects the configuration there), never on the request path. It runs inside a
+//! [`Pipeline`] built with the pipeline's own configuration, so normalization, limits, hashing and timings are the same
 //! as for prompts; normalization signals (`ENC_90x`) are reported but not counted on output.
 //!
 //! Canary and system-prompt findings are strong, `high_risk` signals in category
@@ -27,15 +28,15 @@
 use crate::canary::{CanaryHit, CanaryMatch, CanarySet};
 use rampart_core::scoring::{category_scores, classify, points, sort_findings};
 use rampart_core::{
-    Action, Category, Decision, Finding, InputError, LayerResult, LayerStatus, Pipeline,
-    PipelineConfig, RiskClass, Role, RulesDetector, RulesLayerOptions, SanitizedSegment,
-    ScanRequest, Segment, Span, Strength, TransformKind, Trust, ViewKind,
+    Action, Category, Decision, Finding, InputError, LayerResult, LayerStatus, NORMALIZE_LAYER,
+    PackSource, Pipeline, PipelineConfig, RULES_KIND, RiskClass, Role, RulesDetector,
+    SanitizedSegment, ScanRequest, Segment, Span, Strength, TransformKind, Trust, ViewKind,
 };
-use rampart_rules::{MatcherBuilder, RulePack};
+use rampart_rules::MatcherBuilder;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::ops::Range;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Rule ID of a leaked canary token.
@@ -195,7 +196,7 @@ impl OutputScanner {
         let policy = &self.pipeline.config().policy;
 
         // Normalization signals: reported, not counted (encodings are ordinary in answers).
-        for f in d.findings.iter_mut().filter(|f| f.layer == "normalize") {
+        for f in d.findings.iter_mut().filter(|f| f.layer == NORMALIZE_LAYER) {
             f.counted = false;
         }
         let mut layers = std::mem::take(&mut d.layers);
@@ -204,7 +205,7 @@ impl OutputScanner {
                 continue;
             }
             let own: Vec<&Finding> = d.findings.iter().filter(|f| f.layer == l.layer).collect();
-            let action = if l.layer == "rules" {
+            let action = if l.layer == RULES_KIND {
                 self.config.secret_action
             } else {
                 Action::Allow
@@ -400,35 +401,20 @@ fn redact(text: &str, spans: Vec<(Span, &str)>, marker: &str) -> Option<(String,
     (removed > 0).then_some((result, removed))
 }
 
-/// The `CRED_*` rules of the packs the pipeline's `rules` layers load.
+/// The `CRED_*` rules of the packs the pipeline's `rules` layers load (the embedded pack
+/// when it has no rules layer).
 fn credential_matcher(config: &PipelineConfig) -> Result<rampart_rules::Matcher, OutputError> {
-    let mut default_pack = false;
-    let mut paths = Vec::new();
-    let mut any_rules_layer = false;
-    for layer in config.layers.iter().filter(|l| l.kind == "rules") {
-        any_rules_layer = true;
-        let opts: RulesLayerOptions = toml::Value::Table(layer.options.clone())
-            .try_into()
-            .map_err(|e: toml::de::Error| OutputError::Rules(e.message().trim().to_string()))?;
-        default_pack |= opts.default_pack;
-        for p in opts.packs {
-            if !paths.contains(&p) {
-                paths.push(p);
-            }
-        }
-    }
-    if !any_rules_layer {
-        default_pack = true;
-    }
-    let mut packs = Vec::new();
-    if default_pack {
-        packs.push(RulePack::default_pack().map_err(|e| OutputError::Rules(e.to_string()))?);
-    }
-    for p in &paths {
-        packs.push(RulePack::from_path(p).map_err(|e| OutputError::Rules(e.to_string()))?);
-    }
+    let err = |e: rampart_core::BuildError| OutputError::Rules(e.to_string());
+    let sources = if config.rules_layers().map_err(err)?.is_empty() {
+        vec![PackSource::Default]
+    } else {
+        config.rule_pack_sources().map_err(err)?
+    };
     let mut builder = MatcherBuilder::new();
-    for mut pack in packs {
+    for source in &sources {
+        let mut pack = source
+            .load()
+            .map_err(|e| OutputError::Rules(e.to_string()))?;
         pack.rules
             .retain(|r| r.category == Category::CredentialLike);
         builder = builder.add_pack(pack);
@@ -443,34 +429,54 @@ fn credential_matcher(config: &PipelineConfig) -> Result<rampart_rules::Matcher,
     })
 }
 
-/// Scanners built for live pipelines, so nothing is compiled on the request path except
-/// after a reload. Keyed by the pipeline's identity and the output configuration.
-type CacheEntry = (Weak<Pipeline>, OutputConfig, Arc<OutputScanner>);
-static CACHE: Mutex<Vec<CacheEntry>> = Mutex::new(Vec::new());
+/// The output scanners of one pipeline version, built with it (at start-up and reload), so
+/// nothing is read or compiled on the request path.
+#[derive(Debug)]
+pub(crate) struct OutputScanners {
+    /// `[output]` as configured: `/v1/scan/output`, and proxied responses when enabled.
+    configured: Arc<OutputScanner>,
+    /// Proxied responses while output scanning is off: only the planted canary is looked
+    /// for (the same scanner as `configured` when scanning is on).
+    canary_only: Arc<OutputScanner>,
+}
 
-/// The scanner for this pipeline and output configuration (built on first use, then cached
-/// while the pipeline is alive).
-pub fn scanner_for(
-    pipeline: &Arc<Pipeline>,
-    config: &OutputConfig,
-) -> Result<Arc<OutputScanner>, OutputError> {
-    let lookup = |cache: &mut Vec<CacheEntry>| {
-        cache.retain(|(p, _, _)| p.strong_count() > 0);
-        cache
-            .iter()
-            .find(|(p, c, _)| std::ptr::eq(p.as_ptr(), Arc::as_ptr(pipeline)) && c == config)
-            .map(|(_, _, s)| Arc::clone(s))
-    };
-    if let Some(s) = lookup(&mut CACHE.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok(s);
+impl OutputScanners {
+    /// Builds the scanners for a pipeline configuration and `[output]`.
+    pub(crate) fn build(
+        pipeline: &PipelineConfig,
+        config: &OutputConfig,
+    ) -> Result<Self, OutputError> {
+        let configured = Arc::new(OutputScanner::build(pipeline, config)?);
+        let canary_only = if config.enabled {
+            Arc::clone(&configured)
+        } else {
+            let cfg = OutputConfig {
+                secrets: false,
+                system_prompt: false,
+                ..config.clone()
+            };
+            Arc::new(OutputScanner::build(pipeline, &cfg)?)
+        };
+        Ok(Self {
+            configured,
+            canary_only,
+        })
     }
-    let built = Arc::new(OutputScanner::build(pipeline.config(), config)?);
-    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = lookup(&mut cache) {
-        return Ok(s);
+
+    /// The scanner `/v1/scan/output` uses: `[output]` as configured.
+    pub(crate) fn configured(&self) -> &Arc<OutputScanner> {
+        &self.configured
     }
-    cache.push((Arc::downgrade(pipeline), config.clone(), Arc::clone(&built)));
-    Ok(built)
+
+    /// The scanner for proxied responses: `[output]` as configured when output scanning is
+    /// on, else one that looks only for the planted canary.
+    pub(crate) fn for_proxy(&self) -> &Arc<OutputScanner> {
+        if self.configured.config.enabled {
+            &self.configured
+        } else {
+            &self.canary_only
+        }
+    }
 }
 
 /// Word n-grams of a system prompt, for finding it repeated verbatim in a response.
@@ -697,6 +703,25 @@ mod tests {
     }
 
     #[test]
+    fn proxy_scanner_looks_only_for_canaries_when_output_scanning_is_off() {
+        let secret = "key AKIAIOSFODNN7EXAMPLE end";
+        let on = OutputScanners::build(&PipelineConfig::default(), &OutputConfig::default())
+            .expect("builds");
+        assert!(Arc::ptr_eq(on.for_proxy(), on.configured()));
+        let off = OutputConfig {
+            enabled: false,
+            ..Default::default()
+        };
+        let off = OutputScanners::build(&PipelineConfig::default(), &off).expect("builds");
+        let ctx = OutputContext::default();
+        let proxied = off.for_proxy().scan(secret, &ctx, None).expect("scan");
+        assert_eq!(proxied.decision.action, Action::Allow);
+        // `/v1/scan/output` always scans as configured.
+        let checked = off.configured().scan(secret, &ctx, None).expect("scan");
+        assert_eq!(checked.decision.action, Action::Block);
+    }
+
+    #[test]
     fn prompt_index_merges_runs() {
         let idx = PromptIndex::new("a b c d e f g h", 4).expect("index");
         let found = idx.find("x a b c d e f y b c d e z");
@@ -704,14 +729,5 @@ mod tests {
         assert_eq!(found[0].1, 6);
         assert_eq!(found[1].1, 4);
         assert!(PromptIndex::new("too short", 4).is_none());
-    }
-
-    #[test]
-    fn scanner_cache_reuses() {
-        let p = Arc::new(Pipeline::default_pipeline().expect("pipeline"));
-        let c = OutputConfig::default();
-        let a = scanner_for(&p, &c).expect("scanner");
-        let b = scanner_for(&p, &c).expect("scanner");
-        assert!(Arc::ptr_eq(&a, &b));
     }
 }

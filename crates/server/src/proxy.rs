@@ -48,9 +48,7 @@
 use crate::api::{ApiBytes, ApiJson, outcome_json};
 use crate::canary::{Canary, CanarySet, Placement};
 use crate::config::ServerConfig;
-use crate::output::{
-    OutputContext, OutputOutcome, OutputScanner, PromptIndex, ScanOutputRequest, scanner_for,
-};
+use crate::output::{OutputContext, OutputOutcome, OutputScanner, PromptIndex, ScanOutputRequest};
 use crate::sse::{SseParser, StreamGuard, data_event};
 use crate::state::{AppState, Caller, ServiceError};
 use axum::Router;
@@ -808,22 +806,9 @@ async fn prepare_output(
             config.output.system_prompt_min_words,
         ),
     };
-    let scanner = if config.output.enabled || !canaries.is_empty() {
-        let pipeline = state.pipeline();
-        let mut cfg = config.output.clone();
-        if !cfg.enabled {
-            // Output scanning is off: only the planted canary is looked for.
-            cfg.secrets = false;
-            cfg.system_prompt = false;
-        }
-        let built = tokio::task::spawn_blocking(move || scanner_for(&pipeline, &cfg))
-            .await
-            .map_err(|e| ServiceError::Internal(e.to_string()))?
-            .map_err(|e| ServiceError::Internal(e.to_string()))?;
-        Some(built)
-    } else {
-        None
-    };
+    // Output scanning off: only the planted canary is looked for.
+    let scanner =
+        (config.output.enabled || !canaries.is_empty()).then(|| state.proxy_output_scanner());
     Ok(OutputCheck { ctx, scanner })
 }
 
@@ -1462,12 +1447,10 @@ async fn scan_output(
             body.text.len()
         )));
     }
-    let cfg = config.output.clone();
+    let scanner = state.output_scanner();
     let (id, text) = (body.id, body.text);
     let deadline = Duration::from_millis(config.server.request_timeout_ms);
     let task = tokio::task::spawn_blocking(move || {
-        let scanner =
-            scanner_for(&pipeline, &cfg).map_err(|e| ServiceError::Internal(e.to_string()))?;
         scanner.scan(&text, &ctx, id).map_err(ServiceError::from)
     });
     let outcome = match tokio::time::timeout(deadline, task).await {

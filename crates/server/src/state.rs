@@ -4,6 +4,7 @@
 use crate::audit::{AuditError, AuditRecord, AuditWriter};
 use crate::config::{ServerConfig, ServerConfigError, parse_sha256_hex};
 use crate::metrics::Metrics;
+use crate::output::{OutputScanner, OutputScanners};
 use arc_swap::ArcSwap;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -152,8 +153,8 @@ impl IntoResponse for ServiceError {
 #[derive(Debug)]
 pub(crate) struct Built {
     pub(crate) pipeline: Arc<Pipeline>,
-    /// The pipeline's hash key id (from a probe scan at build time), for synthetic decisions.
-    pub(crate) hash_key_id: String,
+    /// The output scanners, built with the pipeline from the same configuration.
+    pub(crate) output: OutputScanners,
     /// Running average (EWMA, 1/8) of this pipeline's scan cost in nanoseconds per KiB of
     /// input (inputs under 1 KiB count as 1 KiB); seeded by the probe scan. Decides whether
     /// a request is cheap enough to scan inline (see [`AppState::scan`]).
@@ -167,10 +168,15 @@ const INLINE_MAX_BYTES: usize = 16 * 1024;
 const INLINE_MAX_NS: u64 = 100_000;
 
 impl Built {
-    fn new(pipeline: Pipeline, hash_key_id: String, probe: Duration, probe_bytes: usize) -> Self {
+    fn new(
+        pipeline: Pipeline,
+        output: OutputScanners,
+        probe: Duration,
+        probe_bytes: usize,
+    ) -> Self {
         let b = Built {
             pipeline: Arc::new(pipeline),
-            hash_key_id,
+            output,
             ns_per_kib: AtomicU64::new(u64::MAX),
         };
         b.observe(probe_bytes, probe);
@@ -300,6 +306,9 @@ pub enum PipelineError {
     /// The probe scan run on every new pipeline failed.
     #[error("pipeline probe failed")]
     Probe(#[source] InputError),
+    /// The output scanners could not be built.
+    #[error(transparent)]
+    Output(#[from] crate::output::OutputError),
     /// The task building the pipeline panicked.
     #[error("the pipeline build task failed")]
     Task(#[source] tokio::task::JoinError),
@@ -332,8 +341,8 @@ pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-/// Builds a pipeline, runs its rule packs' own examples, and probes it once (warms it up
-/// and learns its hash key id).
+/// Builds a pipeline and its output scanners, runs its rule packs' own examples, and probes
+/// the pipeline once (warms it up and seeds its cost estimate).
 pub(crate) fn build_pipeline(
     cfg: &ServerConfig,
     default_pipeline: &PipelineConfig,
@@ -342,15 +351,11 @@ pub(crate) fn build_pipeline(
     let pc = cfg.pipeline_config(default_pipeline)?;
     let pipeline = Pipeline::from_config_with(pc, registry)?;
     crate::rule_examples::check_rule_examples(pipeline.config())?;
+    let output = OutputScanners::build(pipeline.config(), &cfg.output)?;
     const PROBE: &str = "rampart readiness probe";
     let started = Instant::now();
-    let probe = pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
-    Ok(Built::new(
-        pipeline,
-        probe.decision.hash_key_id,
-        started.elapsed(),
-        PROBE.len(),
-    ))
+    pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
+    Ok(Built::new(pipeline, output, started.elapsed(), PROBE.len()))
 }
 
 impl AppState {
@@ -384,6 +389,16 @@ impl AppState {
     /// The pipeline in force (hot-reloadable; hold the `Arc` for one request).
     pub fn pipeline(&self) -> Arc<Pipeline> {
         self.built.load().pipeline.clone()
+    }
+
+    /// The output scanner `/v1/scan/output` uses, built with the pipeline in force.
+    pub(crate) fn output_scanner(&self) -> Arc<OutputScanner> {
+        self.built.load().output.configured().clone()
+    }
+
+    /// The output scanner for proxied responses, built with the pipeline in force.
+    pub(crate) fn proxy_output_scanner(&self) -> Arc<OutputScanner> {
+        self.built.load().output.for_proxy().clone()
     }
 
     /// The configuration in force.
@@ -517,7 +532,7 @@ impl AppState {
                 reasons: vec![reason],
                 degraded: true,
                 input_hash: pipeline.input_hash(&req),
-                hash_key_id: built.hash_key_id.clone(),
+                hash_key_id: pipeline.hash_key_id().to_string(),
                 input_bytes: req.total_bytes(),
                 segments: req.segments.len(),
                 policy_version: pipeline.config().policy.version.clone(),
@@ -655,9 +670,7 @@ impl AppState {
 
 /// Layer names of a pipeline: `normalize`, then each detector's.
 pub(crate) fn layer_names(p: &Pipeline) -> Vec<String> {
-    std::iter::once("normalize".to_string())
-        .chain(p.detectors().iter().map(|d| d.name().to_string()))
-        .collect()
+    p.layer_names().into_iter().map(str::to_string).collect()
 }
 
 fn build_http_client(_cfg: &ServerConfig) -> Result<reqwest::Client, reqwest::Error> {
@@ -674,7 +687,8 @@ mod tests {
 
     fn built(probe: Duration) -> Built {
         let p = Pipeline::from_config(PipelineConfig::default()).expect("default pipeline builds");
-        Built::new(p, "k".into(), probe, 23)
+        let output = OutputScanners::build(p.config(), &Default::default()).expect("builds");
+        Built::new(p, output, probe, 23)
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub enum InputView {
     Folded,
 }
 
+/// `kind` of a transformer classifier layer (and its default layer name).
+pub const TRANSFORMER_KIND: &str = "transformer";
+
 /// Options of a `kind = "transformer"` layer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -67,7 +70,7 @@ pub struct TransformerLayerOptions {
 }
 
 fn default_name() -> String {
-    "transformer".into()
+    TRANSFORMER_KIND.into()
 }
 
 fn default_threshold() -> f32 {
@@ -250,18 +253,18 @@ pub struct TransformerFactory;
 
 impl DetectorFactory for TransformerFactory {
     fn kind(&self) -> &str {
-        "transformer"
+        TRANSFORMER_KIND
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
-        let opts: TransformerLayerOptions = rampart_core::layer_options("transformer", options)?;
+        let opts: TransformerLayerOptions = rampart_core::layer_options(TRANSFORMER_KIND, options)?;
         let det = TransformerDetector::new(&opts).map_err(|e| match e {
             TransformerError::Options(m) => BuildError::Options {
-                kind: "transformer".into(),
+                kind: TRANSFORMER_KIND.into(),
                 message: m,
             },
             other => BuildError::Layer {
-                kind: "transformer".into(),
+                kind: TRANSFORMER_KIND.into(),
                 message: format!("model {}: {other}", opts.model_dir.display()),
             },
         })?;

@@ -52,7 +52,8 @@ pub mod onnx;
 
 pub use config::Architecture;
 pub use detector::{
-    FINDING_ID, InputView, TransformerDetector, TransformerFactory, TransformerLayerOptions,
+    FINDING_ID, InputView, TRANSFORMER_KIND, TransformerDetector, TransformerFactory,
+    TransformerLayerOptions,
 };
 pub use error::{Result, TransformerError};
 pub use hub::{KnownModel, known_models, pull};

@@ -1,0 +1,157 @@
+//! The output scanner is built with the pipeline, at start-up and on reload: a rule pack that
+//! breaks afterwards cannot fail a request, and one that is broken is refused where the
+//! configuration is loaded.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/upstream.rs"]
+mod upstream;
+
+use rampart_server::config::ServerConfig;
+use rampart_server::{AppState, Server, ServerOptions};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use upstream::{MockConfig, MockUpstream, Reply};
+
+/// A pack with one credential rule, so the output scanner loads it.
+const CRED_PACK: &str = r#"schema_version = 1
+[pack]
+name = "test-output"
+version = "1"
+[[rules]]
+id = "CRED_900"
+kind = "literal"
+patterns = ["zebra-secret-0042"]
+strength = "strong"
+severity = "high_risk"
+rationale = "test credential"
+must_match = ["token zebra-secret-0042"]
+must_not_match = ["a zebra at the zoo"]
+"#;
+
+const LEAK: &str = "Here you go: zebra-secret-0042, keep it safe.";
+
+struct Running {
+    base: String,
+    state: Arc<AppState>,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+fn write_config(dir: &Path, upstream: Option<&MockUpstream>) -> ServerConfig {
+    std::fs::write(dir.join("extra.toml"), CRED_PACK).unwrap();
+    let mut src = String::from(
+        "version = 1\n[server]\nlisten = \"127.0.0.1:0\"\n[pipeline]\npacks = [\"extra.toml\"]\n",
+    );
+    if let Some(up) = upstream {
+        src.push_str(&format!(
+            "[proxy]\nupstream_url = {:?}\nupstream_api_key_env = \"RAMPART_TEST_SURELY_UNSET_KEY\"\n",
+            up.base_url()
+        ));
+    }
+    let path = dir.join("server.toml");
+    std::fs::write(&path, src).unwrap();
+    ServerConfig::from_path(&path).unwrap()
+}
+
+async fn start(cfg: ServerConfig) -> Result<Running, rampart_server::ServerError> {
+    let server = Server::bind(cfg, ServerOptions::default()).await?;
+    let base = format!("http://{}", server.local_addr());
+    let state = server.state();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(server.run(async move {
+        let _ = rx.await;
+    }));
+    Ok(Running {
+        base,
+        state,
+        _stop: tx,
+    })
+}
+
+async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let r = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap()
+        .post(format!("{base}{path}"))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap())
+}
+
+fn rule_ids(decision: &Value) -> Vec<String> {
+    decision["findings"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f["rule_id"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The scanner's packs were read at start-up: breaking a pack file afterwards changes
+/// nothing until a reload, which refuses it; the old configuration keeps serving.
+#[tokio::test]
+async fn output_scanner_does_not_reread_packs_at_request_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = MockUpstream::start(MockConfig {
+        reply: Reply::Text(LEAK.into()),
+        ..Default::default()
+    })
+    .await;
+    let s = start(write_config(dir.path(), Some(&up))).await.unwrap();
+    // Broken before the first output scan (the old code built the scanner then).
+    std::fs::write(dir.path().join("extra.toml"), "this is not a rule pack").unwrap();
+
+    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["action"], "BLOCK", "{v}");
+    assert!(rule_ids(&v).contains(&"CRED_900".to_string()), "{v}");
+
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "the token?"}]});
+    let (st, v) = post(&s.base, "/v1/chat/completions", &chat).await;
+    assert_eq!(st, 400, "{v}");
+    assert_eq!(v["error"]["code"], "rampart_output_blocked", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("CRED_900"),
+        "{v}"
+    );
+
+    // A reload reads the broken pack and is refused; the old scanner keeps serving.
+    let err = s.state.reload().await.unwrap_err();
+    assert!(err.to_string().contains("extra.toml"), "{err}");
+    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["action"], "BLOCK", "{v}");
+
+    // Once the pack is good again, a reload takes it.
+    std::fs::write(dir.path().join("extra.toml"), CRED_PACK).unwrap();
+    s.state.reload().await.unwrap();
+    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    assert_eq!((st, v["action"].as_str()), (200, Some("BLOCK")), "{v}");
+}
+
+#[tokio::test]
+async fn unreadable_pack_fails_at_start_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), None);
+    std::fs::remove_file(dir.path().join("extra.toml")).unwrap();
+    let err = start(cfg)
+        .await
+        .err()
+        .expect("start-up refuses a missing pack");
+    // The path is in the error's source chain (the server's errors are typed and chained).
+    let mut chain = err.to_string();
+    let mut source = std::error::Error::source(&err);
+    while let Some(s) = source {
+        chain.push_str(": ");
+        chain.push_str(&s.to_string());
+        source = s.source();
+    }
+    assert!(chain.contains("extra.toml"), "{chain}");
+}

@@ -369,3 +369,66 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
         _ => Err(errors),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matched_literals_are_folded_unless_the_rule_is_case_sensitive() {
+        let src = r#"
+schema_version = 1
+[pack]
+name = "t"
+version = "1"
+
+[[rules]]
+id = "CTRL_001"
+kind = "literal"
+patterns = ["Ignore  ＰＲＥＶＩＯＵＳ"]
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "CRED_001"
+kind = "keyword_set"
+keywords = ["Api_Key", "SECRET"]
+case_sensitive = true
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "SYS_001"
+kind = "regex"
+pattern = "Sys(tem)?:"
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+"#;
+        let pack = RulePack::parse(src, "t.toml").expect("the test pack parses");
+        let matched: Vec<Vec<(&str, String)>> = pack
+            .rules
+            .iter()
+            .map(|r| r.matched_literals().collect())
+            .collect();
+        assert_eq!(
+            matched,
+            vec![
+                vec![("Ignore  ＰＲＥＶＩＯＵＳ", "ignore previous".to_string())],
+                vec![
+                    ("Api_Key", "Api_Key".to_string()),
+                    ("SECRET", "SECRET".to_string())
+                ],
+                vec![],
+            ]
+        );
+    }
+}

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::Subcommand;
-use rampart_normalize::{Normalizer, fold_pattern};
-use rampart_rules::{MatcherBuilder, RuleMatch, RulePack, lint, run_examples};
+use rampart_normalize::Normalizer;
+use rampart_rules::{MatcherBuilder, RulePack, lint, run_examples};
 use std::path::PathBuf;
 
 #[derive(Debug, Subcommand)]
@@ -159,18 +159,7 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
             // rule is case-sensitive), each once.
             let mut seen = std::collections::BTreeSet::new();
             for cr in matcher.rules() {
-                let r = &cr.rule;
-                let lits: &[String] = match &r.matcher {
-                    RuleMatch::Literal { patterns } => patterns,
-                    RuleMatch::KeywordSet { keywords, .. } => keywords,
-                    RuleMatch::Regex { .. } => &[],
-                };
-                for l in lits {
-                    let l = if r.case_sensitive {
-                        l.clone()
-                    } else {
-                        fold_pattern(l)
-                    };
+                for (_, l) in cr.rule.matched_literals() {
                     if seen.insert(l.clone()) {
                         outln!("{l}")?;
                     }

@@ -94,3 +94,11 @@ pub enum DiscoverError {
         message: String,
     },
 }
+
+/// Several errors (compile errors, failed examples) as one message, joined by `; `.
+pub(crate) fn joined<E: std::fmt::Display>(errs: &[E]) -> String {
+    errs.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}

@@ -3,7 +3,7 @@
 //! decisions, ids and sort order. See the crate documentation for the method.
 
 use crate::category::categorize;
-use crate::error::DiscoverError;
+use crate::error::{DiscoverError, joined};
 use crate::metrics::{self, MetricInputs};
 use crate::record::{
     BenignRegression, DatasetEvidence, Decision, Evidence, GUARDRAIL_ENTRYPOINT, GuardrailInfo,
@@ -233,14 +233,7 @@ pub fn existing_rules_matcher(extra: Vec<RulePack>) -> Result<Matcher, DiscoverE
     for p in extra {
         b = b.add_pack(p);
     }
-    b.build().map_err(|errs| {
-        DiscoverError::Rules(
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        )
-    })
+    b.build().map_err(rules_error)
 }
 
 /// The conventional path of a dataset's eval log in a run.
@@ -369,6 +362,23 @@ impl Gram {
     fn sum(&self, b: usize) -> u64 {
         self.per_ds.iter().map(|c| c[b]).sum()
     }
+
+    /// Counts a prompt the pattern matches, keeping the `k` smallest ids as examples of its
+    /// dataset and bucket (or of the corpus).
+    fn count_match(&mut self, p: &Prompt<'_>, k: usize) {
+        let (counts, ex) = match p.ds {
+            Some(d) => match (self.per_ds.get_mut(d), self.examples.get_mut(d)) {
+                (Some(counts), Some(ex)) => (&mut counts[p.bucket], &mut ex[p.bucket]),
+                _ => return,
+            },
+            None => (&mut self.corpus, &mut self.corpus_examples),
+        };
+        *counts += 1;
+        ex.insert(p.id.to_string());
+        if ex.len() > k {
+            ex.pop_last();
+        }
+    }
 }
 
 /// Totals the metrics and filters need.
@@ -385,6 +395,29 @@ struct Totals {
 }
 
 impl Totals {
+    /// The totals of the mined datasets' counts, the corpus's `corpus_total` prompts
+    /// counted once.
+    fn new(
+        datasets: &[DatasetStats],
+        corpus_ds: Option<usize>,
+        n_mined: usize,
+        corpus_total: u64,
+    ) -> Totals {
+        Totals {
+            fn_total: datasets.iter().map(|d| d.buckets.false_negative).sum(),
+            tp_total: datasets.iter().map(|d| d.buckets.true_positive).sum(),
+            log_benign_total: datasets
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| Some(*i) != corpus_ds)
+                .map(|(_, d)| d.buckets.false_positive + d.buckets.true_negative)
+                .sum(),
+            corpus_total,
+            all_total: n_mined as u64 + if corpus_ds.is_some() { 0 } else { corpus_total },
+            corpus_ds,
+        }
+    }
+
     fn log_benign(&self, g: &Gram) -> u64 {
         g.per_ds
             .iter()
@@ -506,16 +539,88 @@ fn map_split(splits: &BTreeSet<Option<Split>>) -> SplitName {
 
 /// Mines candidates. `existing` is the matcher of the rules already in force (see
 /// [`existing_rules_matcher`]): a pattern it matches is already covered.
+///
+/// The phases, in order: select the run, join its logs to the datasets' text, find the
+/// patterns with attack support, filter them on preliminary counts, recount the survivors
+/// exactly with the rule engine, drop subsumed patterns, rank, and write one record each.
 pub fn mine(
     input: &MineInput<'_>,
     existing: &Matcher,
     opts: &MineOptions,
     ctx: &RunContext,
 ) -> Result<MineOutput, DiscoverError> {
+    let run = select_run(input, opts)?;
+    let (joined, datasets) = join_prompts(input, &run.logs)?;
+    let corpus_total = input.benign.records.len() as u64;
+    let totals = Totals::new(&datasets, joined.corpus_ds, joined.n_mined, corpus_total);
+    let mut stats = MineStats {
+        eval_run_id: run.id.clone(),
+        config: run.config.clone(),
+        datasets,
+        corpus_prompts: corpus_total,
+        ..MineStats::default()
+    };
+
+    let mined = Mined::new(&joined, opts.max_ngram);
+    let supported = mined.supported(opts.min_support);
+    stats.supported = supported.len();
+    let pre = mined.preliminary(&supported, &totals, existing, opts.min_lift, &mut stats);
+    let pre = cap_recount(pre, &totals, opts.recount_cap, &mut stats);
+    let mut cands = mined.recount(&pre, existing, opts.examples)?;
+    let before = cands.len();
+    cands.retain(|g| {
+        totals.supported(g, opts.min_support) && totals.over_represented(g, opts.min_lift)
+    });
+    stats.dropped_after_recount = before - cands.len();
+    let kept = drop_subsumed(cands, &totals, &mut stats);
+    let kept = rank(kept, &totals, opts.max_candidates, &mut stats);
+
+    let records = Records {
+        run: RunInfo {
+            eval_run_id: run.id,
+            timestamp_utc: run.timestamp_utc,
+            git_commit: ctx.git_commit.clone(),
+            script: SCRIPT_NAME.to_string(),
+            model: ModelInfo {
+                name: run.config,
+                version: ctx.version.clone(),
+            },
+            guardrail: GuardrailInfo {
+                entrypoint: GUARDRAIL_ENTRYPOINT.to_string(),
+                policy_version: ctx.policy_version.clone(),
+            },
+        },
+        totals: &totals,
+        ds_names: &joined.ds_names,
+        ds_prompts: stats.datasets.iter().map(|d| d.prompts).collect(),
+        splits: &joined.splits,
+        benign_name: input.benign.name,
+        opts,
+        created_at: &ctx.created_at,
+    };
+    let candidates = records.numbered(kept);
+    Ok(MineOutput { candidates, stats })
+}
+
+/// The run the logs are mined for: its configuration, id and records.
+struct SelectedRun<'a> {
+    config: String,
+    id: String,
+    /// The run's time, from its id.
+    timestamp_utc: String,
+    /// The log records of the configuration.
+    logs: Vec<&'a EvalLogRecord>,
+}
+
+/// The configuration to mine (`opts.config`, or the logs' only one) and its run, which
+/// must be a single one.
+fn select_run<'a>(
+    input: &MineInput<'a>,
+    opts: &MineOptions,
+) -> Result<SelectedRun<'a>, DiscoverError> {
     if input.logs.is_empty() {
         return Err(DiscoverError::NoLogRecords);
     }
-    // The configuration and the run.
     let configs: BTreeSet<&str> = input.logs.iter().map(|r| r.config.as_str()).collect();
     let list = |s: &BTreeSet<&str>| s.iter().copied().collect::<Vec<_>>().join(", ");
     let config: String = match &opts.config {
@@ -537,27 +642,46 @@ pub fn mine(
     if runs.len() > 1 {
         return Err(DiscoverError::MixedRuns(list(&runs)));
     }
-    let run_id = runs
+    let id = runs
         .iter()
         .next()
         .map_or_else(String::new, |r| (*r).to_string());
-    let timestamp_utc = run_id_timestamp(&run_id).map_err(DiscoverError::BadRunId)?;
+    let timestamp_utc = run_id_timestamp(&id).map_err(DiscoverError::BadRunId)?;
+    Ok(SelectedRun {
+        config,
+        id,
+        timestamp_utc,
+        logs,
+    })
+}
 
-    // Group by dataset (sorted by name), join each record to its text.
+/// The mined logs joined to their datasets' text.
+struct Joined<'a> {
+    /// The mined datasets, sorted by name.
+    ds_names: Vec<&'a str>,
+    /// Each mined dataset's split.
+    splits: Vec<SplitName>,
+    /// The mined datasets' joined prompts (the first `n_mined`), then the corpus's.
+    prompts: Vec<Prompt<'a>>,
+    n_mined: usize,
+    /// The index of the corpus among the mined datasets, when its log is mined too.
+    corpus_ds: Option<usize>,
+}
+
+/// Groups the log records by dataset (sorted by name) and joins each to its record's
+/// text; the corpus's records follow. Also returns each dataset's counts.
+fn join_prompts<'a>(
+    input: &MineInput<'a>,
+    logs: &[&'a EvalLogRecord],
+) -> Result<(Joined<'a>, Vec<DatasetStats>), DiscoverError> {
     let mut by_ds: BTreeMap<&str, Vec<&EvalLogRecord>> = BTreeMap::new();
-    for r in &logs {
+    for &r in logs {
         by_ds.entry(r.dataset.as_str()).or_default().push(r);
     }
     let ds_names: Vec<&str> = by_ds.keys().copied().collect();
-    let n_ds = ds_names.len();
     let corpus_ds = ds_names.iter().position(|n| *n == input.benign.name);
-    let mut stats = MineStats {
-        eval_run_id: run_id.clone(),
-        config: config.clone(),
-        corpus_prompts: input.benign.records.len() as u64,
-        ..MineStats::default()
-    };
-    let mut splits: Vec<SplitName> = Vec::with_capacity(n_ds);
+    let mut datasets = Vec::with_capacity(ds_names.len());
+    let mut splits: Vec<SplitName> = Vec::with_capacity(ds_names.len());
     let mut prompts: Vec<Prompt<'_>> = Vec::new();
     for (di, (name, recs)) in by_ds.iter().enumerate() {
         let records = input
@@ -588,211 +712,256 @@ pub fn mine(
         }
         ds_stats.prompts = counts.iter().sum();
         ds_stats.buckets = buckets_of(&counts);
-        stats.datasets.push(ds_stats);
+        datasets.push(ds_stats);
         splits.push(map_split(&recs.iter().map(|r| r.split).collect()));
     }
     let n_mined = prompts.len();
     for rec in input.benign.records {
         prompts.push(Prompt::new(None, rec.id.as_str(), TN, rec));
     }
-    let totals = Totals {
-        fn_total: stats
-            .datasets
-            .iter()
-            .map(|d| d.buckets.false_negative)
-            .sum(),
-        tp_total: stats.datasets.iter().map(|d| d.buckets.true_positive).sum(),
-        log_benign_total: stats
-            .datasets
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| Some(*i) != corpus_ds)
-            .map(|(_, d)| d.buckets.false_positive + d.buckets.true_negative)
-            .sum(),
-        corpus_total: input.benign.records.len() as u64,
-        all_total: n_mined as u64
-            + if corpus_ds.is_some() {
-                0
-            } else {
-                input.benign.records.len() as u64
-            },
+    let joined = Joined {
+        ds_names,
+        splits,
+        prompts,
+        n_mined,
         corpus_ds,
     };
+    Ok((joined, datasets))
+}
 
-    let words: Vec<Vec<Words<'_>>> = prompts
-        .iter()
-        .map(|p| p.folded.iter().map(|f| Words::new(f)).collect())
-        .collect();
-    let max_n = opts.max_ngram.clamp(1, 5);
+/// A pattern's kind and attack counts: (shape, [TP, FN]).
+type Support = (bool, [u64; 2]);
 
-    // Level-wise (apriori) counting over attack prompts: an n-gram is counted only when its
-    // two (n-1)-grams are supported, which is exact because support only shrinks with length.
-    let attack: Vec<usize> = (0..n_mined).filter(|&i| prompts[i].is_attack()).collect();
-    let mut supported: BTreeMap<&str, (bool, [u64; 2])> = BTreeMap::new(); // (shape, [tp, fn])
-    let mut prev: HashSet<&str> = HashSet::new();
-    for n in 1..=max_n {
-        let mut counts: HashMap<&str, [u64; 2]> = HashMap::new();
-        for &pi in &attack {
-            let mut seen: HashSet<&str> = HashSet::new();
-            for w in &words[pi] {
-                for i in 0..w.len() {
-                    let Some(g) = w.gram(i, n) else { continue };
-                    if n > 1
-                        && !(w.gram(i, n - 1).is_some_and(|p| prev.contains(p))
-                            && w.gram(i + 1, n - 1).is_some_and(|s| prev.contains(s)))
-                    {
-                        continue;
-                    }
-                    seen.insert(g);
-                }
-            }
-            let b = usize::from(prompts[pi].bucket == FN);
-            for g in seen {
-                counts.entry(g).or_default()[b] += 1;
-            }
+/// The prompts being mined, with the words of their folded views.
+struct Mined<'p, 'a> {
+    prompts: &'p [Prompt<'a>],
+    words: Vec<Vec<Words<'p>>>,
+    n_mined: usize,
+    n_ds: usize,
+    corpus_ds: Option<usize>,
+    /// Longest word n-gram.
+    max_n: usize,
+    normalizer: Normalizer,
+}
+
+impl<'p, 'a> Mined<'p, 'a> {
+    fn new(joined: &'p Joined<'a>, max_ngram: usize) -> Self {
+        Mined {
+            prompts: &joined.prompts,
+            words: joined
+                .prompts
+                .iter()
+                .map(|p| p.folded.iter().map(|f| Words::new(f)).collect())
+                .collect(),
+            n_mined: joined.n_mined,
+            n_ds: joined.ds_names.len(),
+            corpus_ds: joined.corpus_ds,
+            max_n: max_ngram.clamp(1, 5),
+            normalizer: Normalizer::default(),
         }
-        let keep = |c: &[u64; 2]| c[1] >= 1 && c[0] + c[1] >= opts.min_support;
-        prev = counts
-            .iter()
-            .filter(|(_, c)| keep(c))
-            .map(|(g, _)| *g)
+    }
+
+    /// The n-grams and shapes matched by at least `min_support` attacks, one of them a
+    /// false negative. N-grams are counted level-wise (apriori) over the attack prompts:
+    /// an n-gram is counted only when its two (n-1)-grams are supported, which is exact
+    /// because support only shrinks with length.
+    fn supported(&self, min_support: u64) -> BTreeMap<&'p str, Support> {
+        let prompts = self.prompts;
+        let attack: Vec<usize> = (0..self.n_mined)
+            .filter(|&i| prompts[i].is_attack())
             .collect();
-        for (g, c) in counts.into_iter().filter(|(_, c)| keep(c)) {
-            supported.insert(g, (false, c));
+        let mut supported: BTreeMap<&'p str, Support> = BTreeMap::new();
+        let mut prev: HashSet<&str> = HashSet::new();
+        for n in 1..=self.max_n {
+            let mut counts: HashMap<&str, [u64; 2]> = HashMap::new();
+            for &pi in &attack {
+                let mut seen: HashSet<&str> = HashSet::new();
+                for w in &self.words[pi] {
+                    for i in 0..w.len() {
+                        let Some(g) = w.gram(i, n) else { continue };
+                        if n > 1
+                            && !(w.gram(i, n - 1).is_some_and(|p| prev.contains(p))
+                                && w.gram(i + 1, n - 1).is_some_and(|s| prev.contains(s)))
+                        {
+                            continue;
+                        }
+                        seen.insert(g);
+                    }
+                }
+                let b = usize::from(prompts[pi].bucket == FN);
+                for g in seen {
+                    counts.entry(g).or_default()[b] += 1;
+                }
+            }
+            let keep = |c: &[u64; 2]| c[1] >= 1 && c[0] + c[1] >= min_support;
+            prev = counts
+                .iter()
+                .filter(|(_, c)| keep(c))
+                .map(|(g, _)| *g)
+                .collect();
+            for (g, c) in counts.into_iter().filter(|(_, c)| keep(c)) {
+                supported.insert(g, (false, c));
+            }
+            if prev.is_empty() {
+                break;
+            }
         }
-        if prev.is_empty() {
-            break;
+        let mut shape_counts: BTreeMap<&str, [u64; 2]> = BTreeMap::new();
+        for &pi in &attack {
+            let b = usize::from(prompts[pi].bucket == FN);
+            for s in &prompts[pi].shapes {
+                shape_counts.entry(s.as_str()).or_default()[b] += 1;
+            }
         }
+        for (s, c) in shape_counts {
+            if c[1] >= 1 && c[0] + c[1] >= min_support {
+                supported.insert(s, (true, c));
+            }
+        }
+        supported
     }
-    let mut shape_counts: BTreeMap<&str, [u64; 2]> = BTreeMap::new();
-    for &pi in &attack {
-        let b = usize::from(prompts[pi].bucket == FN);
-        for s in &prompts[pi].shapes {
-            shape_counts.entry(s.as_str()).or_default()[b] += 1;
-        }
-    }
-    for (s, c) in shape_counts {
-        if c[1] >= 1 && c[0] + c[1] >= opts.min_support {
-            supported.insert(s, (true, c));
-        }
-    }
-    stats.supported = supported.len();
 
-    // Preliminary counts: attack buckets from above, benign matches by the same n-gram
-    // enumeration over the benign prompts of the logs and the corpus.
-    let mut grams: BTreeMap<&str, Gram> = BTreeMap::new();
-    for (g, (shape, c)) in &supported {
-        let mut gram = Gram::new(g, *shape, n_ds);
-        // Attack counts are kept in dataset 0's slots for the preliminary ranking only.
-        if let Some(slot) = gram.per_ds.first_mut() {
-            slot[TP] = c[0];
-            slot[FN] = c[1];
+    /// Preliminary counts: attack buckets from `supported`, benign matches by the same
+    /// n-gram enumeration over the benign prompts of the logs and the corpus. Keeps the
+    /// patterns worth emitting that are over-represented in attacks and that no existing
+    /// rule matches.
+    fn preliminary(
+        &self,
+        supported: &BTreeMap<&'p str, Support>,
+        totals: &Totals,
+        existing: &Matcher,
+        min_lift: f64,
+        stats: &mut MineStats,
+    ) -> Vec<Gram> {
+        let n_ds = self.n_ds;
+        let mut grams: BTreeMap<&str, Gram> = BTreeMap::new();
+        for (g, (shape, c)) in supported {
+            let mut gram = Gram::new(g, *shape, n_ds);
+            // Attack counts are kept in dataset 0's slots for the preliminary ranking only.
+            if let Some(slot) = gram.per_ds.first_mut() {
+                slot[TP] = c[0];
+                slot[FN] = c[1];
+            }
+            grams.insert(g, gram);
         }
-        grams.insert(g, gram);
-    }
-    let benign_slot = (0..n_ds).find(|&i| Some(i) != corpus_ds);
-    for (pi, p) in prompts.iter().enumerate() {
-        let benign_log = p.ds.is_some_and(|d| Some(d) != corpus_ds) && !p.is_attack();
-        if !(benign_log || p.ds.is_none()) {
-            continue;
-        }
-        for g in grams_of(p, &words[pi], max_n, |g| grams.contains_key(g)) {
-            if let Some(gram) = grams.get_mut(g) {
-                if p.ds.is_none() {
-                    gram.corpus += 1;
-                } else if let Some(slot) = benign_slot.and_then(|i| gram.per_ds.get_mut(i)) {
-                    // Any dataset other than the corpus's own: only the sum is used before
-                    // the recount.
-                    slot[TN] += 1;
+        let corpus_ds = self.corpus_ds;
+        let benign_slot = (0..n_ds).find(|&i| Some(i) != corpus_ds);
+        for (pi, p) in self.prompts.iter().enumerate() {
+            let benign_log = p.ds.is_some_and(|d| Some(d) != corpus_ds) && !p.is_attack();
+            if !(benign_log || p.ds.is_none()) {
+                continue;
+            }
+            for g in grams_of(p, &self.words[pi], self.max_n, |g| grams.contains_key(g)) {
+                if let Some(gram) = grams.get_mut(g) {
+                    if p.ds.is_none() {
+                        gram.corpus += 1;
+                    } else if let Some(slot) = benign_slot.and_then(|i| gram.per_ds.get_mut(i)) {
+                        // Any dataset other than the corpus's own: only the sum is used
+                        // before the recount.
+                        slot[TN] += 1;
+                    }
                 }
             }
         }
-    }
-    let normalizer = Normalizer::default();
-    let mut pre: Vec<Gram> = Vec::new();
-    for (_, g) in grams {
-        if !emit_worthy(&g) || !totals.over_represented(&g, opts.min_lift) {
-            stats.dropped_not_overrepresented += 1;
-        } else if !existing
-            .scan(&normalizer.normalize(&g.text))
-            .hits
-            .is_empty()
-        {
-            stats.dropped_covered += 1;
-        } else {
-            pre.push(g);
+        let mut pre: Vec<Gram> = Vec::new();
+        for (_, g) in grams {
+            if !emit_worthy(&g) || !totals.over_represented(&g, min_lift) {
+                stats.dropped_not_overrepresented += 1;
+            } else if !existing
+                .scan(&self.normalizer.normalize(&g.text))
+                .hits
+                .is_empty()
+            {
+                stats.dropped_covered += 1;
+            } else {
+                pre.push(g);
+            }
         }
-    }
-    if pre.len() > opts.recount_cap {
-        let mut ranked: Vec<Ranked> = pre.into_iter().map(|g| Ranked::new(g, &totals)).collect();
-        ranked.sort_by(rank_order);
-        stats.dropped_recount_cap = ranked.len() - opts.recount_cap;
-        ranked.truncate(opts.recount_cap);
-        pre = ranked.into_iter().map(|r| r.g).collect();
+        pre
     }
 
-    // Exact recount: every surviving pattern becomes a literal rule and the rule engine scans
-    // every prompt (all views, segment by segment), so the evidence is what the rule would
-    // match. An occurrence inside a span an existing rule already matches is not counted.
-    let mut cands: Vec<Gram> = pre
-        .iter()
-        .map(|g| Gram::new(&g.text, g.shape, n_ds))
-        .collect();
-    if !cands.is_empty() {
+    /// Exact recount: every pattern of `pre` becomes a literal rule and the rule engine
+    /// scans every prompt (all views, segment by segment), so the evidence is what the rule
+    /// would match. An occurrence inside a span an existing rule already matches is not
+    /// counted. Keeps `examples` example ids per dataset and bucket.
+    fn recount(
+        &self,
+        pre: &[Gram],
+        existing: &Matcher,
+        examples: usize,
+    ) -> Result<Vec<Gram>, DiscoverError> {
+        let mut cands: Vec<Gram> = pre
+            .iter()
+            .map(|g| Gram::new(&g.text, g.shape, self.n_ds))
+            .collect();
+        if cands.is_empty() {
+            return Ok(cands);
+        }
         let matcher = recount_matcher(&cands)?;
         let to_cand: Vec<Option<usize>> = matcher
             .rules()
             .iter()
             .map(|r| r.rule.id.get(4..).and_then(|n| n.parse().ok()))
             .collect();
-        let k = opts.examples;
-        for p in &prompts {
-            let mut hit: BTreeSet<usize> = BTreeSet::new();
-            for t in &p.texts {
-                let normalized = normalizer.normalize(t);
-                let covered: Vec<std::ops::Range<usize>> = existing
-                    .scan(&normalized)
-                    .hits
-                    .into_iter()
-                    .map(|h| h.span)
-                    .collect();
-                for h in matcher.scan(&normalized).hits {
-                    let inside_existing = covered
-                        .iter()
-                        .any(|s| s.start <= h.span.start && h.span.end <= s.end);
-                    if inside_existing {
-                        continue;
-                    }
-                    if let Some(Some(c)) = to_cand.get(h.rule) {
-                        hit.insert(*c);
-                    }
-                }
-            }
-            for c in hit {
-                let Some(g) = cands.get_mut(c) else { continue };
-                let (counts, ex) = match p.ds {
-                    Some(d) => match (g.per_ds.get_mut(d), g.examples.get_mut(d)) {
-                        (Some(counts), Some(ex)) => (&mut counts[p.bucket], &mut ex[p.bucket]),
-                        _ => continue,
-                    },
-                    None => (&mut g.corpus, &mut g.corpus_examples),
-                };
-                *counts += 1;
-                ex.insert(p.id.to_string());
-                if ex.len() > k {
-                    ex.pop_last();
+        for p in self.prompts {
+            for c in self.new_hits(p, existing, &matcher, &to_cand) {
+                if let Some(g) = cands.get_mut(c) {
+                    g.count_match(p, examples);
                 }
             }
         }
+        Ok(cands)
     }
-    let before = cands.len();
-    cands.retain(|g| {
-        totals.supported(g, opts.min_support) && totals.over_represented(g, opts.min_lift)
-    });
-    stats.dropped_after_recount = before - cands.len();
 
-    // Subsumption: drop a pattern when a longer one containing it matches the same attacks
-    // in every dataset with no more benign matches.
+    /// The candidates (by index, through `to_cand`) the recount `matcher` finds in `p`
+    /// outside every span an `existing` rule matches.
+    fn new_hits(
+        &self,
+        p: &Prompt<'_>,
+        existing: &Matcher,
+        matcher: &Matcher,
+        to_cand: &[Option<usize>],
+    ) -> BTreeSet<usize> {
+        let mut hit: BTreeSet<usize> = BTreeSet::new();
+        for t in &p.texts {
+            let normalized = self.normalizer.normalize(t);
+            let covered: Vec<std::ops::Range<usize>> = existing
+                .scan(&normalized)
+                .hits
+                .into_iter()
+                .map(|h| h.span)
+                .collect();
+            for h in matcher.scan(&normalized).hits {
+                let inside_existing = covered
+                    .iter()
+                    .any(|s| s.start <= h.span.start && h.span.end <= s.end);
+                if inside_existing {
+                    continue;
+                }
+                if let Some(Some(c)) = to_cand.get(h.rule) {
+                    hit.insert(*c);
+                }
+            }
+        }
+        hit
+    }
+}
+
+/// At most `cap` patterns go to the exact recount: the best by a preliminary ranking.
+fn cap_recount(pre: Vec<Gram>, totals: &Totals, cap: usize, stats: &mut MineStats) -> Vec<Gram> {
+    if pre.len() <= cap {
+        return pre;
+    }
+    let mut ranked: Vec<Ranked> = pre.into_iter().map(|g| Ranked::new(g, totals)).collect();
+    ranked.sort_by(rank_order);
+    stats.dropped_recount_cap = ranked.len() - cap;
+    ranked.truncate(cap);
+    ranked.into_iter().map(|r| r.g).collect()
+}
+
+/// Subsumption: drops a pattern when a longer one containing it matches the same attacks
+/// in every dataset with no more benign matches.
+fn drop_subsumed(cands: Vec<Gram>, totals: &Totals, stats: &mut MineStats) -> Vec<Gram> {
     let signature =
         |g: &Gram| -> Vec<(u64, u64)> { g.per_ds.iter().map(|c| (c[TP], c[FN])).collect() };
     let mut groups: HashMap<Vec<(u64, u64)>, Vec<usize>> = HashMap::new();
@@ -814,56 +983,28 @@ pub fn mine(
         }
     }
     stats.dropped_subsumed = drop.iter().filter(|d| **d).count();
-    let mut kept: Vec<Ranked> = cands
+    cands
         .into_iter()
         .zip(drop)
         .filter(|(_, d)| !d)
-        .map(|(g, _)| Ranked::new(g, &totals))
-        .collect();
-    kept.sort_by(rank_order);
-    if kept.len() > opts.max_candidates {
-        stats.truncated = kept.len() - opts.max_candidates;
-        kept.truncate(opts.max_candidates);
-    }
+        .map(|(g, _)| g)
+        .collect()
+}
 
-    let run = RunInfo {
-        eval_run_id: run_id.clone(),
-        timestamp_utc,
-        git_commit: ctx.git_commit.clone(),
-        script: SCRIPT_NAME.to_string(),
-        model: ModelInfo {
-            name: config.clone(),
-            version: ctx.version.clone(),
-        },
-        guardrail: GuardrailInfo {
-            entrypoint: GUARDRAIL_ENTRYPOINT.to_string(),
-            policy_version: ctx.policy_version.clone(),
-        },
-    };
-    let ds_prompts: Vec<u64> = stats.datasets.iter().map(|d| d.prompts).collect();
-    let mut next_id: BTreeMap<Category, usize> = BTreeMap::new();
-    let mut candidates = Vec::with_capacity(kept.len());
-    for Ranked { m, g, .. } in kept {
-        let category = categorize(&g.text, g.shape);
-        let n = next_id.entry(category).or_insert(0);
-        *n += 1;
-        let pattern_id = format!("{}_{:03}", category.prefix(), n);
-        candidates.push(build_record(
-            pattern_id,
-            category,
-            &g,
-            m,
-            &totals,
-            &ds_names,
-            &ds_prompts,
-            &splits,
-            &run,
-            input,
-            opts,
-            ctx,
-        ));
+/// The patterns with their metrics, in the spec's order, at most `max`.
+fn rank(kept: Vec<Gram>, totals: &Totals, max: usize, stats: &mut MineStats) -> Vec<Ranked> {
+    let mut ranked: Vec<Ranked> = kept.into_iter().map(|g| Ranked::new(g, totals)).collect();
+    ranked.sort_by(rank_order);
+    if ranked.len() > max {
+        stats.truncated = ranked.len() - max;
+        ranked.truncate(max);
     }
-    Ok(MineOutput { candidates, stats })
+    ranked
+}
+
+/// A list of rule-engine errors as one [`DiscoverError::Rules`].
+fn rules_error(errs: Vec<rampart_rules::CompileError>) -> DiscoverError {
+    DiscoverError::Rules(joined(&errs))
 }
 
 fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
@@ -903,171 +1044,209 @@ fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
         .add_pack(pack)
         .max_hits_per_rule(64)
         .build()
-        .map_err(|errs| {
-            DiscoverError::Rules(
-                errs.iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })
+        .map_err(rules_error)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn build_record(
-    pattern_id: String,
-    category: Category,
-    g: &Gram,
-    metrics: crate::record::Metrics,
-    totals: &Totals,
-    ds_names: &[&str],
-    ds_prompts: &[u64],
-    splits: &[SplitName],
-    run: &RunInfo,
-    input: &MineInput<'_>,
-    opts: &MineOptions,
-    ctx: &RunContext,
-) -> PatternCandidate {
-    let k = opts.examples;
-    let datasets: Vec<DatasetEvidence> = g
-        .per_ds
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.iter().sum::<u64>() > 0)
-        .map(|(d, c)| {
-            let name = ds_names.get(d).copied().unwrap_or_default();
-            let example_prompt_ids = g
-                .examples
-                .get(d)
-                .map(|ex| {
-                    [FN, TP, FP, TN]
-                        .iter()
-                        .flat_map(|&b| ex[b].iter().cloned())
-                        .take(k)
-                        .collect()
-                })
-                .unwrap_or_default();
-            DatasetEvidence {
-                dataset_name: name.to_string(),
-                split: splits.get(d).copied().unwrap_or(SplitName::Unknown),
-                eval_log_path: eval_log_path(&run.eval_run_id, name),
-                sample_count_total: ds_prompts.get(d).copied().unwrap_or(0),
-                match_count_total: c.iter().sum(),
-                outcome_buckets: buckets_of(c),
-                example_prompt_ids,
-            }
-        })
-        .collect();
-    let benign_regression = BenignRegression {
-        dataset_name: input.benign.name.to_string(),
-        eval_log_path: eval_log_path(&run.eval_run_id, input.benign.name),
-        sample_count_total: totals.corpus_total,
-        match_count_total: g.corpus,
-        example_prompt_ids: g.corpus_examples.iter().take(k).cloned().collect(),
-    };
-    let log_benign = totals.log_benign(g);
-    let no_benign = g.corpus == 0 && log_benign == 0;
-    let signal_strength =
-        if category != Category::BoundaryTesting && no_benign && (g.shape || g.words >= 2) {
-            Strength::Strong
-        } else {
-            Strength::Weak
+/// What every candidate record of a run shares.
+struct Records<'r> {
+    run: RunInfo,
+    totals: &'r Totals,
+    ds_names: &'r [&'r str],
+    /// Joined prompts per mined dataset.
+    ds_prompts: Vec<u64>,
+    splits: &'r [SplitName],
+    /// The benign corpus's name.
+    benign_name: &'r str,
+    opts: &'r MineOptions,
+    created_at: &'r str,
+}
+
+impl Records<'_> {
+    /// The records of the ranked patterns, numbered per category in rank order.
+    fn numbered(&self, kept: Vec<Ranked>) -> Vec<PatternCandidate> {
+        let mut next_id: BTreeMap<Category, usize> = BTreeMap::new();
+        let mut candidates = Vec::with_capacity(kept.len());
+        for Ranked { m, g, .. } in kept {
+            let category = categorize(&g.text, g.shape);
+            let n = next_id.entry(category).or_insert(0);
+            *n += 1;
+            let pattern_id = format!("{}_{:03}", category.prefix(), n);
+            candidates.push(self.record(pattern_id, category, &g, m));
+        }
+        candidates
+    }
+
+    fn record(
+        &self,
+        pattern_id: String,
+        category: Category,
+        g: &Gram,
+        metrics: crate::record::Metrics,
+    ) -> PatternCandidate {
+        let no_benign = g.corpus == 0 && self.totals.log_benign(g) == 0;
+        let signal_strength =
+            if category != Category::BoundaryTesting && no_benign && (g.shape || g.words >= 2) {
+                Strength::Strong
+            } else {
+                Strength::Weak
+            };
+        // The miner never proposes high_risk (strong + high_risk blocks on its own, reserved
+        // for phrasings a person has judged essentially never benign).
+        let severity_hint = match signal_strength {
+            Strength::Strong => RiskClass::MediumRisk,
+            Strength::Weak => RiskClass::LowRisk,
         };
-    // The miner never proposes high_risk (strong + high_risk blocks on its own, reserved for
-    // phrasings a person has judged essentially never benign).
-    let severity_hint = match signal_strength {
-        Strength::Strong => RiskClass::MediumRisk,
-        Strength::Weak => RiskClass::LowRisk,
-    };
-    let (fn_m, tp_m) = (g.sum(FN), g.sum(TP));
-    let benign_desc = format!(
-        "{} of {} {} prompts and {} of {} benign log prompts",
-        g.corpus, totals.corpus_total, input.benign.name, log_benign, totals.log_benign_total
-    );
-    let (decision, implementation) = if metrics.fp_risk_score >= opts.exclude_fp_risk {
-        (
-            Decision {
-                recommendation: Recommendation::Exclude,
-                requires_review: false,
-                reason: format!("Benign matches too frequent: {benign_desc}."),
+        let (decision, implementation) =
+            self.decide(category, g, &metrics, signal_strength, severity_hint);
+        PatternCandidate {
+            schema_version: SCHEMA_VERSION.to_string(),
+            pattern_id,
+            category,
+            pattern: PatternSpec {
+                value: g.text.clone(),
+                normalized_value: g.text.trim().to_lowercase(),
+                pattern_kind: PatternKind::Literal,
+                regex: None,
+                case_sensitive: false,
+                token_boundary: !g.shape,
+                signal_strength,
+                severity_hint,
             },
-            Implementation {
-                target_function: TargetFunction::of(category),
-                suggested_action: SuggestedAction::LogOnly,
-                suggested_risk: SuggestedRisk::None,
-                notes: "Do not adopt: its benign match rate eats the FPR budget.".into(),
-            },
-        )
-    } else if signal_strength == Strength::Weak {
-        let reason = if category == Category::BoundaryTesting {
-            "Boundary-testing phrase: double-edged, only as a weak signal that escalates with a strong one.".to_string()
-        } else if !no_benign {
-            format!(
-                "In {fn_m} missed and {tp_m} caught attacks, but ambiguous FP risk: {benign_desc}."
-            )
-        } else {
-            format!(
-                "In {fn_m} missed and {tp_m} caught attacks, no benign match, but a single word is generic."
-            )
+            evidence: self.evidence(g),
+            run: self.run.clone(),
+            metrics,
+            decision,
+            implementation,
+            created_at: self.created_at.to_string(),
+        }
+    }
+
+    /// Where the pattern matched: per mined dataset it matched in, and in the corpus.
+    fn evidence(&self, g: &Gram) -> Evidence {
+        let k = self.opts.examples;
+        let run_id = &self.run.eval_run_id;
+        let datasets: Vec<DatasetEvidence> = g
+            .per_ds
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.iter().sum::<u64>() > 0)
+            .map(|(d, c)| {
+                let name = self.ds_names.get(d).copied().unwrap_or_default();
+                let example_prompt_ids = g
+                    .examples
+                    .get(d)
+                    .map(|ex| {
+                        [FN, TP, FP, TN]
+                            .iter()
+                            .flat_map(|&b| ex[b].iter().cloned())
+                            .take(k)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                DatasetEvidence {
+                    dataset_name: name.to_string(),
+                    split: self.splits.get(d).copied().unwrap_or(SplitName::Unknown),
+                    eval_log_path: eval_log_path(run_id, name),
+                    sample_count_total: self.ds_prompts.get(d).copied().unwrap_or(0),
+                    match_count_total: c.iter().sum(),
+                    outcome_buckets: buckets_of(c),
+                    example_prompt_ids,
+                }
+            })
+            .collect();
+        let benign_regression = BenignRegression {
+            dataset_name: self.benign_name.to_string(),
+            eval_log_path: eval_log_path(run_id, self.benign_name),
+            sample_count_total: self.totals.corpus_total,
+            match_count_total: g.corpus,
+            example_prompt_ids: g.corpus_examples.iter().take(k).cloned().collect(),
         };
-        (
-            Decision {
-                recommendation: Recommendation::Review,
-                requires_review: true,
-                reason,
-            },
-            Implementation {
-                target_function: TargetFunction::of(category),
-                suggested_action: SuggestedAction::ScoreOnly,
-                suggested_risk: SuggestedRisk::LowRisk,
-                notes: "Weak signal: 1 point; never escalates alone, only with a strong signal."
-                    .into(),
-            },
-        )
-    } else {
-        (
-            Decision {
-                recommendation: Recommendation::Include,
-                requires_review: false,
-                reason: format!(
-                    "In {fn_m} missed and {tp_m} caught attacks; no match in {} or benign log prompts.",
-                    input.benign.name
-                ),
-            },
-            Implementation {
-                target_function: TargetFunction::of(category),
-                suggested_action: SuggestedAction::Escalate,
-                suggested_risk: severity_hint.into(),
-                notes: format!(
-                    "Strong signal: 2 points ({}); literal, case-insensitive on folded views{}.",
-                    severity_hint.name(),
-                    if g.shape { "" } else { ", token boundaries" }
-                ),
-            },
-        )
-    };
-    PatternCandidate {
-        schema_version: SCHEMA_VERSION.to_string(),
-        pattern_id,
-        category,
-        pattern: PatternSpec {
-            value: g.text.clone(),
-            normalized_value: g.text.trim().to_lowercase(),
-            pattern_kind: PatternKind::Literal,
-            regex: None,
-            case_sensitive: false,
-            token_boundary: !g.shape,
-            signal_strength,
-            severity_hint,
-        },
-        evidence: Evidence {
+        Evidence {
             datasets,
             benign_regression,
-        },
-        run: run.clone(),
-        metrics,
-        decision,
-        implementation,
-        created_at: ctx.created_at.clone(),
+        }
+    }
+
+    /// The recommendation and how to implement it: exclude when benign matches eat the
+    /// FPR budget, review a weak signal, include a strong one.
+    fn decide(
+        &self,
+        category: Category,
+        g: &Gram,
+        metrics: &crate::record::Metrics,
+        signal_strength: Strength,
+        severity_hint: RiskClass,
+    ) -> (Decision, Implementation) {
+        let totals = self.totals;
+        let benign_name = self.benign_name;
+        let log_benign = totals.log_benign(g);
+        let no_benign = g.corpus == 0 && log_benign == 0;
+        let (fn_m, tp_m) = (g.sum(FN), g.sum(TP));
+        let benign_desc = format!(
+            "{} of {} {} prompts and {} of {} benign log prompts",
+            g.corpus, totals.corpus_total, benign_name, log_benign, totals.log_benign_total
+        );
+        if metrics.fp_risk_score >= self.opts.exclude_fp_risk {
+            (
+                Decision {
+                    recommendation: Recommendation::Exclude,
+                    requires_review: false,
+                    reason: format!("Benign matches too frequent: {benign_desc}."),
+                },
+                Implementation {
+                    target_function: TargetFunction::of(category),
+                    suggested_action: SuggestedAction::LogOnly,
+                    suggested_risk: SuggestedRisk::None,
+                    notes: "Do not adopt: its benign match rate eats the FPR budget.".into(),
+                },
+            )
+        } else if signal_strength == Strength::Weak {
+            let reason = if category == Category::BoundaryTesting {
+                "Boundary-testing phrase: double-edged, only as a weak signal that escalates with a strong one.".to_string()
+            } else if !no_benign {
+                format!(
+                    "In {fn_m} missed and {tp_m} caught attacks, but ambiguous FP risk: {benign_desc}."
+                )
+            } else {
+                format!(
+                    "In {fn_m} missed and {tp_m} caught attacks, no benign match, but a single word is generic."
+                )
+            };
+            (
+                Decision {
+                    recommendation: Recommendation::Review,
+                    requires_review: true,
+                    reason,
+                },
+                Implementation {
+                    target_function: TargetFunction::of(category),
+                    suggested_action: SuggestedAction::ScoreOnly,
+                    suggested_risk: SuggestedRisk::LowRisk,
+                    notes:
+                        "Weak signal: 1 point; never escalates alone, only with a strong signal."
+                            .into(),
+                },
+            )
+        } else {
+            (
+                Decision {
+                    recommendation: Recommendation::Include,
+                    requires_review: false,
+                    reason: format!(
+                        "In {fn_m} missed and {tp_m} caught attacks; no match in {benign_name} or benign log prompts."
+                    ),
+                },
+                Implementation {
+                    target_function: TargetFunction::of(category),
+                    suggested_action: SuggestedAction::Escalate,
+                    suggested_risk: severity_hint.into(),
+                    notes: format!(
+                        "Strong signal: 2 points ({}); literal, case-insensitive on folded views{}.",
+                        severity_hint.name(),
+                        if g.shape { "" } else { ", token boundaries" }
+                    ),
+                },
+            )
+        }
     }
 }

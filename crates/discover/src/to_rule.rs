@@ -2,7 +2,7 @@
 //! table with examples derived from the pattern, parsed, compiled and example-tested with
 //! `rampart_rules` before anything is returned.
 
-use crate::error::DiscoverError;
+use crate::error::{DiscoverError, joined};
 use crate::record::{PatternCandidate, PatternKind, Recommendation};
 use rampart_normalize::Normalizer;
 use rampart_rules::{Category, MatcherBuilder, RiskClass, RulePack, Strength, run_examples};
@@ -103,12 +103,7 @@ fn pack_err(e: impl std::fmt::Display) -> DiscoverError {
 }
 
 fn compile_errs(errs: Vec<rampart_rules::CompileError>) -> DiscoverError {
-    DiscoverError::Pack(
-        errs.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; "),
-    )
+    DiscoverError::Pack(joined(&errs))
 }
 
 /// Which example candidates a one-rule pack matches: (must_match hits, must_not_match misses).
@@ -441,14 +436,7 @@ pub fn to_rule(
         .map_err(compile_errs)?;
     let report = run_examples(&matcher, &Normalizer::default());
     if !report.failures.is_empty() {
-        return Err(DiscoverError::Pack(
-            report
-                .failures
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-        ));
+        return Err(DiscoverError::Pack(joined(&report.failures)));
     }
     Ok(RuleDraft {
         rule_id,

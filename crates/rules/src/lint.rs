@@ -3,7 +3,6 @@
 use crate::error::Location;
 use crate::schema::{RuleMatch, RulePack};
 use crate::types::{RiskClass, Strength};
-use rampart_normalize::fold_pattern;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -61,34 +60,24 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
             if rule.must_match.len() < 2 || rule.must_not_match.len() < 2 {
                 warn("fewer than two must_match or must_not_match examples".into());
             }
-            let literals: &[String] = match &rule.matcher {
-                RuleMatch::Literal { patterns } => patterns,
-                RuleMatch::KeywordSet { keywords, .. } => keywords,
-                RuleMatch::Regex { pattern } => {
-                    if pattern.contains("\\b") {
-                        warn("regex uses \\b; set token_boundary = true instead (Unicode-aware, keeps the DFA fast)".into());
-                    }
-                    if pattern.contains(".*") || pattern.contains(".+") {
-                        warn(
-                            "unbounded .* / .+ in regex; prefer a bounded repetition like .{0,80}?"
-                                .into(),
-                        );
-                    }
-                    if crate::anchors::regex_anchors(pattern, rule.case_sensitive).is_none() {
-                        warn("regex has no required literal of 3+ bytes: it runs on every view instead of only where its anchor occurs".into());
-                    }
-                    if rule.token_boundary && has_cjk(pattern) {
-                        warn("CJK pattern with token_boundary = true will rarely match (CJK has no spaces)".into());
-                    }
-                    &[]
+            if let RuleMatch::Regex { pattern } = &rule.matcher {
+                if pattern.contains("\\b") {
+                    warn("regex uses \\b; set token_boundary = true instead (Unicode-aware, keeps the DFA fast)".into());
                 }
-            };
-            for lit in literals {
-                let folded = if rule.case_sensitive {
-                    lit.clone()
-                } else {
-                    fold_pattern(lit)
-                };
+                if pattern.contains(".*") || pattern.contains(".+") {
+                    warn(
+                        "unbounded .* / .+ in regex; prefer a bounded repetition like .{0,80}?"
+                            .into(),
+                    );
+                }
+                if crate::anchors::regex_anchors(pattern, rule.case_sensitive).is_none() {
+                    warn("regex has no required literal of 3+ bytes: it runs on every view instead of only where its anchor occurs".into());
+                }
+                if rule.token_boundary && has_cjk(pattern) {
+                    warn("CJK pattern with token_boundary = true will rarely match (CJK has no spaces)".into());
+                }
+            }
+            for (lit, folded) in rule.matched_literals() {
                 if !rule.case_sensitive
                     && folded != lit.trim()
                     && folded != lit.trim().to_lowercase()

@@ -85,259 +85,130 @@ impl MatcherBuilder {
     }
 
     /// Compiles everything. Reports every error found, not just the first.
+    ///
+    /// Start-up runs in phases: the rules are gathered and sorted; each regex is parsed
+    /// (in parallel) into what the automata need, its anchor plan and raw-view gates;
+    /// literals, keywords and anchors fill the two literal tables; the cased rules get
+    /// their raw-view gates; then the two automata and every regex NFA, all independent,
+    /// are built in parallel (see `run_jobs`). Regex compilation is most of the start-up
+    /// time.
     pub fn build(self) -> Result<Matcher, Vec<CompileError>> {
-        let mut errors = Vec::new();
-        let mut rules: Vec<CompiledRule> = Vec::new();
-        let mut first_seen: HashMap<String, Location> = HashMap::new();
-        for pack in self.packs {
-            for rule in pack.rules {
-                if let Some(first) = first_seen.get(&rule.id) {
-                    errors.push(CompileError::DuplicateId {
-                        location: rule.location.clone(),
-                        rule_id: rule.id.clone(),
-                        first: first.clone(),
-                    });
-                    continue;
-                }
-                first_seen.insert(rule.id.clone(), rule.location.clone());
-                rules.push(CompiledRule {
-                    pack: pack.name.clone(),
-                    rule,
-                });
-            }
-        }
-        // Stable order: by rule ID, so output never depends on pack order.
-        rules.sort_by(|a, b| a.rule.id.cmp(&b.rule.id));
-
-        let mut folded_lits = LiteralTable::default();
-        let mut cased_lits = LiteralTable::default();
-        let mut folded_res: Vec<CompiledRegex> = Vec::new();
-        let mut cased_res: Vec<CompiledRegex> = Vec::new();
-
-        // Start-up, in two parallel phases. First each regex is parsed (once per reading)
-        // into what the automata need: its anchor plan and raw-view gates. Then the
-        // automata and the regex NFAs, all independent, are built together (see
-        // `run_jobs`). Regex compilation is most of the start-up time.
-        let raw_gate = self.raw_gate;
-        let anchors = self.anchors;
-        let prep_jobs: Vec<Job<'_, Result<PreparedRegex, String>>> = rules
-            .iter()
-            .filter_map(|cr| match &cr.rule.matcher {
-                RuleMatch::Regex { pattern } => {
-                    let cs = cr.rule.case_sensitive;
-                    let job: Job<'_, _> =
-                        Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate && cs));
-                    Some(job)
-                }
-                _ => None,
-            })
-            .collect();
-        let mut prepared = run_jobs(prep_jobs)
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err("regex compilation panicked".to_string())));
-        let mut pending: Vec<PendingRegex> = Vec::new();
-        let mut regex_raw_gates: HashMap<usize, Vec<Vec<String>>> = HashMap::new();
-
-        for (idx, cr) in rules.iter().enumerate() {
-            let rule = &cr.rule;
-            match &rule.matcher {
-                RuleMatch::Literal { patterns } => {
-                    let table = if rule.case_sensitive {
-                        &mut cased_lits
-                    } else {
-                        &mut folded_lits
-                    };
-                    for p in patterns {
-                        let text = if rule.case_sensitive {
-                            p.clone()
-                        } else {
-                            fold_pattern(p)
-                        };
-                        if text.is_empty() {
-                            errors.push(CompileError::EmptyPattern {
-                                location: rule.location.clone(),
-                                rule_id: rule.id.clone(),
-                                pattern: p.clone(),
-                            });
-                            continue;
-                        }
-                        table.add(text, idx, 0);
-                    }
-                }
-                RuleMatch::KeywordSet { keywords, .. } => {
-                    let table = if rule.case_sensitive {
-                        &mut cased_lits
-                    } else {
-                        &mut folded_lits
-                    };
-                    for (k, kw) in keywords.iter().enumerate() {
-                        let text = if rule.case_sensitive {
-                            kw.clone()
-                        } else {
-                            fold_pattern(kw)
-                        };
-                        if text.is_empty() {
-                            errors.push(CompileError::EmptyPattern {
-                                location: rule.location.clone(),
-                                rule_id: rule.id.clone(),
-                                pattern: kw.clone(),
-                            });
-                            continue;
-                        }
-                        table.add(text, idx, k);
-                    }
-                }
-                RuleMatch::Regex { .. } => {
-                    let Some(result) = prepared.next() else {
-                        continue;
-                    };
-                    match result {
-                        Ok(prep) => {
-                            let cased = rule.case_sensitive;
-                            let table = if cased {
-                                &mut cased_lits
-                            } else {
-                                &mut folded_lits
-                            };
-                            // The regex's index in its engine, counted over this family's
-                            // regexes in rule order (as `pending` is filled).
-                            let slot = pending.iter().filter(|p| p.cased == cased).count();
-                            let groups = &prep.plan.groups;
-                            for (g, group) in groups.iter().enumerate() {
-                                for a in group {
-                                    table.add_entry(
-                                        a.clone(),
-                                        LitEntry {
-                                            rule: idx,
-                                            keyword: slot,
-                                            anchor: true,
-                                            group: g as u8,
-                                            gate: false,
-                                        },
-                                    );
-                                }
-                            }
-                            if cased {
-                                regex_raw_gates.insert(idx, prep.raw_gates);
-                            }
-                            pending.push(PendingRegex {
-                                rule: idx,
-                                cased,
-                                hir: prep.hir,
-                                anchored: !groups.is_empty(),
-                                all_groups: (1u8 << groups.len()) - 1,
-                                prefix: prep.plan.prefix,
-                                reach: prep.max_len.unwrap_or(UNBOUNDED_REACH),
-                            });
-                        }
-                        Err(message) => errors.push(CompileError::Regex {
-                            location: rule.location.clone(),
-                            rule_id: rule.id.clone(),
-                            message,
-                        }),
-                    }
-                }
-            }
-        }
+        let (rules, mut errors) = gather_rules(self.packs);
+        let prepared = prepare_regexes(&rules, self.anchors, self.raw_gate);
+        let mut index = Index::default();
+        index.add_rules(&rules, prepared, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
-        // Raw-view gates: every occurrence of a cased-family rule in the raw text leaves its
-        // folded form in the folded view (folding keeps printable ASCII, lower-cases it and
-        // collapses whitespace the same way in pattern and text). So each cased rule gets
-        // gate groups, in folded terms, of which the folded view must show one literal each
-        // for the rule to be able to match the raw view: its literals or keywords (one
-        // group), or for a regex the anchor groups of the regex taken case-insensitively with
-        // whitespace as one space (`anchors::raw_gate_groups`). The raw view is scanned only
-        // when some cased rule's gates all occurred, and then only for those rules. A rule
-        // without gates (non-ASCII literals, a regex without usable groups) turns gating off.
-        let mut raw_gates: Vec<(usize, Vec<Vec<String>>)> = Vec::new();
-        let mut gated = self.raw_gate;
-        for (idx, cr) in rules.iter().enumerate() {
-            if !gated || !cr.rule.case_sensitive {
-                continue;
-            }
-            let groups = match &cr.rule.matcher {
-                RuleMatch::Literal { patterns } => gate_group(patterns).into_iter().collect(),
-                RuleMatch::KeywordSet { keywords, .. } => {
-                    gate_group(keywords).into_iter().collect()
-                }
-                RuleMatch::Regex { .. } => regex_raw_gates.remove(&idx).unwrap_or_default(),
-            };
-            if groups.is_empty() || groups.len() > 8 {
-                gated = false;
-            }
-            raw_gates.push((idx, groups));
-        }
-        let mut gate_of_rule: Vec<Option<usize>> = vec![None; rules.len()];
-        let mut gate_masks: Vec<u8> = Vec::new();
-        if gated {
-            for (gi, (idx, groups)) in raw_gates.iter().enumerate() {
-                gate_of_rule[*idx] = Some(gi);
-                gate_masks.push(((1u16 << groups.len()) - 1) as u8);
-                for (g, group) in groups.iter().enumerate() {
-                    for lit in group {
-                        folded_lits.add_entry(
-                            lit.clone(),
-                            LitEntry {
-                                rule: gi,
-                                keyword: 0,
-                                anchor: false,
-                                group: g as u8,
-                                gate: true,
-                            },
-                        );
-                    }
-                }
-            }
-        }
-        // Phase two: the two automata and every regex NFA, independent of each other. The
-        // folded automaton (the largest job) goes first.
-        let size_limit = self.regex_size_limit;
-        let mut jobs: Vec<Job<'_, Built>> = Vec::with_capacity(pending.len() + 2);
-        jobs.push(Box::new(|| {
-            Built::Automaton(build_automaton(&folded_lits.patterns, false))
-        }));
-        jobs.push(Box::new(|| {
-            Built::Automaton(build_automaton(&cased_lits.patterns, true))
-        }));
-        for p in &pending {
-            jobs.push(Box::new(move || {
-                Built::Regex(compile_regex(&p.hir, size_limit))
-            }));
-        }
-        let mut built = run_jobs(jobs).into_iter();
-        let mut automaton = || match built.next() {
-            Some(Some(Built::Automaton(a))) => a,
-            _ => Err(CompileError::Automaton("builder thread failed".into())),
-        };
-        let (folded_ac, cased_ac) = (automaton(), automaton());
-        for p in pending {
-            let rule = &rules[p.rule].rule;
-            let re = match built.next() {
-                Some(Some(Built::Regex(r))) => r,
-                _ => Err("builder thread failed".to_string()),
-            };
-            match re {
-                Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
+        let gates = RawGates::new(&rules, self.raw_gate, &mut index);
+        let (folded, cased) = build_engines(index, &rules, self.regex_size_limit)?;
+        Ok(Matcher {
+            folded,
+            cased,
+            rules,
+            gated: gates.gated,
+            gate_of_rule: gates.gate_of_rule,
+            gate_masks: gates.gate_masks,
+            max_hits_per_rule: self.max_hits_per_rule,
+        })
+    }
+}
+
+/// The rules of all packs with their pack's name, sorted by ID so that output never
+/// depends on pack order, and an error for every repeated ID (its rule is left out).
+fn gather_rules(packs: Vec<RulePack>) -> (Vec<CompiledRule>, Vec<CompileError>) {
+    let mut errors = Vec::new();
+    let mut rules: Vec<CompiledRule> = Vec::new();
+    let mut first_seen: HashMap<String, Location> = HashMap::new();
+    for pack in packs {
+        for rule in pack.rules {
+            if let Some(first) = first_seen.get(&rule.id) {
+                errors.push(CompileError::DuplicateId {
                     location: rule.location.clone(),
                     rule_id: rule.id.clone(),
-                }),
-                Ok(re) => {
-                    let res = if p.cased {
-                        &mut cased_res
-                    } else {
-                        &mut folded_res
-                    };
-                    res.push(CompiledRegex {
-                        rule: p.rule,
-                        re,
-                        anchored: p.anchored,
-                        all_groups: p.all_groups,
-                        prefix: p.prefix,
-                        reach: p.reach,
-                    });
-                }
+                    first: first.clone(),
+                });
+                continue;
+            }
+            first_seen.insert(rule.id.clone(), rule.location.clone());
+            rules.push(CompiledRule {
+                pack: pack.name.clone(),
+                rule,
+            });
+        }
+    }
+    rules.sort_by(|a, b| a.rule.id.cmp(&b.rule.id));
+    (rules, errors)
+}
+
+/// Phase one, in parallel: every regex rule's [`PreparedRegex`], in rule order.
+fn prepare_regexes(
+    rules: &[CompiledRule],
+    anchors: bool,
+    raw_gate: bool,
+) -> Vec<Result<PreparedRegex, String>> {
+    let jobs: Vec<Job<'_, Result<PreparedRegex, String>>> = rules
+        .iter()
+        .filter_map(|cr| match &cr.rule.matcher {
+            RuleMatch::Regex { pattern } => {
+                let cs = cr.rule.case_sensitive;
+                let job: Job<'_, _> =
+                    Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate && cs));
+                Some(job)
+            }
+            _ => None,
+        })
+        .collect();
+    run_jobs(jobs)
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err("regex compilation panicked".to_string())))
+        .collect()
+}
+
+/// What the automata and the regex engines are built from: the literal table of each
+/// family of views and the regexes waiting for their NFA.
+#[derive(Default)]
+struct Index {
+    /// Literals, keywords and anchors searched in the folded views.
+    folded: LiteralTable,
+    /// Those searched in the cased views (case-sensitive rules).
+    cased: LiteralTable,
+    /// The regexes, in rule order.
+    pending: Vec<PendingRegex>,
+    /// The raw-view gate groups of the cased regexes, by rule index.
+    regex_raw_gates: HashMap<usize, Vec<Vec<String>>>,
+}
+
+impl Index {
+    /// The literal table of the cased or the folded family.
+    fn table(&mut self, cased: bool) -> &mut LiteralTable {
+        if cased {
+            &mut self.cased
+        } else {
+            &mut self.folded
+        }
+    }
+
+    /// Adds every rule: literals and keywords as they are matched, regexes with their
+    /// anchors (`prepared` holds the regex rules' phase-one results, in rule order).
+    fn add_rules(
+        &mut self,
+        rules: &[CompiledRule],
+        prepared: Vec<Result<PreparedRegex, String>>,
+        errors: &mut Vec<CompileError>,
+    ) {
+        let mut prepared = prepared.into_iter();
+        for (idx, cr) in rules.iter().enumerate() {
+            let rule = &cr.rule;
+            if !matches!(rule.matcher, RuleMatch::Regex { .. }) {
+                self.add_literals(idx, rule, errors);
+                continue;
+            }
+            let Some(result) = prepared.next() else {
+                continue;
+            };
+            match result {
+                Ok(prep) => self.add_regex(idx, rule.case_sensitive, prep),
                 Err(message) => errors.push(CompileError::Regex {
                     location: rule.location.clone(),
                     rule_id: rule.id.clone(),
@@ -345,28 +216,206 @@ impl MatcherBuilder {
                 }),
             }
         }
-        if !errors.is_empty() {
-            return Err(errors);
+    }
+
+    /// A literal rule's patterns or a keyword set's keywords, in their matched form.
+    fn add_literals(&mut self, idx: usize, rule: &Rule, errors: &mut Vec<CompileError>) {
+        // A keyword set tells its keywords apart; a literal rule's alternatives are one.
+        let keyword_set = matches!(rule.matcher, RuleMatch::KeywordSet { .. });
+        let table = self.table(rule.case_sensitive);
+        for (k, (written, text)) in rule.matched_literals().enumerate() {
+            if text.is_empty() {
+                errors.push(CompileError::EmptyPattern {
+                    location: rule.location.clone(),
+                    rule_id: rule.id.clone(),
+                    pattern: written.to_string(),
+                });
+                continue;
+            }
+            table.add(text, idx, if keyword_set { k } else { 0 });
         }
-        let engine = |ac, lits: LiteralTable, regexes, verify_case| Engine {
-            ac,
-            entries: lits.entries,
-            patterns: lits.patterns,
-            regexes,
-            verify_case,
+    }
+
+    /// A regex rule: its anchors into its family's table, itself into `pending`.
+    fn add_regex(&mut self, idx: usize, cased: bool, prep: PreparedRegex) {
+        // The regex's index in its engine, counted over this family's regexes in rule
+        // order (as `pending` is filled).
+        let slot = self.pending.iter().filter(|p| p.cased == cased).count();
+        let groups = &prep.plan.groups;
+        let table = self.table(cased);
+        for (g, group) in groups.iter().enumerate() {
+            for a in group {
+                table.add_entry(
+                    a.clone(),
+                    LitEntry {
+                        rule: idx,
+                        keyword: slot,
+                        anchor: true,
+                        group: g as u8,
+                        gate: false,
+                    },
+                );
+            }
+        }
+        if cased {
+            self.regex_raw_gates.insert(idx, prep.raw_gates);
+        }
+        self.pending.push(PendingRegex {
+            rule: idx,
+            cased,
+            hir: prep.hir,
+            anchored: !groups.is_empty(),
+            all_groups: (1u8 << groups.len()) - 1,
+            prefix: prep.plan.prefix,
+            reach: prep.max_len.unwrap_or(UNBOUNDED_REACH),
+        });
+    }
+}
+
+/// Raw-view gates: every occurrence of a cased-family rule in the raw text leaves its
+/// folded form in the folded view (folding keeps printable ASCII, lower-cases it and
+/// collapses whitespace the same way in pattern and text). So each cased rule gets gate
+/// groups, in folded terms, of which the folded view must show one literal each for the
+/// rule to be able to match the raw view: its literals or keywords (one group), or for a
+/// regex the anchor groups of the regex taken case-insensitively with whitespace as one
+/// space (`anchors::raw_gate_groups`). The raw view is scanned only when some cased rule's
+/// gates all occurred, and then only for those rules. A rule without gates (non-ASCII
+/// literals, a regex without usable groups) turns gating off.
+struct RawGates {
+    /// Whether the raw view is gated at all.
+    gated: bool,
+    /// For each rule, its gate (cased rules, when gated).
+    gate_of_rule: Vec<Option<usize>>,
+    /// For each gate, the mask of all its groups.
+    gate_masks: Vec<u8>,
+}
+
+impl RawGates {
+    /// The gates of the cased rules (when `enabled`); their literals go into the folded
+    /// table.
+    fn new(rules: &[CompiledRule], enabled: bool, index: &mut Index) -> RawGates {
+        let mut raw_gates: Vec<(usize, Vec<Vec<String>>)> = Vec::new();
+        let mut gated = enabled;
+        for (idx, cr) in rules.iter().enumerate() {
+            if !gated || !cr.rule.case_sensitive {
+                continue;
+            }
+            let groups = match &cr.rule.matcher {
+                RuleMatch::Regex { .. } => index.regex_raw_gates.remove(&idx).unwrap_or_default(),
+                m => gate_group(m.literals()).into_iter().collect(),
+            };
+            if groups.is_empty() || groups.len() > 8 {
+                gated = false;
+            }
+            raw_gates.push((idx, groups));
+        }
+        let mut gates = RawGates {
+            gated,
+            gate_of_rule: vec![None; rules.len()],
+            gate_masks: Vec::new(),
         };
-        match (folded_ac, cased_ac) {
-            (Ok(f), Ok(c)) => Ok(Matcher {
-                folded: engine(f, folded_lits, folded_res, false),
-                cased: engine(c, cased_lits, cased_res, true),
-                rules,
-                gated,
-                gate_of_rule,
-                gate_masks,
-                max_hits_per_rule: self.max_hits_per_rule,
-            }),
-            (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
+        if !gated {
+            return gates;
         }
+        for (gi, (idx, groups)) in raw_gates.iter().enumerate() {
+            gates.gate_of_rule[*idx] = Some(gi);
+            gates.gate_masks.push(((1u16 << groups.len()) - 1) as u8);
+            for (g, group) in groups.iter().enumerate() {
+                for lit in group {
+                    index.folded.add_entry(
+                        lit.clone(),
+                        LitEntry {
+                            rule: gi,
+                            keyword: 0,
+                            anchor: false,
+                            group: g as u8,
+                            gate: true,
+                        },
+                    );
+                }
+            }
+        }
+        gates
+    }
+}
+
+/// Phase two: the two automata and every regex NFA, independent of each other and built
+/// in parallel (the folded automaton, the largest job, first). Returns the folded and the
+/// cased engine.
+fn build_engines(
+    index: Index,
+    rules: &[CompiledRule],
+    size_limit: usize,
+) -> Result<(Engine, Engine), Vec<CompileError>> {
+    let Index {
+        folded: folded_lits,
+        cased: cased_lits,
+        pending,
+        ..
+    } = index;
+    let mut jobs: Vec<Job<'_, Built>> = Vec::with_capacity(pending.len() + 2);
+    jobs.push(Box::new(|| {
+        Built::Automaton(build_automaton(&folded_lits.patterns, false))
+    }));
+    jobs.push(Box::new(|| {
+        Built::Automaton(build_automaton(&cased_lits.patterns, true))
+    }));
+    for p in &pending {
+        jobs.push(Box::new(move || {
+            Built::Regex(compile_regex(&p.hir, size_limit))
+        }));
+    }
+    let mut built = run_jobs(jobs).into_iter();
+    let mut automaton = || match built.next() {
+        Some(Some(Built::Automaton(a))) => a,
+        _ => Err(CompileError::Automaton("builder thread failed".into())),
+    };
+    let (folded_ac, cased_ac) = (automaton(), automaton());
+    let mut errors = Vec::new();
+    let mut folded_res: Vec<CompiledRegex> = Vec::new();
+    let mut cased_res: Vec<CompiledRegex> = Vec::new();
+    for p in pending {
+        let rule = &rules[p.rule].rule;
+        let re = match built.next() {
+            Some(Some(Built::Regex(r))) => r,
+            _ => Err("builder thread failed".to_string()),
+        };
+        match re {
+            Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
+                location: rule.location.clone(),
+                rule_id: rule.id.clone(),
+            }),
+            Ok(re) => {
+                let res = if p.cased {
+                    &mut cased_res
+                } else {
+                    &mut folded_res
+                };
+                res.push(CompiledRegex {
+                    rule: p.rule,
+                    re,
+                    anchored: p.anchored,
+                    all_groups: p.all_groups,
+                    prefix: p.prefix,
+                    reach: p.reach,
+                });
+            }
+            Err(message) => errors.push(CompileError::Regex {
+                location: rule.location.clone(),
+                rule_id: rule.id.clone(),
+                message,
+            }),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    match (folded_ac, cased_ac) {
+        (Ok(f), Ok(c)) => Ok((
+            Engine::new(f, folded_lits, folded_res, false),
+            Engine::new(c, cased_lits, cased_res, true),
+        )),
+        (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
     }
 }
 
@@ -390,7 +439,7 @@ struct LitEntry {
     /// Which anchor group of the regex (0 places search windows; all must occur).
     group: u8,
     /// A raw-view gate literal (in the folded automaton): `rule` is the gate index and
-    /// `group` the gate group (see `MatcherBuilder::build`).
+    /// `group` the gate group (see `RawGates`).
     gate: bool,
 }
 
@@ -631,6 +680,23 @@ struct Engine {
     regexes: Vec<CompiledRegex>,
     /// Whether literal hits must be verified byte for byte (the cased family).
     verify_case: bool,
+}
+
+impl Engine {
+    fn new(
+        ac: Option<AhoCorasick>,
+        lits: LiteralTable,
+        regexes: Vec<CompiledRegex>,
+        verify_case: bool,
+    ) -> Engine {
+        Engine {
+            ac,
+            entries: lits.entries,
+            patterns: lits.patterns,
+            regexes,
+            verify_case,
+        }
+    }
 }
 
 /// One rule hit in one view.

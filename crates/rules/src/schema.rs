@@ -2,6 +2,7 @@
 
 use crate::error::{Location, PackError, PackErrors};
 use crate::types::{Category, RiskClass, RuleKind, Strength};
+use rampart_normalize::fold_pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -101,6 +102,16 @@ impl RuleMatch {
             RuleMatch::KeywordSet { .. } => RuleKind::KeywordSet,
         }
     }
+
+    /// The literal strings this matcher searches for, as written: a literal rule's
+    /// patterns, a keyword set's keywords; none for a regex.
+    pub fn literals(&self) -> &[String] {
+        match self {
+            RuleMatch::Literal { patterns } => patterns,
+            RuleMatch::KeywordSet { keywords, .. } => keywords,
+            RuleMatch::Regex { .. } => &[],
+        }
+    }
 }
 
 /// One validated rule.
@@ -132,6 +143,28 @@ pub struct Rule {
     pub must_not_match: Vec<String>,
     /// Where the rule is defined.
     pub location: Location,
+}
+
+impl Rule {
+    /// `literal` in the form the rule's automaton searches for: folded the way the
+    /// normalizer folds text ([`fold_pattern`]), or as written when the rule is
+    /// case-sensitive (it then runs on the cased views).
+    pub fn matched_form(&self, literal: &str) -> String {
+        if self.case_sensitive {
+            literal.to_string()
+        } else {
+            fold_pattern(literal)
+        }
+    }
+
+    /// Each of the rule's literals ([`RuleMatch::literals`]), as written, with its
+    /// [`matched_form`](Rule::matched_form), in order.
+    pub fn matched_literals(&self) -> impl Iterator<Item = (&str, String)> {
+        self.matcher
+            .literals()
+            .iter()
+            .map(|l| (l.as_str(), self.matched_form(l)))
+    }
 }
 
 /// A parsed and validated rule pack.
@@ -303,13 +336,9 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
             "`min_distinct`/`window` apply to keyword_set rules only".into(),
         ));
     }
-    if let Some(
-        RuleMatch::Literal { patterns }
-        | RuleMatch::KeywordSet {
-            keywords: patterns, ..
-        },
-    ) = &matcher
-        && patterns.iter().any(|p| p.trim().is_empty())
+    if matcher
+        .as_ref()
+        .is_some_and(|m| m.literals().iter().any(|p| p.trim().is_empty()))
     {
         errors.push(err("empty literal pattern".into()));
     }
@@ -338,5 +367,68 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
             location,
         }),
         _ => Err(errors),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matched_literals_are_folded_unless_the_rule_is_case_sensitive() {
+        let src = r#"
+schema_version = 1
+[pack]
+name = "t"
+version = "1"
+
+[[rules]]
+id = "CTRL_001"
+kind = "literal"
+patterns = ["Ignore  ＰＲＥＶＩＯＵＳ"]
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "CRED_001"
+kind = "keyword_set"
+keywords = ["Api_Key", "SECRET"]
+case_sensitive = true
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "SYS_001"
+kind = "regex"
+pattern = "Sys(tem)?:"
+strength = "strong"
+severity = "high_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+"#;
+        let pack = RulePack::parse(src, "t.toml").expect("the test pack parses");
+        let matched: Vec<Vec<(&str, String)>> = pack
+            .rules
+            .iter()
+            .map(|r| r.matched_literals().collect())
+            .collect();
+        assert_eq!(
+            matched,
+            vec![
+                vec![("Ignore  ＰＲＥＶＩＯＵＳ", "ignore previous".to_string())],
+                vec![
+                    ("Api_Key", "Api_Key".to_string()),
+                    ("SECRET", "SECRET".to_string())
+                ],
+                vec![],
+            ]
+        );
     }
 }

@@ -1,18 +1,24 @@
 //! Load test for `rampart serve`: the same ~1 KB prompts scanned (A) in-process by the
 //! pipeline on N threads, then (B) over HTTP by the real server (started in this process on
-//! 127.0.0.1:0, audit log on, auth off on loopback) driven by C keep-alive connections.
-//! Prints req/s for both, the B/A ratio and B's latency percentiles, and checks that no
-//! request failed, that every HTTP decision matches the in-process one, and that the audit
-//! log holds exactly one record per acknowledged request. Also prints the CPU time per
-//! request of each thread group in the measured window (Linux `schedstat`: server workers,
-//! audit writer, client; phase A from the process's counters) and the mean audit group
-//! commit, so that the cost of each part can be told apart even on a busy machine.
+//! 127.0.0.1:0, auth off on loopback) driven by C keep-alive connections, once with the
+//! audit log on and once with it off, then (C) the baseline: a bare axum server with one
+//! route that answers a fixed JSON body of the decisions' mean size (measured from B's
+//! responses), driven by the same client, connections and requests. C is what HTTP alone
+//! costs on this machine; Rampart's HTTP rate is reported as a fraction of it (the target:
+//! at least 0.5 with the audit log on). Also prints req/s of every phase, the B/A ratio and
+//! the latency percentiles, and checks that no request failed, that every HTTP decision
+//! matches the in-process one, and that the audit log holds exactly one record per
+//! acknowledged request. Also prints the CPU time per request of each thread group in the
+//! measured window (Linux `schedstat`: server workers, audit writer, client; phase A from
+//! the process's counters) and the mean audit group commit, so that the cost of each part
+//! can be told apart even on a busy machine.
 //!
 //! The HTTP client is deliberately minimal (it shares the cores with the server): requests
 //! are built once, each connection has one request in flight (no pipelining), and responses
 //! are read whole by `content-length`.
 //!
-//! Bounded: loopback only, at most 120 s per phase, at most 1024 connections.
+//! Bounded: loopback only, at most 120 s per phase (four phases per pipeline with
+//! `--audit both`, the default), at most 1024 connections.
 //!
 //! ```text
 //! cargo run --release -p rampart-server --example loadtest -- \
@@ -37,7 +43,8 @@ const MAX_DURATION_S: f64 = 120.0;
 const MAX_CONNECTIONS: usize = 1024;
 const USAGE: &str = "usage: loadtest [--duration S] [--warmup S] [--connections C] [--threads N] \
 [--server-workers W] [--pipeline deterministic|default|both] [--prompts FILE.jsonl] \
-[--count N] [--size BYTES] [--seed N] [--logs json|off] [--json OUT] [--http-only]";
+[--count N] [--size BYTES] [--seed N] [--logs json|off] [--audit on|off|both] [--json OUT] \
+[--http-only]";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -55,9 +62,24 @@ struct Args {
     json: Option<PathBuf>,
     /// Skip phase A (for profiling the server alone).
     http_only: bool,
-    /// Diagnostic only (not the measured configuration): run the server without an audit
-    /// log, to attribute the audit log's share of the cost.
-    no_audit: bool,
+    /// Which phase B runs: the server with its audit log, without, or both.
+    audit: AuditRuns,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AuditRuns {
+    On,
+    Off,
+    Both,
+}
+
+impl AuditRuns {
+    fn on(self) -> bool {
+        self != AuditRuns::Off
+    }
+    fn off(self) -> bool {
+        self != AuditRuns::On
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +118,7 @@ fn parse_args() -> Result<Args, String> {
         logs: true,
         json: None,
         http_only: false,
-        no_audit: false,
+        audit: AuditRuns::Both,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: &str, name: &str| -> Result<Duration, String> {
@@ -122,10 +144,6 @@ fn parse_args() -> Result<Args, String> {
         }
         if flag == "--http-only" {
             a.http_only = true;
-            continue;
-        }
-        if flag == "--diagnostic-no-audit" {
-            a.no_audit = true;
             continue;
         }
         let v = it
@@ -159,6 +177,14 @@ fn parse_args() -> Result<Args, String> {
                     "json" => true,
                     "off" => false,
                     _ => return Err("--logs: json or off".into()),
+                }
+            }
+            "--audit" => {
+                a.audit = match v.as_str() {
+                    "on" => AuditRuns::On,
+                    "off" => AuditRuns::Off,
+                    "both" => AuditRuns::Both,
+                    _ => return Err("--audit: on, off or both".into()),
                 }
             }
             "--json" => a.json = Some(PathBuf::from(v)),
@@ -434,6 +460,8 @@ struct Http {
     p99_us: u64,
     max_us: u64,
     audit_records: u64,
+    /// Mean response body size over every answered request, bytes.
+    body_bytes_mean: f64,
     /// Records per audit group commit over the whole run (from `/metrics`), if known.
     audit_batch_mean: Option<f64>,
     /// CPU time per acknowledged request in the measured window, µs, by thread group.
@@ -448,6 +476,8 @@ struct ConnStats {
     mismatches: u64,
     first_error: Option<String>,
     lat_us: Vec<u32>,
+    /// Bytes of the response bodies of the answered requests.
+    body_bytes: u64,
 }
 
 /// The full HTTP/1.1 request (head and body) for one `/v1/scan` body, built once before
@@ -537,7 +567,7 @@ async fn read_more(
 async fn drive_connection(
     addr: std::net::SocketAddr,
     requests: Arc<Vec<Bytes>>,
-    expected: Arc<Vec<Action>>,
+    expected: Option<Arc<Vec<Action>>>,
     offset: usize,
     t0: Instant,
     t1: Instant,
@@ -616,9 +646,12 @@ async fn drive_connection(
             );
             continue;
         }
-        if parsed.action.as_deref() != Some(expected[k].name()) {
+        if let Some(expected) = &expected
+            && parsed.action.as_deref() != Some(expected[k].name())
+        {
             st.mismatches += 1;
         }
+        st.body_bytes += parsed.body_len as u64;
         if started >= t0 && done <= t1 {
             st.ok_measured += 1;
             st.lat_us
@@ -720,16 +753,38 @@ fn percentile(sorted: &[u32], p: f64) -> u64 {
     u64::from(sorted[idx.min(sorted.len() - 1)])
 }
 
+/// The prebuilt `/v1/scan` requests to `addr`, one per prompt.
+fn requests_for(addr: std::net::SocketAddr, prompts: &[serde_json::Value]) -> Arc<Vec<Bytes>> {
+    Arc::new(
+        prompts
+            .iter()
+            .map(|p| scan_request_bytes(addr, p.to_string().as_bytes()))
+            .collect(),
+    )
+}
+
+/// A multi-threaded runtime for a server, as `rampart serve` builds it (worker threads =
+/// cores by default).
+fn server_runtime(args: &Args) -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(args.server_workers)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("server runtime: {e}"))
+}
+
+/// Phase B: the real server (audit log on or off) driven by the client.
 fn run_http(
     which: Which,
     prompts: &[serde_json::Value],
     expected: Vec<Action>,
     args: &Args,
+    audit: bool,
 ) -> Result<Http, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let audit_path = dir.path().join("audit.db");
     let mut cfg = server_config(which, &audit_path);
-    if args.no_audit {
+    if !audit {
         cfg.audit = None;
     }
     let options = ServerOptions {
@@ -737,12 +792,7 @@ fn run_http(
         default_pipeline: default_pipeline_config()?,
         reload_on_sighup: false,
     };
-    // The server's runtime, as `rampart serve` builds it (worker threads = cores by default).
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(args.server_workers)
-        .enable_all()
-        .build()
-        .map_err(|e| format!("server runtime: {e}"))?;
+    let rt = server_runtime(args)?;
     let server = rt
         .block_on(Server::bind(cfg, options))
         .map_err(|e| format!("server: {e}"))?;
@@ -754,14 +804,99 @@ fn run_http(
     let serving = rt.spawn(server.run(async move {
         let _ = stop_rx.await;
     }));
+    let mut h = drive(
+        addr,
+        requests_for(addr, prompts),
+        Some(Arc::new(expected)),
+        args,
+    )?;
+    h.audit_batch_mean = rt.block_on(audit_batch_mean(addr));
+    let _ = stop_tx.send(());
+    rt.block_on(serving)
+        .map_err(|e| format!("server task: {e}"))?
+        .map_err(|e| format!("server: {e}"))?;
+    drop(rt);
+    if audit {
+        h.audit_records = AuditReader::open(&audit_path)
+            .and_then(|r| r.count(&AuditFilter::default()))
+            .map_err(|e| format!("audit log: {e}"))?;
+    }
+    Ok(h)
+}
 
-    let requests: Arc<Vec<Bytes>> = Arc::new(
-        prompts
-            .iter()
-            .map(|p| scan_request_bytes(addr, p.to_string().as_bytes()))
-            .collect(),
+// ---------------------------------------------------------------- phase C
+
+/// A JSON object of exactly `len` bytes (at least `{"pad":""}`, 10 bytes).
+fn fixed_json_body(len: usize) -> String {
+    let empty = r#"{"pad":""}"#;
+    format!(
+        r#"{{"pad":"{}"}}"#,
+        "x".repeat(len.saturating_sub(empty.len()))
+    )
+}
+
+/// Phase C, the baseline: a bare axum server on the same kind of runtime (same worker
+/// count, `TCP_NODELAY` as Rampart sets it), with one route, `POST /v1/scan`, that reads
+/// the body and answers a fixed JSON body of `body_len` bytes; driven by the same client,
+/// connections and requests as phase B. What it measures is the HTTP cost alone on this
+/// machine: the ceiling Rampart's rate is compared with.
+fn run_baseline(
+    prompts: &[serde_json::Value],
+    body_len: usize,
+    args: &Args,
+) -> Result<Http, String> {
+    use axum::serve::ListenerExt;
+    let rt = server_runtime(args)?;
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .map_err(|e| format!("baseline bind: {e}"))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("baseline address: {e}"))?;
+    let body = axum::body::Bytes::from(fixed_json_body(body_len));
+    let app = axum::Router::new().route(
+        "/v1/scan",
+        axum::routing::post(move |_request: axum::body::Bytes| {
+            let body = body.clone();
+            async move {
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/json")],
+                    body,
+                )
+            }
+        }),
     );
-    let expected = Arc::new(expected);
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = rt.spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = stop_rx.await;
+            })
+            .await
+    });
+    let h = drive(addr, requests_for(addr, prompts), None, args)?;
+    let _ = stop_tx.send(());
+    rt.block_on(serving)
+        .map_err(|e| format!("baseline task: {e}"))?
+        .map_err(|e| format!("baseline server: {e}"))?;
+    Ok(h)
+}
+
+// ---------------------------------------------------------------- the client
+
+/// Drives the server at `addr` from `args.connections` keep-alive connections on one client
+/// thread through the warm-up and the measured window, sampling the CPU time of each
+/// thread group meanwhile. `expected`: the action each request must get (`None`: not
+/// checked). Returns everything but the audit figures.
+fn drive(
+    addr: std::net::SocketAddr,
+    requests: Arc<Vec<Bytes>>,
+    expected: Option<Arc<Vec<Action>>>,
+    args: &Args,
+) -> Result<Http, String> {
     let start = Instant::now();
     let t0 = start + args.warmup;
     let t1 = t0 + args.duration;
@@ -769,82 +904,69 @@ fn run_http(
     let (sampled_tx, sampled_rx) = std::sync::mpsc::channel();
     let cpu = sample_cpu(t0, t1, sampled_tx);
     // The client: one thread, a current-thread runtime, `conns` connections.
-    let client = {
-        let requests = requests.clone();
-        let expected = expected.clone();
-        std::thread::Builder::new()
-            .name("loadtest-client".into())
-            .spawn(move || -> Result<Vec<ConnStats>, String> {
-                let crt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("client runtime: {e}"))?;
-                crt.block_on(async move {
-                    let tasks: Vec<_> = (0..conns)
-                        .map(|c| {
-                            tokio::spawn(drive_connection(
-                                addr,
-                                requests.clone(),
-                                expected.clone(),
-                                c * requests.len() / conns,
-                                t0,
-                                t1,
-                            ))
-                        })
-                        .collect();
-                    let mut out = Vec::with_capacity(conns);
-                    for t in tasks {
-                        match t.await {
-                            Ok(s) => out.push(s),
-                            Err(e) => {
-                                return Err(format!("client task: {e}"));
-                            }
+    let client = std::thread::Builder::new()
+        .name("loadtest-client".into())
+        .spawn(move || -> Result<Vec<ConnStats>, String> {
+            let crt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("client runtime: {e}"))?;
+            crt.block_on(async move {
+                let tasks: Vec<_> = (0..conns)
+                    .map(|c| {
+                        tokio::spawn(drive_connection(
+                            addr,
+                            requests.clone(),
+                            expected.clone(),
+                            c * requests.len() / conns,
+                            t0,
+                            t1,
+                        ))
+                    })
+                    .collect();
+                let mut out = Vec::with_capacity(conns);
+                for t in tasks {
+                    match t.await {
+                        Ok(s) => out.push(s),
+                        Err(e) => {
+                            return Err(format!("client task: {e}"));
                         }
                     }
-                    Ok(out)
-                })
-                .inspect(|_| {
-                    // Stay alive until the CPU sample at t1 has counted this thread.
-                    let _ = sampled_rx.recv();
-                })
+                }
+                Ok(out)
             })
-            .map_err(|e| format!("client thread: {e}"))?
-    };
+            .inspect(|_| {
+                // Stay alive until the CPU sample at t1 has counted this thread.
+                let _ = sampled_rx.recv();
+            })
+        })
+        .map_err(|e| format!("client thread: {e}"))?;
     let stats = client
         .join()
         .map_err(|_| "client thread panicked".to_string())??;
-    let audit_batch_mean = rt.block_on(audit_batch_mean(addr));
-    let _ = stop_tx.send(());
-    rt.block_on(serving)
-        .map_err(|e| format!("server task: {e}"))?
-        .map_err(|e| format!("server: {e}"))?;
-    drop(rt);
-    let audit_records = if args.no_audit {
-        0
-    } else {
-        AuditReader::open(&audit_path)
-            .and_then(|r| r.count(&AuditFilter::default()))
-            .map_err(|e| format!("audit log: {e}"))?
-    };
 
     let mut h = Http {
-        audit_records,
-        audit_batch_mean,
         secs: args.duration.as_secs_f64(),
         ..Http::default()
     };
     let mut lat: Vec<u32> = Vec::new();
+    let mut body_bytes = 0u64;
     for s in stats {
         h.requests += s.ok_measured;
         h.warmup_requests += s.ok_warmup;
         h.errors += s.errors;
         h.mismatches += s.mismatches;
+        body_bytes += s.body_bytes;
         if h.first_error.is_none() {
             h.first_error = s.first_error;
         }
         lat.extend_from_slice(&s.lat_us);
     }
     lat.sort_unstable();
+    let answered = h.requests + h.warmup_requests;
+    if answered > 0 {
+        h.body_bytes_mean = body_bytes as f64 / answered as f64;
+    }
     let cpu = cpu.join().unwrap_or_default();
     if h.requests > 0 {
         let total: u64 = cpu.values().sum();
@@ -863,33 +985,99 @@ fn run_http(
 
 // ---------------------------------------------------------------- main
 
+/// One pipeline's measurements.
 struct Row {
     which: Which,
     a: InProcess,
-    b: Http,
+    /// Phase B with the audit log on, when run.
+    audit_on: Option<Http>,
+    /// Phase B with the audit log off, when run.
+    audit_off: Option<Http>,
+    /// The decisions' mean body size in phase B, bytes: the baseline's body size.
+    decision_bytes: usize,
+    /// Phase C: the bare axum server.
+    baseline: Http,
+}
+
+/// `x / y`, 0 when `y` is 0.
+fn ratio(x: f64, y: f64) -> f64 {
+    if y > 0.0 { x / y } else { 0.0 }
+}
+
+/// p99 / p50 of a run.
+fn tail(h: &Http) -> f64 {
+    ratio(h.p99_us as f64, h.p50_us as f64)
+}
+
+/// Requests answered, warm-up included.
+fn acknowledged(h: &Http) -> u64 {
+    h.requests + h.warmup_requests
 }
 
 impl Row {
-    fn ratio(&self) -> f64 {
-        if self.a.rps > 0.0 {
-            self.b.rps / self.a.rps
-        } else {
-            0.0
-        }
+    /// The main HTTP run: with the audit log when it ran.
+    fn main_http(&self) -> Option<&Http> {
+        self.audit_on.as_ref().or(self.audit_off.as_ref())
     }
-    fn tail(&self) -> f64 {
-        if self.b.p50_us > 0 {
-            self.b.p99_us as f64 / self.b.p50_us as f64
-        } else {
-            0.0
-        }
+    /// Rampart's HTTP rate as a fraction of the baseline's.
+    fn to_baseline(&self, h: Option<&Http>) -> Option<f64> {
+        h.map(|h| ratio(h.rps, self.baseline.rps))
     }
-    fn acknowledged(&self) -> u64 {
-        self.b.requests + self.b.warmup_requests
+    /// The HTTP runs, labelled for the table, each with whether it had an audit log.
+    fn http_runs(&self) -> Vec<(String, &Http, bool)> {
+        let mut runs = Vec::new();
+        if let Some(h) = &self.audit_on {
+            runs.push(("rampart, audit log on".to_string(), h, true));
+        }
+        if let Some(h) = &self.audit_off {
+            runs.push(("rampart, audit log off".to_string(), h, false));
+        }
+        runs.push((
+            format!("bare axum, {} B body", self.decision_bytes),
+            &self.baseline,
+            false,
+        ));
+        runs
     }
     fn ok(&self) -> bool {
-        self.b.errors == 0 && self.b.mismatches == 0 && self.b.audit_records == self.acknowledged()
+        let clean = |h: &Http| h.errors == 0 && h.mismatches == 0;
+        self.audit_on
+            .as_ref()
+            .is_none_or(|h| clean(h) && h.audit_records == acknowledged(h))
+            && self.audit_off.as_ref().is_none_or(clean)
+            && clean(&self.baseline)
     }
+}
+
+/// A figure, or `-` for a run that did not happen.
+fn or_dash(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn http_json(h: &Http) -> serde_json::Value {
+    json!({
+        "requests": h.requests,
+        "rps": h.rps,
+        "p50_us": h.p50_us,
+        "p90_us": h.p90_us,
+        "p99_us": h.p99_us,
+        "max_us": h.max_us,
+        "errors": h.errors,
+        "decision_mismatches": h.mismatches,
+        "acknowledged": acknowledged(h),
+        "audit_records": h.audit_records,
+        "audit_batch_mean": h.audit_batch_mean,
+        "body_bytes_mean": h.body_bytes_mean,
+        "cpu_us_per_request": h.cpu_us_per_req.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+    })
+}
+
+fn cpu_line(h: &Http) -> String {
+    h.cpu_us_per_req
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn install_logging() -> Result<(), String> {
@@ -947,9 +1135,9 @@ fn run() -> Result<bool, String> {
             .collect::<Result<_, _>>()
             .map_err(|e| e.to_string())?;
         let blocked = expected.iter().filter(|a| **a == Action::Block).count();
+        let name = which.name();
         eprintln!(
-            "[{}] layers: {:?}; {} of {} prompts BLOCK; phase A …",
-            which.name(),
+            "[{name}] layers: {:?}; {} of {} prompts BLOCK; phase A …",
             pipeline
                 .detectors()
                 .iter()
@@ -964,70 +1152,131 @@ fn run() -> Result<bool, String> {
             run_in_process(&pipeline, &reqs, args.threads, args.warmup, args.duration)?
         };
         drop(pipeline);
-        eprintln!("[{}] phase A: {:.0} req/s; phase B …", which.name(), a.rps);
-        let b = run_http(which, &prompts, expected, &args)?;
+        eprintln!("[{name}] phase A: {:.0} req/s; phase B …", a.rps);
+        let b = |audit: bool| -> Result<Http, String> {
+            let h = run_http(which, &prompts, expected.clone(), &args, audit)?;
+            eprintln!(
+                "[{name}] phase B, audit log {}: {:.0} req/s; audit group commit {} records on average; CPU µs per request: phase A {:.1}, phase B {}",
+                if audit { "on" } else { "off" },
+                h.rps,
+                or_dash(h.audit_batch_mean, 1),
+                a.cpu_us_per_req,
+                cpu_line(&h),
+            );
+            Ok(h)
+        };
+        let audit_on = args.audit.on().then(|| b(true)).transpose()?;
+        let audit_off = args.audit.off().then(|| b(false)).transpose()?;
+        let decision_bytes = audit_on
+            .as_ref()
+            .or(audit_off.as_ref())
+            .map_or(0, |h| h.body_bytes_mean.round() as usize);
+        eprintln!("[{name}] phase C: bare axum, {decision_bytes} B body …");
+        let baseline = run_baseline(&prompts, decision_bytes, &args)?;
         eprintln!(
-            "[{}] phase B: {:.0} req/s; audit group commit {:.1} records on average; CPU µs per request: phase A {:.1}, phase B {}",
-            which.name(),
-            b.rps,
-            b.audit_batch_mean.unwrap_or(0.0),
-            a.cpu_us_per_req,
-            b.cpu_us_per_req
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.1}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "[{name}] phase C: {:.0} req/s; CPU µs per request: {}",
+            baseline.rps,
+            cpu_line(&baseline),
         );
-        rows.push(Row { which, a, b });
+        rows.push(Row {
+            which,
+            a,
+            audit_on,
+            audit_off,
+            decision_bytes,
+            baseline,
+        });
     }
 
     println!();
     println!(
-        "| pipeline | in-process req/s | HTTP req/s | ratio HTTP/in-process | p50 ms | p90 ms | p99 ms | max ms | p99/p50 | errors | audit records / acknowledged |"
+        "| pipeline | server | req/s | p50 ms | p90 ms | p99 ms | max ms | p99/p50 | errors | audit records / acknowledged |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &rows {
+        for (server, h, audit) in r.http_runs() {
+            let audit = if audit {
+                format!("{} / {}", h.audit_records, acknowledged(h))
+            } else {
+                "-".to_string()
+            };
+            println!(
+                "| {} | {server} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {audit} |",
+                r.which.name(),
+                h.rps,
+                h.p50_us as f64 / 1e3,
+                h.p90_us as f64 / 1e3,
+                h.p99_us as f64 / 1e3,
+                h.max_us as f64 / 1e3,
+                tail(h),
+                h.errors + h.mismatches,
+            );
+        }
+    }
+    println!();
+    println!(
+        "| pipeline | in-process req/s | bare axum req/s | Rampart req/s, audit on | **audit on / bare axum** | Rampart req/s, audit off | audit off / bare axum | audit on / in-process |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for r in &rows {
+        let on = r.audit_on.as_ref();
+        let off = r.audit_off.as_ref();
         println!(
-            "| {} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} | {} / {} |",
+            "| {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
             r.which.name(),
             r.a.rps,
-            r.b.rps,
-            r.ratio(),
-            r.b.p50_us as f64 / 1e3,
-            r.b.p90_us as f64 / 1e3,
-            r.b.p99_us as f64 / 1e3,
-            r.b.max_us as f64 / 1e3,
-            r.tail(),
-            r.b.errors + r.b.mismatches,
-            r.b.audit_records,
-            r.acknowledged(),
+            r.baseline.rps,
+            or_dash(on.map(|h| h.rps), 0),
+            or_dash(r.to_baseline(on), 2),
+            or_dash(off.map(|h| h.rps), 0),
+            or_dash(r.to_baseline(off), 2),
+            or_dash(on.map(|h| ratio(h.rps, r.a.rps)), 2),
         );
     }
     println!();
     let mut all_ok = true;
     for r in &rows {
-        let ratio_ok = r.ratio() >= 0.5;
-        let tail_ok = r.tail() < 10.0;
-        println!(
-            "{}: ratio {:.2} ({} the 0.50 target{}), p99/p50 {:.1} ({} 10), errors {}, decision mismatches {}, audit {} of {} acknowledged{}",
-            r.which.name(),
-            r.ratio(),
-            if ratio_ok { "meets" } else { "BELOW" },
-            if r.which == Which::Deterministic {
-                ""
-            } else {
-                ", informative for this pipeline"
+        let target = match r.to_baseline(r.audit_on.as_ref()) {
+            Some(x) => format!(
+                "{x:.2} ({} the 0.50 target{})",
+                if x >= 0.5 { "meets" } else { "BELOW" },
+                if r.which == Which::Deterministic {
+                    ""
+                } else {
+                    ", informative for this pipeline"
+                },
+            ),
+            None => "not run".to_string(),
+        };
+        let without = or_dash(r.to_baseline(r.audit_off.as_ref()), 2);
+        let main = r.main_http().unwrap_or(&r.baseline);
+        let tail_ok = tail(main) < 10.0;
+        let runs = r.http_runs();
+        let errors: u64 = runs.iter().map(|(_, h, _)| h.errors).sum();
+        let mismatches: u64 = runs.iter().map(|(_, h, _)| h.mismatches).sum();
+        let first_error = runs
+            .iter()
+            .find_map(|(server, h, _)| {
+                h.first_error
+                    .as_ref()
+                    .map(|e| format!("; first error ({server}): {e}"))
+            })
+            .unwrap_or_default();
+        let audit = r.audit_on.as_ref().map_or_else(
+            || "no audit log".to_string(),
+            |h| {
+                format!(
+                    "audit {} of {} acknowledged",
+                    h.audit_records,
+                    acknowledged(h)
+                )
             },
-            r.tail(),
+        );
+        println!(
+            "{}: HTTP rate / bare axum: audit log on {target}, audit log off {without}; p99/p50 {:.1} ({} 10), errors {errors}, decision mismatches {mismatches}, {audit}{first_error}",
+            r.which.name(),
+            tail(main),
             if tail_ok { "under" } else { "NOT under" },
-            r.b.errors,
-            r.b.mismatches,
-            r.b.audit_records,
-            r.acknowledged(),
-            r.b.first_error
-                .as_deref()
-                .map(|e| format!("; first error: {e}"))
-                .unwrap_or_default(),
         );
         all_ok &= r.ok();
     }
@@ -1045,22 +1294,16 @@ fn run() -> Result<bool, String> {
             "results": rows.iter().map(|r| json!({
                 "pipeline": r.which.name(),
                 "in_process": {"requests": r.a.requests, "rps": r.a.rps, "cpu_us_per_request": r.a.cpu_us_per_req},
-                "http": {
-                    "requests": r.b.requests,
-                    "rps": r.b.rps,
-                    "p50_us": r.b.p50_us,
-                    "p90_us": r.b.p90_us,
-                    "p99_us": r.b.p99_us,
-                    "max_us": r.b.max_us,
-                    "errors": r.b.errors,
-                    "decision_mismatches": r.b.mismatches,
-                    "acknowledged": r.acknowledged(),
-                    "audit_records": r.b.audit_records,
-                    "audit_batch_mean": r.b.audit_batch_mean,
-                    "cpu_us_per_request": r.b.cpu_us_per_req.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+                "http": r.audit_on.as_ref().map(http_json),
+                "http_audit_off": r.audit_off.as_ref().map(http_json),
+                "baseline": http_json(&r.baseline),
+                "decision_bytes_mean": r.decision_bytes,
+                "ratio": r.audit_on.as_ref().map(|h| ratio(h.rps, r.a.rps)),
+                "ratio_to_baseline": {
+                    "audit_on": r.to_baseline(r.audit_on.as_ref()),
+                    "audit_off": r.to_baseline(r.audit_off.as_ref()),
                 },
-                "ratio": r.ratio(),
-                "p99_over_p50": r.tail(),
+                "p99_over_p50": r.main_http().map(tail),
             })).collect::<Vec<_>>(),
         });
         let text = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;

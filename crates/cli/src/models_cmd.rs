@@ -14,14 +14,16 @@
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, Subcommand};
-use rampart_datasets::{
-    Downloader, SystemDownloader, default_data_dir, extract, sha256_file, sha256_hex, write_atomic,
-};
-use safetensors::SafeTensors;
-use safetensors::tensor::TensorView;
+use rampart_datasets::default_data_dir;
+use rampart_fetch::{Downloader, SystemDownloader, extract, sha256_file, sha256_hex, write_atomic};
+use rampart_transformer::ort_install::{self, Installed, ORT_VERSION};
+use rampart_transformer::overlay::merge;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+
+/// Where `models onnxruntime` puts the library.
+pub use rampart_transformer::ort_install::library_path as onnxruntime_path;
 
 /// The built-in models: name and description.
 pub const BUILTIN_MODELS: &[(&str, &str)] = &[(
@@ -87,18 +89,6 @@ pub struct OnnxruntimeArgs {
     pub wheel: Option<PathBuf>,
 }
 
-/// The ONNX Runtime release `models onnxruntime` installs: the version `ort` 2.0.0-rc.15 is
-/// built for.
-const ORT_VERSION: &str = "1.31.1";
-/// The library inside the wheel (identical bytes in the cp311 and cp312 manylinux wheels).
-const ORT_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
-const ORT_SHA256: &str = "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3";
-
-/// Where `models onnxruntime` puts the library.
-pub fn onnxruntime_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("lib").join("libonnxruntime.so.1.31.1")
-}
-
 #[derive(Debug, Args)]
 pub struct SetupArgs {
     /// Models to build (default: every built-in model).
@@ -161,55 +151,17 @@ pub fn run(cmd: &ModelsCommand) -> Result<u8> {
 
 fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    let dest = onnxruntime_path(&data_dir);
-    if args.wheel.is_none() && dest.is_file() && sha256_file(&dest)? == ORT_SHA256 {
-        println!("up to date: {}", dest.display());
-        return Ok(0);
+    let announce = || eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
+    match ort_install::install(&data_dir, args.wheel.as_deref(), dl, &announce)? {
+        Installed::UpToDate(dest) => println!("up to date: {}", dest.display()),
+        Installed::Written(dest) => {
+            println!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display());
+            println!(
+                "rampart uses it for ONNX models (a layer's `onnxruntime` option or \
+                 ORT_DYLIB_PATH override it)"
+            );
+        }
     }
-    let tmp = data_dir
-        .join("cache")
-        .join(format!(".ort-{}", std::process::id()));
-    // Download (unless --wheel), extract, check, install; the download folder is removed
-    // whatever happens.
-    let result = (|| -> Result<()> {
-        let wheel = match &args.wheel {
-            Some(w) => w.clone(),
-            None => {
-                std::fs::create_dir_all(&tmp)
-                    .with_context(|| format!("creating {}", tmp.display()))?;
-                eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
-                dl.pip_download("onnxruntime", ORT_VERSION, &tmp)?;
-                std::fs::read_dir(&tmp)
-                    .with_context(|| format!("reading {}", tmp.display()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().is_some_and(|x| x == "whl"))
-                    .with_context(|| {
-                        format!("pip produced no wheel for onnxruntime=={ORT_VERSION}")
-                    })?
-            }
-        };
-        let files = extract(&wheel, &[ORT_MEMBER.to_string()])?;
-        let lib = files
-            .into_iter()
-            .next()
-            .with_context(|| format!("{} holds no {ORT_MEMBER}", wheel.display()))?;
-        let got = sha256_hex(&lib.bytes);
-        ensure!(
-            got == ORT_SHA256,
-            "{}!{ORT_MEMBER}: SHA-256 {got}, expected {ORT_SHA256} (onnxruntime {ORT_VERSION}, \
-             Linux x86-64)",
-            wheel.display()
-        );
-        write_atomic(&dest, &lib.bytes)?;
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    println!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display());
-    println!(
-        "rampart uses it for ONNX models (a layer's `onnxruntime` option or ORT_DYLIB_PATH \
-         override it)"
-    );
     Ok(0)
 }
 
@@ -277,75 +229,6 @@ struct SetupRecord {
     base_tensors: usize,
     overlay_replaced: usize,
     overlay_added: usize,
-}
-
-/// What [`merge`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MergeStats {
-    /// Base tensors kept (renamed), dropped ones not counted.
-    pub base_tensors: usize,
-    /// Overlay tensors that replaced a base tensor.
-    pub replaced: usize,
-    /// Overlay tensors not in the base (e.g. the classifier head).
-    pub added: usize,
-}
-
-/// Merges a base safetensors file and an overlay: every base tensor (except `dropped`) under
-/// `prefix` + its name, then every overlay tensor by its own name. An overlay tensor that
-/// replaces a base tensor must have the same dtype and shape; one under `prefix` that matches
-/// no base tensor is an error (a renamed or misspelled layer would otherwise be ignored by
-/// loaders and keep the base weights).
-pub fn merge(
-    base: &[u8],
-    overlay: &[u8],
-    prefix: &str,
-    dropped: &[String],
-) -> Result<(Vec<u8>, MergeStats)> {
-    let base = SafeTensors::deserialize(base).context("reading the base safetensors")?;
-    let over = SafeTensors::deserialize(overlay).context("reading the overlay safetensors")?;
-    let mut out: BTreeMap<String, TensorView<'_>> = BTreeMap::new();
-    for (name, view) in base.tensors() {
-        if dropped.iter().any(|d| d == &name) {
-            continue;
-        }
-        out.insert(format!("{prefix}{name}"), view);
-    }
-    let base_tensors = out.len();
-    let (mut replaced, mut added) = (0, 0);
-    for (name, view) in over.tensors() {
-        match out.get(&name) {
-            Some(old) => {
-                ensure!(
-                    old.dtype() == view.dtype() && old.shape() == view.shape(),
-                    "overlay tensor {name} is {:?} {:?}, the base has {:?} {:?}",
-                    view.dtype(),
-                    view.shape(),
-                    old.dtype(),
-                    old.shape()
-                );
-                replaced += 1;
-            }
-            None => {
-                ensure!(
-                    prefix.is_empty() || !name.starts_with(prefix),
-                    "overlay tensor {name} matches no base tensor"
-                );
-                added += 1;
-            }
-        }
-        out.insert(name, view);
-    }
-    ensure!(replaced + added > 0, "the overlay holds no tensors");
-    let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
-    let bytes = safetensors::serialize(&out, Some(metadata)).context("writing safetensors")?;
-    Ok((
-        bytes,
-        MergeStats {
-            base_tensors,
-            replaced,
-            added,
-        },
-    ))
 }
 
 /// The source directory: `--source`, else `./models` when it holds the model, else the

@@ -19,6 +19,9 @@
 //! * **Layer**: [`TransformerFactory`] builds `kind = "transformer"` layers
 //!   ([`TransformerLayerOptions`]).
 //! * **Hub**: [`hub::pull`] downloads a model directory; [`hub::known_models`] names a few.
+//! * **Set-up**: [`overlay::merge`] builds `model.safetensors` from a base checkpoint and a
+//!   fine-tuning overlay; [`ort_install::install`] installs the ONNX Runtime library
+//!   [`onnx`] loads.
 //!
 //! ```
 //! use rampart_transformer::{Classifier, ClassifierOptions};
@@ -49,6 +52,8 @@ pub mod labels;
 mod model;
 mod nn;
 pub mod onnx;
+pub mod ort_install;
+pub mod overlay;
 
 pub use config::Architecture;
 pub use detector::{

@@ -31,9 +31,9 @@ pub fn sha256_file(path: &Path) -> Result<String, FetchError> {
     Ok(hex(&hasher.finalize()))
 }
 
-/// The checksum the catalog pins for a set of source files: for one file, its plain SHA-256
-/// (what `sha256sum FILE` prints); for several, the SHA-256 of the `sha256sum`-style listing
-/// `"{sha256}  {path}\n"`, one line per file, sorted by path.
+/// One checksum for a set of files (the form the dataset catalog pins): for one file, its
+/// plain SHA-256 (what `sha256sum FILE` prints); for several, the SHA-256 of the
+/// `sha256sum`-style listing `"{sha256}  {path}\n"`, one line per file, sorted by path.
 pub fn files_sha256<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
     let mut lines: Vec<(String, String)> = files
         .into_iter()

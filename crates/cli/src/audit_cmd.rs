@@ -36,8 +36,8 @@ pub struct FilterArgs {
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
     /// Only this action.
-    #[arg(long, ignore_case = true, value_parser = ["ALLOW", "SANITIZE", "BLOCK"])]
-    pub action: Option<String>,
+    #[arg(long, value_enum, ignore_case = true)]
+    pub action: Option<ActionArg>,
     /// Only records with a finding of this rule ID (e.g. CTRL_001).
     #[arg(long, value_name = "RULE_ID")]
     pub rule: Option<String>,
@@ -50,6 +50,27 @@ pub struct FilterArgs {
     /// Only records of this endpoint (scan, scan_batch, scan_output, chat_completions…).
     #[arg(long, value_name = "NAME")]
     pub endpoint: Option<String>,
+}
+
+/// `--action`: the decisions the audit log records.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ActionArg {
+    #[value(name = "ALLOW")]
+    Allow,
+    #[value(name = "SANITIZE")]
+    Sanitize,
+    #[value(name = "BLOCK")]
+    Block,
+}
+
+impl From<ActionArg> for rampart_core::Action {
+    fn from(a: ActionArg) -> Self {
+        match a {
+            ActionArg::Allow => rampart_core::Action::Allow,
+            ActionArg::Sanitize => rampart_core::Action::Sanitize,
+            ActionArg::Block => rampart_core::Action::Block,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -113,7 +134,9 @@ impl FilterArgs {
         let f = AuditFilter {
             since_ms: time("since", &self.since)?,
             until_ms: time("until", &self.until)?,
-            action: self.action.as_ref().map(|a| a.to_ascii_uppercase()),
+            action: self
+                .action
+                .map(|a| rampart_core::Action::from(a).name().to_owned()),
             rule_id: self.rule.clone(),
             key_id: self.key.clone(),
             request_id: self.request.clone(),

@@ -2,15 +2,18 @@
 //! `rampart_datasets`; this module parses arguments and prints.
 
 use anyhow::{Context, Result, bail};
-use clap::{Args, Subcommand};
+use clap::builder::PossibleValue;
+use clap::{Args, Subcommand, ValueEnum};
+use rampart_core::timefmt::now_rfc3339;
 use rampart_datasets::{
     Catalog, ColumnMap, Entry, FetchOptions, FetchReport, FetchStatus, Format, ImportOptions,
-    KeyKind, LoadedDataset, Manifest, ManifestEntry, Named, SystemDownloader, dedup,
-    default_data_dir, fetch, find_duplicates, import_file, leakage, load, now_rfc3339, parse_label,
-    parse_label_map, parse_split, sha256_file, write_records,
+    KeyKind, Label, LoadedDataset, Manifest, ManifestEntry, Named, Split, dedup, default_data_dir,
+    fetch, find_duplicates, import_file, leakage, load, parse_label_map, write_records,
 };
+use rampart_fetch::{SystemDownloader, sha256_file};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 /// Exit status of `leakage --fail-on-leak` when prompts are shared, and of `import --strict`
 /// when rows were skipped.
@@ -78,8 +81,8 @@ pub struct ImportArgs {
     /// The file to convert.
     pub file: PathBuf,
     /// Its format (default: from the extension).
-    #[arg(long, value_name = "json|jsonl|csv|parquet")]
-    pub format: Option<String>,
+    #[arg(long, value_enum, ignore_case = true)]
+    pub format: Option<ImportFormat>,
     /// Dataset name: output DATA_DIR/NAME.jsonl, id prefix NAME.
     #[arg(long)]
     pub name: String,
@@ -95,9 +98,9 @@ pub struct ImportArgs {
     /// Source label value → label, e.g. "1=attack,0=benign" (default: values are label names).
     #[arg(long, value_name = "MAP")]
     pub label_map: Option<String>,
-    /// The label of every row when there is no label column (attack, benign, …).
-    #[arg(long, value_name = "LABEL")]
-    pub label: Option<String>,
+    /// The label of every row when there is no label column.
+    #[arg(long, value_name = "LABEL", value_enum)]
+    pub label: Option<LabelArg>,
     /// Column holding the category.
     #[arg(long, value_name = "COL")]
     pub category_col: Option<String>,
@@ -110,9 +113,9 @@ pub struct ImportArgs {
     /// Column holding the language code.
     #[arg(long, value_name = "COL")]
     pub language_col: Option<String>,
-    /// Split of every record (train, validation, test, eval, unknown).
-    #[arg(long)]
-    pub split: Option<String>,
+    /// Split of every record.
+    #[arg(long, value_enum)]
+    pub split: Option<SplitArg>,
     /// `source` of every record (default: the file name).
     #[arg(long)]
     pub source: Option<String>,
@@ -149,14 +152,74 @@ pub struct DedupArgs {
     #[arg(long, value_name = "DIR")]
     pub write_dir: Option<PathBuf>,
     /// Which duplicates --write-dir removes.
-    #[arg(long, value_name = "exact|normalized", default_value = "normalized")]
-    pub by: String,
+    #[arg(long, value_enum, default_value_t = DedupBy::Normalized)]
+    pub by: DedupBy,
     /// Duplicate groups to show, per kind.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub examples: usize,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `import --format`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ImportFormat {
+    Json,
+    #[value(alias = "ndjson")]
+    Jsonl,
+    Csv,
+    #[value(alias = "pq")]
+    Parquet,
+}
+
+impl From<ImportFormat> for Format {
+    fn from(f: ImportFormat) -> Self {
+        match f {
+            ImportFormat::Json => Format::Json,
+            ImportFormat::Jsonl => Format::Jsonl,
+            ImportFormat::Csv => Format::Csv,
+            ImportFormat::Parquet => Format::Parquet,
+        }
+    }
+}
+
+/// A newtype over a `rampart_datasets` enum with `ALL` and `name()`, taken on the command
+/// line by its name (clap lists the names and refuses others).
+macro_rules! by_name_arg {
+    ($(#[$doc:meta])* $arg:ident($ty:ident)) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $arg($ty);
+
+        impl ValueEnum for $arg {
+            fn value_variants<'a>() -> &'a [Self] {
+                static ALL: LazyLock<[$arg; $ty::ALL.len()]> =
+                    LazyLock::new(|| $ty::ALL.map($arg));
+                &*ALL
+            }
+
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(PossibleValue::new(self.0.name()))
+            }
+        }
+    };
+}
+
+by_name_arg!(
+    /// `import --label`.
+    LabelArg(Label)
+);
+by_name_arg!(
+    /// `import --split`.
+    SplitArg(Split)
+);
+
+/// `dedup --by`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum DedupBy {
+    Exact,
+    Normalized,
 }
 
 #[derive(Debug, Args)]
@@ -430,9 +493,8 @@ fn reasons(skipped: &BTreeMap<String, usize>) -> String {
 }
 
 fn import(args: &ImportArgs) -> Result<u8> {
-    let format = match &args.format {
-        Some(f) => Format::parse(f)
-            .with_context(|| format!("unknown format `{f}` (json, jsonl, csv, parquet)"))?,
+    let format = match args.format {
+        Some(f) => Format::from(f),
         None => Format::from_path(&args.file).with_context(|| {
             format!(
                 "cannot tell the format of {} from its extension: give --format",
@@ -452,14 +514,8 @@ fn import(args: &ImportArgs) -> Result<u8> {
         Some(m) => parse_label_map(m)?,
         None => BTreeMap::new(),
     };
-    let label = match &args.label {
-        Some(l) => Some(parse_label(l).with_context(|| format!("`{l}` is not a label"))?),
-        None => None,
-    };
-    let split = match &args.split {
-        Some(s) => Some(parse_split(s).with_context(|| format!("`{s}` is not a split"))?),
-        None => None,
-    };
+    let label = args.label.map(|l| l.0);
+    let split = args.split.map(|s| s.0);
     let source = args.source.clone().or_else(|| {
         args.file
             .file_name()
@@ -565,10 +621,9 @@ fn load_all(names: &[String], dir: &Path) -> Result<Vec<LoadedDataset>> {
 }
 
 fn dedup_cmd(args: &DedupArgs) -> Result<u8> {
-    let by = match args.by.as_str() {
-        "exact" => KeyKind::Exact,
-        "normalized" => KeyKind::Normalized,
-        other => bail!("--by {other}: expected exact or normalized"),
+    let by = match args.by {
+        DedupBy::Exact => KeyKind::Exact,
+        DedupBy::Normalized => KeyKind::Normalized,
     };
     let dir = data_dir(args.data_dir.as_ref());
     let sets = load_all(&args.names, &dir)?;

@@ -6,7 +6,7 @@ use rampart_datasets::{CLEAN_BENIGN_NAME, Record, default_data_dir, load};
 use rampart_discover::{
     BENIGN_CORPUS_NAME, Corpus, DEFAULT_OUTPUT_PATH, MineInput, MineOptions, Recommendation,
     RunContext, ToRuleOptions, existing_rules_matcher, find_candidate, mine, read_eval_log,
-    timefmt, to_jsonl, to_rule, validate_jsonl,
+    to_jsonl, to_rule, validate_jsonl,
 };
 use rampart_rules::RulePack;
 use std::collections::{BTreeMap, BTreeSet};
@@ -172,7 +172,11 @@ fn run_mine(args: &MineArgs) -> Result<u8> {
     let policy_version = args.policy_version.clone().unwrap_or_else(|| {
         crate::default_config().map_or_else(|_| "unknown".to_string(), |c| c.policy.version)
     });
-    let ctx = RunContext::new(git_commit(), policy_version, timefmt::now_utc());
+    let ctx = RunContext::new(
+        git_commit(),
+        policy_version,
+        rampart_core::timefmt::now_rfc3339(),
+    );
     let opts = MineOptions {
         min_support: args.min_support,
         max_candidates: args.max,

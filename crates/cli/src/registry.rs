@@ -47,7 +47,7 @@ fn setup_hint(options: &toml::Table) -> Option<String> {
         return None;
     }
     let name = dir.file_name()?.to_str()?;
-    if !crate::models_cmd::BUILTIN_MODELS
+    if !rampart_transformer::builtin::MODELS
         .iter()
         .any(|(n, _)| *n == name)
     {

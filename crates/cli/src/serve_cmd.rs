@@ -3,7 +3,7 @@
 //! `rampart_server::config`; `rampart config check FILE` validates one.
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{Server, ServerOptions};
 use std::io::Read;
@@ -23,9 +23,18 @@ pub struct ServeArgs {
     /// Address to listen on (overrides server.listen and RAMPART_LISTEN).
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// Log format on stderr: `json` (default) or `text`. Level: RUST_LOG (default info).
-    #[arg(long, value_name = "FORMAT", default_value = "json")]
-    log_format: String,
+    /// Log format on stderr. Level: RUST_LOG (default info).
+    #[arg(long, value_name = "FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    log_format: LogFormat,
+}
+
+/// `serve --log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    /// One JSON object per event.
+    Json,
+    /// Human-readable lines.
+    Text,
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,16 +102,15 @@ pub fn config_kind(src: &str) -> ConfigKind {
     }
 }
 
-fn init_logging(format: &str) -> Result<()> {
+fn init_logging(format: LogFormat) -> Result<()> {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        "json" => builder.json().flatten_event(true).try_init(),
-        "text" => builder.try_init(),
-        other => anyhow::bail!("--log-format must be json or text, not {other:?}"),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.try_init(),
     }
     .map_err(|e| anyhow::anyhow!("cannot initialize logging: {e}"))
 }
@@ -120,7 +128,7 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
         outln!("{}", hash_api_key(key))?;
         return Ok(0);
     }
-    init_logging(&args.log_format)?;
+    init_logging(args.log_format)?;
     let cfg = load_config(args.config.as_deref(), args.listen.as_deref())?;
     let options = ServerOptions {
         registry: Arc::new(crate::registry::registry()),

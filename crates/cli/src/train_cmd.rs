@@ -109,11 +109,10 @@ fn load(specs: &[String], data_dir: &std::path::Path) -> Result<Vec<Example>> {
 }
 
 fn linear(a: &LinearArgs) -> Result<u8> {
-    let data_dir = a.data_dir.clone().unwrap_or_else(|| {
-        std::env::var_os("RAMPART_DATA_DIR")
-            .filter(|v| !v.is_empty())
-            .map_or_else(|| PathBuf::from("data"), PathBuf::from)
-    });
+    let data_dir = a
+        .data_dir
+        .clone()
+        .unwrap_or_else(rampart_datasets::default_data_dir);
     let train = load(&a.train, &data_dir)?;
     let valid = load(&a.valid, &data_dir)?;
     let name = a.name.clone().unwrap_or_else(|| {

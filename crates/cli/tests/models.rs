@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_datasets::sha256_hex;
+use rampart_fetch::sha256_hex;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, SafeTensors};
 use std::collections::BTreeMap;

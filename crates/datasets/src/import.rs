@@ -6,13 +6,17 @@
 //! header, not a Parquet file, invalid JSON document) fails the whole call.
 
 use crate::error::DatasetError;
-use crate::hash::{MAX_SOURCE_BYTES, MAX_TEXT_BYTES, read_capped};
 use crate::record::{Label, Record, RowError, Split};
 use rampart_core::{Role, Segment};
+use rampart_fetch::{MAX_SOURCE_BYTES, read_capped};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+
+/// Largest prompt text accepted in one record (bytes); longer rows are skipped with a
+/// per-row error.
+pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
 /// A tabular input format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -183,15 +187,7 @@ pub fn parse_label(s: &str) -> Option<Label> {
 
 /// Parses a split name.
 pub fn parse_split(s: &str) -> Option<Split> {
-    [
-        Split::Train,
-        Split::Validation,
-        Split::Test,
-        Split::Eval,
-        Split::Unknown,
-    ]
-    .into_iter()
-    .find(|x| x.name() == s)
+    Split::ALL.into_iter().find(|x| x.name() == s)
 }
 
 /// The result of a conversion: the good records, one error per skipped row, and the number

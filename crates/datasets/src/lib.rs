@@ -2,7 +2,8 @@
 //! documented mapping to attack/benign ([`Label`]), a reader that reports malformed rows one
 //! by one instead of giving up on the file, the catalog of public datasets ([`Catalog`]),
 //! fetching and converting them ([`fetch()`]), importing local files ([`import_file`]), and
-//! deduplication and train/eval leakage checks ([`find_duplicates`], [`leakage`]).
+//! deduplication and train/eval leakage checks ([`find_duplicates`], [`leakage`]). Downloads,
+//! checksums, archive extraction and atomic writes come from `rampart-fetch`.
 //!
 //! ```
 //! use rampart_datasets::{Label, read_jsonl_str};
@@ -59,7 +60,6 @@ mod catalog;
 mod dedup;
 mod error;
 mod fetch;
-mod hash;
 mod import;
 mod load;
 mod record;
@@ -72,16 +72,12 @@ pub use dedup::{
 };
 pub use error::DatasetError;
 pub use fetch::{
-    Downloader, FetchOptions, FetchReport, FetchStatus, Manifest, ManifestEntry, SystemDownloader,
-    convert, default_data_dir, extract, fetch, glob_match, now_rfc3339, records_to_jsonl,
-    write_atomic, write_records,
-};
-pub use hash::{
-    MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, MAX_TEXT_BYTES, files_sha256, sha256_file, sha256_hex,
+    FetchOptions, FetchReport, FetchStatus, Manifest, ManifestEntry, convert, default_data_dir,
+    fetch, records_to_jsonl, write_records,
 };
 pub use import::{
-    ColumnMap, Format, ImportOptions, Outcome, import_bytes, import_file, parse_label,
-    parse_label_map, parse_split,
+    ColumnMap, Format, ImportOptions, MAX_TEXT_BYTES, Outcome, import_bytes, import_file,
+    parse_label, parse_label_map, parse_split,
 };
 pub use load::{
     BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1,

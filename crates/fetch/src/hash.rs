@@ -1,6 +1,6 @@
 //! SHA-256 helpers and input size limits.
 
-use crate::error::DatasetError;
+use crate::error::FetchError;
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
@@ -10,9 +10,6 @@ pub const MAX_ARCHIVE_BYTES: u64 = 256 * 1024 * 1024;
 /// Largest single source file accepted, compressed or extracted (bytes). The ShareGPT file is
 /// about 126 MB.
 pub const MAX_SOURCE_BYTES: u64 = 512 * 1024 * 1024;
-/// Largest prompt text accepted in one record (bytes); longer rows are skipped with a
-/// per-row error.
-pub const MAX_TEXT_BYTES: usize = 1024 * 1024;
 
 /// Lower-case hex SHA-256 of a byte string.
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -20,12 +17,12 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 /// Lower-case hex SHA-256 of a file, streamed.
-pub fn sha256_file(path: &Path) -> Result<String, DatasetError> {
-    let mut file = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
+pub fn sha256_file(path: &Path) -> Result<String, FetchError> {
+    let mut file = std::fs::File::open(path).map_err(|e| FetchError::io(path, e))?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let n = file.read(&mut buf).map_err(|e| DatasetError::io(path, e))?;
+        let n = file.read(&mut buf).map_err(|e| FetchError::io(path, e))?;
         if n == 0 {
             break;
         }
@@ -34,9 +31,9 @@ pub fn sha256_file(path: &Path) -> Result<String, DatasetError> {
     Ok(hex(&hasher.finalize()))
 }
 
-/// The checksum the catalog pins for a set of source files: for one file, its plain SHA-256
-/// (what `sha256sum FILE` prints); for several, the SHA-256 of the `sha256sum`-style listing
-/// `"{sha256}  {path}\n"`, one line per file, sorted by path.
+/// One checksum for a set of files (the form the dataset catalog pins): for one file, its
+/// plain SHA-256 (what `sha256sum FILE` prints); for several, the SHA-256 of the
+/// `sha256sum`-style listing `"{sha256}  {path}\n"`, one line per file, sorted by path.
 pub fn files_sha256<'a>(files: impl IntoIterator<Item = (&'a str, &'a [u8])>) -> String {
     let mut lines: Vec<(String, String)> = files
         .into_iter()
@@ -59,14 +56,11 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Reads a whole file, refusing files over `limit` bytes.
-pub(crate) fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, DatasetError> {
-    let file = std::fs::File::open(path).map_err(|e| DatasetError::io(path, e))?;
-    let size = file
-        .metadata()
-        .map_err(|e| DatasetError::io(path, e))?
-        .len();
+pub fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, FetchError> {
+    let file = std::fs::File::open(path).map_err(|e| FetchError::io(path, e))?;
+    let size = file.metadata().map_err(|e| FetchError::io(path, e))?.len();
     if size > limit {
-        return Err(DatasetError::TooLarge {
+        return Err(FetchError::TooLarge {
             what: path.display().to_string(),
             size,
             limit,
@@ -75,9 +69,9 @@ pub(crate) fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, DatasetErr
     let mut buf = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(limit + 1)
         .read_to_end(&mut buf)
-        .map_err(|e| DatasetError::io(path, e))?;
+        .map_err(|e| FetchError::io(path, e))?;
     if buf.len() as u64 > limit {
-        return Err(DatasetError::TooLarge {
+        return Err(FetchError::TooLarge {
             what: path.display().to_string(),
             size: buf.len() as u64,
             limit,

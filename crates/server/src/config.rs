@@ -278,9 +278,15 @@ pub enum ServerConfigError {
         /// What is wrong.
         message: String,
     },
-    /// The pipeline configuration it names is invalid.
-    #[error("{0}")]
-    Pipeline(String),
+    /// The pipeline configuration it names (a file or `[pipeline.inline]`) is invalid.
+    #[error(transparent)]
+    Pipeline(#[from] rampart_core::ConfigError),
+    /// `[pipeline.inline]` could not be re-encoded for the pipeline parser.
+    #[error("[pipeline.inline]: {0}")]
+    Inline(#[source] toml::ser::Error),
+    /// `[pipeline].packs` could not be added to the pipeline's rules layers.
+    #[error("[pipeline].packs: {0}")]
+    Packs(#[source] rampart_core::BuildError),
 }
 
 impl ServerConfig {
@@ -501,12 +507,10 @@ impl ServerConfig {
         default: &PipelineConfig,
     ) -> Result<PipelineConfig, ServerConfigError> {
         let mut pc = if let Some(p) = &self.pipeline.path {
-            PipelineConfig::from_path(&self.resolve(p))
-                .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?
+            PipelineConfig::from_path(&self.resolve(p))?
         } else if let Some(t) = &self.pipeline.inline {
-            let src = toml::to_string(t).map_err(|e| ServerConfigError::Pipeline(e.to_string()))?;
-            PipelineConfig::parse(&src, "[pipeline.inline]")
-                .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?
+            let src = toml::to_string(t).map_err(ServerConfigError::Inline)?;
+            PipelineConfig::parse(&src, "[pipeline.inline]")?
         } else {
             default.clone()
         };
@@ -517,7 +521,7 @@ impl ServerConfig {
             .map(|p| self.resolve(p))
             .collect();
         pc.add_rule_packs(&extra)
-            .map_err(|e| ServerConfigError::Pipeline(e.to_string()))?;
+            .map_err(ServerConfigError::Packs)?;
         Ok(pc)
     }
 }

@@ -26,6 +26,7 @@
 //! that failed or timed out keeps the fail mode's verdict).
 
 use crate::canary::{CanaryHit, CanaryMatch, CanarySet};
+use rampart_core::RulesLayerError;
 use rampart_core::scoring::{category_scores, classify, points, sort_findings};
 use rampart_core::{
     Action, Category, Decision, Finding, InputError, LayerResult, LayerStatus, NORMALIZE_LAYER,
@@ -121,9 +122,12 @@ impl OutputConfig {
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum OutputError {
-    /// A rule pack failed to load or compile.
+    /// The pipeline's rules layers could not be read, or the scanner's pipeline not built.
     #[error("output scanner: {0}")]
-    Rules(String),
+    Build(#[from] rampart_core::BuildError),
+    /// A rule pack failed to load, or the credential rules failed to compile.
+    #[error("output scanner: {0}")]
+    Rules(#[from] rampart_core::RulesLayerError),
 }
 
 /// The per-response context: what to look for besides secrets.
@@ -162,8 +166,7 @@ impl OutputScanner {
             let matcher = credential_matcher(pipeline)?;
             detectors.push(Arc::new(RulesDetector::new(Arc::new(matcher))));
         }
-        let pipeline = Pipeline::with_detectors(pipeline.clone(), detectors)
-            .map_err(|e| OutputError::Rules(e.to_string()))?;
+        let pipeline = Pipeline::with_detectors(pipeline.clone(), detectors)?;
         Ok(Self {
             pipeline,
             config: config.clone(),
@@ -404,29 +407,19 @@ fn redact(text: &str, spans: Vec<(Span, &str)>, marker: &str) -> Option<(String,
 /// The `CRED_*` rules of the packs the pipeline's `rules` layers load (the embedded pack
 /// when it has no rules layer).
 fn credential_matcher(config: &PipelineConfig) -> Result<rampart_rules::Matcher, OutputError> {
-    let err = |e: rampart_core::BuildError| OutputError::Rules(e.to_string());
-    let sources = if config.rules_layers().map_err(err)?.is_empty() {
+    let sources = if config.rules_layers()?.is_empty() {
         vec![PackSource::Default]
     } else {
-        config.rule_pack_sources().map_err(err)?
+        config.rule_pack_sources()?
     };
     let mut builder = MatcherBuilder::new();
     for source in &sources {
-        let mut pack = source
-            .load()
-            .map_err(|e| OutputError::Rules(e.to_string()))?;
+        let mut pack = source.load().map_err(RulesLayerError::Pack)?;
         pack.rules
             .retain(|r| r.category == Category::CredentialLike);
         builder = builder.add_pack(pack);
     }
-    builder.build().map_err(|errs| {
-        OutputError::Rules(
-            errs.iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("\n"),
-        )
-    })
+    Ok(builder.build().map_err(RulesLayerError::Compile)?)
 }
 
 /// The output scanners of one pipeline version, built with it (at start-up and reload), so

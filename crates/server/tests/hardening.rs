@@ -3,21 +3,19 @@
 //! packs failing their own examples going live, and unlimited failed authentications.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/server.rs"]
+mod server;
+
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
+use server::{Running, client, error_chain, post, rules_config, spawn, write_config};
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 const ADMIN_KEY: &str = "admin-secret-key-0001";
 const USER_KEY: &str = "user-secret-key-0002";
-
-fn rules_config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/rules.toml")
-}
 
 fn keys_toml() -> String {
     format!(
@@ -28,46 +26,14 @@ fn keys_toml() -> String {
     )
 }
 
-struct Running {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), rampart_server::ServerError>>,
-    dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        self.task.await.unwrap().unwrap();
-    }
-}
-
 /// Writes `src` to `server.toml` in `dir` and serves it on `listen` (port 0).
 async fn start_in(dir: tempfile::TempDir, src: &str, listen: &str) -> Running {
-    let path = dir.path().join("server.toml");
-    std::fs::write(&path, src).unwrap();
-    let mut cfg = ServerConfig::from_path(&path).unwrap();
+    let mut cfg = write_config(dir.path(), src);
     // What `--listen` does: the listener's address does not come from the file.
     cfg.server.listen = listen.into();
     cfg.validate("--listen").unwrap();
     let server = Server::bind(cfg, ServerOptions::default()).await.unwrap();
-    let port = server.local_addr().port();
-    let (tx, rx) = oneshot::channel();
-    let task = tokio::spawn(server.run(async move {
-        let _ = rx.await;
-    }));
-    Running {
-        addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        stop: Some(tx),
-        task,
-        dir,
-    }
+    spawn(server, Some(dir))
 }
 
 async fn start(server_section: &str) -> Running {
@@ -76,27 +42,6 @@ async fn start(server_section: &str) -> Running {
         rules_config().display().to_string()
     );
     start_in(tempfile::tempdir().unwrap(), &src, "127.0.0.1:0").await
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
-}
-
-async fn post(c: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -> (u16, Value) {
-    let mut r = c.post(url).json(body);
-    if let Some(k) = key {
-        r = r.bearer_auth(k);
-    }
-    let resp = r.send().await.unwrap();
-    let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
 }
 
 /// Whether the server closed `s` within `within`: a read returns end-of-file or a reset.
@@ -312,7 +257,7 @@ async fn reload_cannot_drop_keys_on_a_public_listener() {
         "version = 1\n[server]\nlisten = \"127.0.0.1:0\"\n[pipeline]\npath = {:?}\n",
         rules_config().display().to_string()
     );
-    std::fs::write(s.dir.path().join("server.toml"), &open).unwrap();
+    std::fs::write(s.dir().join("server.toml"), &open).unwrap();
     ServerConfig::parse(&open, "server.toml").unwrap();
     let (st, v) = post(&c, &s.url("/admin/reload"), Some(ADMIN_KEY), &json!({})).await;
     assert_eq!(st, 422, "{v}");
@@ -357,7 +302,7 @@ async fn a_pack_failing_its_examples_is_refused_at_reload_and_start() {
     );
     let s = start_in(dir, &src, "127.0.0.1:0").await;
     let c = client();
-    std::fs::write(s.dir.path().join("extra.toml"), TYPO_PACK).unwrap();
+    std::fs::write(s.dir().join("extra.toml"), TYPO_PACK).unwrap();
     let (st, v) = post(&c, &s.url("/admin/reload"), Some(ADMIN_KEY), &json!({})).await;
     assert_eq!(st, 422, "{v}");
     let msg = v["error"]["message"].as_str().unwrap();
@@ -373,25 +318,13 @@ async fn a_pack_failing_its_examples_is_refused_at_reload_and_start() {
     assert_eq!(st, 200, "{v}");
 
     // Start-up refuses it too.
-    let cfg = ServerConfig::from_path(&s.dir.path().join("server.toml")).unwrap();
+    let cfg = ServerConfig::from_path(&s.dir().join("server.toml")).unwrap();
     let err = Server::bind(cfg, ServerOptions::default())
         .await
         .unwrap_err();
-    let chain = format!("{:#}", anyhow_like(&err));
+    let chain = error_chain(&err);
     assert!(chain.contains("CTRL_950"), "{chain}");
     s.stop().await;
-}
-
-/// `{:#}` of an error with its sources, as the CLI prints it.
-fn anyhow_like(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }
 
 /// Regression: 300 wrong keys in a row were never limited. Failed authentications are

@@ -3,15 +3,16 @@
 //! configuration is loaded.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/server.rs"]
+mod server;
 #[path = "support/upstream.rs"]
 mod upstream;
 
 use rampart_server::config::ServerConfig;
-use rampart_server::{AppState, Server, ServerOptions};
+use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
+use server::{Running, client, error_chain, post, spawn};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
 use upstream::{MockConfig, MockUpstream, Reply};
 
 /// A pack with one credential rule, so the output scanner loads it.
@@ -32,12 +33,6 @@ must_not_match = ["a zebra at the zoo"]
 
 const LEAK: &str = "Here you go: zebra-secret-0042, keep it safe.";
 
-struct Running {
-    base: String,
-    state: Arc<AppState>,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
 fn write_config(dir: &Path, upstream: Option<&MockUpstream>) -> ServerConfig {
     std::fs::write(dir.join("extra.toml"), CRED_PACK).unwrap();
     let mut src = String::from(
@@ -49,38 +44,14 @@ fn write_config(dir: &Path, upstream: Option<&MockUpstream>) -> ServerConfig {
             up.base_url()
         ));
     }
-    let path = dir.join("server.toml");
-    std::fs::write(&path, src).unwrap();
-    ServerConfig::from_path(&path).unwrap()
+    server::write_config(dir, &src)
 }
 
 async fn start(cfg: ServerConfig) -> Result<Running, rampart_server::ServerError> {
-    let server = Server::bind(cfg, ServerOptions::default()).await?;
-    let base = format!("http://{}", server.local_addr());
-    let state = server.state();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(server.run(async move {
-        let _ = rx.await;
-    }));
-    Ok(Running {
-        base,
-        state,
-        _stop: tx,
-    })
-}
-
-async fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
-    let r = reqwest::Client::builder()
-        .timeout(Duration::from_secs(20))
-        .build()
-        .unwrap()
-        .post(format!("{base}{path}"))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap())
+    Ok(spawn(
+        Server::bind(cfg, ServerOptions::default()).await?,
+        None,
+    ))
 }
 
 fn rule_ids(decision: &Value) -> Vec<String> {
@@ -108,13 +79,19 @@ async fn output_scanner_does_not_reread_packs_at_request_time() {
     // Broken before the first output scan (the old code built the scanner then).
     std::fs::write(dir.path().join("extra.toml"), "this is not a rule pack").unwrap();
 
-    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    let (st, v) = post(
+        &client(),
+        &s.url("/v1/scan/output"),
+        None,
+        &json!({"text": LEAK}),
+    )
+    .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["action"], "BLOCK", "{v}");
     assert!(rule_ids(&v).contains(&"CRED_900".to_string()), "{v}");
 
     let chat = json!({"model": "m", "messages": [{"role": "user", "content": "the token?"}]});
-    let (st, v) = post(&s.base, "/v1/chat/completions", &chat).await;
+    let (st, v) = post(&client(), &s.url("/v1/chat/completions"), None, &chat).await;
     assert_eq!(st, 400, "{v}");
     assert_eq!(v["error"]["code"], "rampart_output_blocked", "{v}");
     assert!(
@@ -125,14 +102,26 @@ async fn output_scanner_does_not_reread_packs_at_request_time() {
     // A reload reads the broken pack and is refused; the old scanner keeps serving.
     let err = s.state.reload().await.unwrap_err();
     assert!(err.to_string().contains("extra.toml"), "{err}");
-    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    let (st, v) = post(
+        &client(),
+        &s.url("/v1/scan/output"),
+        None,
+        &json!({"text": LEAK}),
+    )
+    .await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["action"], "BLOCK", "{v}");
 
     // Once the pack is good again, a reload takes it.
     std::fs::write(dir.path().join("extra.toml"), CRED_PACK).unwrap();
     s.state.reload().await.unwrap();
-    let (st, v) = post(&s.base, "/v1/scan/output", &json!({"text": LEAK})).await;
+    let (st, v) = post(
+        &client(),
+        &s.url("/v1/scan/output"),
+        None,
+        &json!({"text": LEAK}),
+    )
+    .await;
     assert_eq!((st, v["action"].as_str()), (200, Some("BLOCK")), "{v}");
 }
 
@@ -146,12 +135,6 @@ async fn unreadable_pack_fails_at_start_up() {
         .err()
         .expect("start-up refuses a missing pack");
     // The path is in the error's source chain (the server's errors are typed and chained).
-    let mut chain = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        chain.push_str(": ");
-        chain.push_str(&s.to_string());
-        source = s.source();
-    }
+    let chain = error_chain(&err);
     assert!(chain.contains("extra.toml"), "{chain}");
 }

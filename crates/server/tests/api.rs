@@ -13,7 +13,7 @@ use rampart_core::{
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{OPENAPI_JSON, ROUTES, Server, ServerOptions};
 use serde_json::{Value, json};
-use server::{Running, client, post, rules_config, spawn, write_config};
+use server::{Running, client, metrics_text, post, rules_config, spawn, write_config};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -78,17 +78,6 @@ async fn start_src(dir: tempfile::TempDir, src: &str, registry: Registry) -> Run
         reload_on_sighup: false,
     };
     spawn(Server::bind(cfg, opts).await.unwrap(), Some(dir))
-}
-
-/// The `/metrics` page as text.
-async fn metrics_text(c: &reqwest::Client, s: &Running) -> String {
-    c.get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 // ---- tests ----

@@ -9,7 +9,7 @@ mod server;
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
-use server::{Running, client, error_chain, post, rules_config, spawn, write_config};
+use server::{Running, client, error_chain, metrics_text, post, rules_config, spawn, write_config};
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -177,14 +177,7 @@ async fn over_the_connection_cap_new_connections_are_refused_at_once() {
         }
     }
     drop(held);
-    let m = c
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = metrics_text(&c, &s).await;
     assert!(m.contains("rampart_connections_refused_total"), "{m}");
     s.stop().await;
 }

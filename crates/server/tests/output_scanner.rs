@@ -54,6 +54,17 @@ async fn start(cfg: ServerConfig) -> Result<Running, rampart_server::ServerError
     ))
 }
 
+/// `POST /v1/scan/output` of [`LEAK`].
+async fn scan_leak(s: &Running) -> (u16, Value) {
+    post(
+        &client(),
+        &s.url("/v1/scan/output"),
+        None,
+        &json!({"text": LEAK}),
+    )
+    .await
+}
+
 fn rule_ids(decision: &Value) -> Vec<String> {
     decision["findings"]
         .as_array()
@@ -79,13 +90,7 @@ async fn output_scanner_does_not_reread_packs_at_request_time() {
     // Broken before the first output scan (the old code built the scanner then).
     std::fs::write(dir.path().join("extra.toml"), "this is not a rule pack").unwrap();
 
-    let (st, v) = post(
-        &client(),
-        &s.url("/v1/scan/output"),
-        None,
-        &json!({"text": LEAK}),
-    )
-    .await;
+    let (st, v) = scan_leak(&s).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["action"], "BLOCK", "{v}");
     assert!(rule_ids(&v).contains(&"CRED_900".to_string()), "{v}");
@@ -102,26 +107,14 @@ async fn output_scanner_does_not_reread_packs_at_request_time() {
     // A reload reads the broken pack and is refused; the old scanner keeps serving.
     let err = s.state.reload().await.unwrap_err();
     assert!(err.to_string().contains("extra.toml"), "{err}");
-    let (st, v) = post(
-        &client(),
-        &s.url("/v1/scan/output"),
-        None,
-        &json!({"text": LEAK}),
-    )
-    .await;
+    let (st, v) = scan_leak(&s).await;
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["action"], "BLOCK", "{v}");
 
     // Once the pack is good again, a reload takes it.
     std::fs::write(dir.path().join("extra.toml"), CRED_PACK).unwrap();
     s.state.reload().await.unwrap();
-    let (st, v) = post(
-        &client(),
-        &s.url("/v1/scan/output"),
-        None,
-        &json!({"text": LEAK}),
-    )
-    .await;
+    let (st, v) = scan_leak(&s).await;
     assert_eq!((st, v["action"].as_str()), (200, Some("BLOCK")), "{v}");
 }
 

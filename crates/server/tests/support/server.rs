@@ -83,6 +83,17 @@ pub fn client() -> reqwest::Client {
         .unwrap()
 }
 
+/// The `/metrics` page as text.
+pub async fn metrics_text(c: &reqwest::Client, s: &Running) -> String {
+    c.get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// POSTs `body` as JSON, with `key` as the bearer token; the status and the body (as JSON,
 /// or as a JSON string where it is not JSON).
 pub async fn post(c: &reqwest::Client, url: &str, key: Option<&str>, body: &Value) -> (u16, Value) {

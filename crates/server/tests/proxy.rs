@@ -875,12 +875,19 @@ async fn event_stream_content_type_is_recognised_in_any_case() {
 /// `server.max_body_bytes` for the body-limit tests.
 const SMALL_LIMIT: usize = 4096;
 
-#[tokio::test]
-async fn oversized_body_gets_the_json_error_shape() {
+/// A server with `max_body_bytes = SMALL_LIMIT`, in front of an upstream that oversized
+/// requests must never reach.
+async fn start_with_small_limit() -> (MockUpstream, Running) {
     let up = mock(Reply::Text("never".into())).await;
     let mut cfg = config_for(Some(&up));
     cfg.server.max_body_bytes = SMALL_LIMIT;
     let srv = start(cfg).await;
+    (up, srv)
+}
+
+#[tokio::test]
+async fn oversized_body_gets_the_json_error_shape() {
+    let (up, srv) = start_with_small_limit().await;
     let big = chat(&"word ".repeat(SMALL_LIMIT), false);
     let bytes = serde_json::to_vec(&big).expect("json");
     for path in [
@@ -950,11 +957,8 @@ async fn declared_oversize(addr: &str, path: &str) -> String {
 
 #[tokio::test]
 async fn content_length_over_the_limit_is_refused_before_the_body() {
-    let up = mock(Reply::Text("never".into())).await;
-    let mut cfg = config_for(Some(&up));
-    cfg.server.max_body_bytes = SMALL_LIMIT;
-    let srv = start(cfg).await;
-    let addr = srv.base.trim_start_matches("http://").to_string();
+    let (up, srv) = start_with_small_limit().await;
+    let addr = srv.addr.to_string();
     for path in ["/v1/chat/completions", "/v1/scan"] {
         let answer = declared_oversize(&addr, path).await;
         assert!(answer.starts_with("HTTP/1.1 413"), "{path}: {answer}");

@@ -80,7 +80,7 @@ impl Allowance {
 
 /// The unit an address is limited as: an IPv4 address, or an IPv6 /64 (what one host
 /// usually holds).
-fn client_key(ip: IpAddr) -> IpAddr {
+pub(crate) fn client_key(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let s = v6.segments();

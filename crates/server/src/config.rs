@@ -12,6 +12,7 @@
 //! idle_timeout_ms = 30000          # a keep-alive connection without a request is closed
 //! body_read_timeout_ms = 30000     # a request body must arrive within this (408 past it)
 //! max_connections = 512            # more are closed at once
+//! max_connections_per_client = 128 # per client address (IPv6: per /64); more are closed at once
 //!
 //! [pipeline]
 //! path = "configs/rules.toml"      # relative to this file; default: the embedded pipeline
@@ -147,6 +148,12 @@ pub struct ServerSection {
     /// closed as soon as it is accepted. Keep it under the process's file-descriptor limit.
     /// Fixed at start (a reload keeps it). Default 512.
     pub max_connections: usize,
+    /// Most connections open at once from one client address (an IPv4 address, or an IPv6
+    /// /64); a connection beyond it is closed as soon as it is accepted. Without it one
+    /// client holding partial requests could take every slot of `max_connections`. Behind
+    /// a reverse proxy every connection has the proxy's address: raise it there. Fixed at
+    /// start (a reload keeps it). Default 128.
+    pub max_connections_per_client: usize,
 }
 
 impl Default for ServerSection {
@@ -162,6 +169,7 @@ impl Default for ServerSection {
             idle_timeout_ms: 30_000,
             body_read_timeout_ms: 30_000,
             max_connections: 512,
+            max_connections_per_client: 128,
         }
     }
 }
@@ -424,6 +432,10 @@ impl ServerConfig {
                 self.server.body_read_timeout_ms,
             ),
             ("server.max_connections", self.server.max_connections as u64),
+            (
+                "server.max_connections_per_client",
+                self.server.max_connections_per_client as u64,
+            ),
             ("auth.max_failures", u64::from(self.auth.max_failures)),
             ("auth.failure_window_ms", self.auth.failure_window_ms),
             (

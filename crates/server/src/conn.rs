@@ -1,9 +1,10 @@
-//! The accept loop and what bounds a connection: `server.max_connections` (beyond it a
-//! connection is closed as soon as it is accepted), the TLS handshake and request-head
-//! deadline (`server.header_read_timeout_ms`), the keep-alive idle deadline
-//! (`server.idle_timeout_ms`) and the request-body deadline (`server.body_read_timeout_ms`,
-//! 408). A slow or silent client holds one connection slot for a bounded time and never
-//! holds more than its share of `max_connections`.
+//! The accept loop and what bounds a connection: `server.max_connections` and
+//! `server.max_connections_per_client` (beyond either a connection is closed as soon as it is
+//! accepted), the TLS handshake and request-head deadline (`server.header_read_timeout_ms`),
+//! the keep-alive idle deadline (`server.idle_timeout_ms`) and the request-body deadline
+//! (`server.body_read_timeout_ms`, 408). A slow or silent client holds each connection slot
+//! for a bounded time, and one client address never holds more than
+//! `max_connections_per_client` of them, so it cannot take all of `max_connections`.
 //!
 //! Each connection is served by hyper (HTTP/1.1 or HTTP/2, as the client speaks) in its own
 //! task, next to a watchdog that closes it when the deadline of its current phase passes:
@@ -21,10 +22,11 @@ use axum::http::{HeaderValue, Request, Response, StatusCode, Version, header};
 use hyper::body::{Body as HttpBody, Frame, Incoming, SizeHint};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,6 +69,7 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(state.config().server.max_connections));
+    let per_client = ClientSlots::new(state.config().server.max_connections_per_client);
     let (stop_tx, stop_rx) = watch::channel(false);
     let shared = Shared {
         app,
@@ -91,6 +94,12 @@ pub(crate) async fn serve(
                 // Refused at once: no task, no buffer, no handshake for a connection over
                 // the cap (a 503 would need a TLS handshake first, the very work the cap
                 // bounds). The client sees the connection close and may retry.
+                let Some(client_slot) = per_client.try_take(peer.ip()) else {
+                    state.metrics().connection_refused();
+                    tracing::debug!(%peer, "connection refused: server.max_connections_per_client open from this client");
+                    drop(tcp);
+                    continue;
+                };
                 let Ok(slot) = slots.clone().try_acquire_owned() else {
                     state.metrics().connection_refused();
                     tracing::debug!(%peer, "connection refused: server.max_connections open");
@@ -103,7 +112,7 @@ pub(crate) async fn serve(
                     tracing::debug!(error = %e, "cannot set TCP_NODELAY");
                 }
                 let deadlines = Deadlines::from_config(&state.config().server);
-                conns.spawn(connection(tcp, peer, shared.clone(), deadlines, slot));
+                conns.spawn(connection(tcp, peer, shared.clone(), deadlines, (slot, client_slot)));
             }
         }
     }
@@ -137,14 +146,71 @@ struct Shared {
     stop: watch::Receiver<bool>,
 }
 
+/// Open connections per client address (see [`crate::auth::client_key`]): at most `limit`
+/// each. The map holds only addresses with a connection open, so it is bounded by
+/// `server.max_connections` plus the connections refused at this moment.
+#[derive(Debug, Clone)]
+struct ClientSlots {
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    limit: usize,
+}
+
+impl ClientSlots {
+    fn new(limit: usize) -> ClientSlots {
+        ClientSlots {
+            open: Arc::new(Mutex::new(HashMap::new())),
+            limit,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, usize>> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A slot for a connection from `ip`, or `None` when that client has `limit` open.
+    fn try_take(&self, ip: IpAddr) -> Option<ClientSlot> {
+        let key = crate::auth::client_key(ip);
+        let mut open = self.lock();
+        let n = open.entry(key).or_insert(0);
+        if *n >= self.limit {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            slots: self.clone(),
+            key,
+        })
+    }
+}
+
+/// One connection's place under `server.max_connections_per_client`, given back on drop.
+#[derive(Debug)]
+struct ClientSlot {
+    slots: ClientSlots,
+    key: IpAddr,
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.lock();
+        if let Some(n) = open.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
 /// One connection: the TLS handshake (bounded by the head deadline), then hyper under the
-/// watchdog. `_slot` is its place under `server.max_connections`, given back on return.
+/// watchdog. `_slots` are its places under `server.max_connections` and
+/// `server.max_connections_per_client`, given back on return.
 async fn connection(
     tcp: TcpStream,
     peer: SocketAddr,
     shared: Shared,
     deadlines: Deadlines,
-    _slot: OwnedSemaphorePermit,
+    _slots: (OwnedSemaphorePermit, ClientSlot),
 ) {
     match shared.tls.clone() {
         None => serve_io(tcp, peer, shared, deadlines).await,

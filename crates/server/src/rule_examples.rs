@@ -3,7 +3,7 @@
 //! fail is refused, as `rampart rules test` would fail it, so a typo that silently turns a
 //! BLOCK into an ALLOW never goes live.
 
-use rampart_core::{BuildError, PipelineConfig, RulesDetector, RulesLayerOptions, layer_options};
+use rampart_core::{BuildError, PipelineConfig, RulesDetector, RulesLayerOptions};
 use rampart_normalize::Normalizer;
 use rampart_rules::{ExampleFailure, run_examples};
 
@@ -38,8 +38,7 @@ pub fn check_rule_examples(config: &PipelineConfig) -> Result<(), RuleExamplesEr
     let mut failures: Vec<ExampleFailure> = Vec::new();
     let mut total = 0;
     let mut seen: Vec<RulesLayerOptions> = Vec::new();
-    for layer in config.layers.iter().filter(|l| l.kind == "rules") {
-        let opts: RulesLayerOptions = layer_options("rules", &layer.options)?;
+    for opts in config.rules_layers()? {
         if seen.contains(&opts) {
             continue;
         }

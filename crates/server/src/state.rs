@@ -645,6 +645,7 @@ impl AppState {
                 // connection cap.
                 c.server.listen = old.server.listen.clone();
                 c.server.max_connections = old.server.max_connections;
+                c.server.max_connections_per_client = old.server.max_connections_per_client;
                 c.tls = old.tls.clone();
                 c.audit = old.audit.clone();
                 // The checks run on the configuration that would be in force, not on the

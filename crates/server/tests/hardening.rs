@@ -182,6 +182,57 @@ async fn over_the_connection_cap_new_connections_are_refused_at_once() {
     s.stop().await;
 }
 
+/// Review finding: one client address holding partial requests could take every slot of
+/// `server.max_connections`, so the cap only moved the denial of service. Past
+/// `server.max_connections_per_client` its new connections are closed at once, while another
+/// address is still served.
+#[tokio::test]
+async fn one_client_cannot_take_every_connection_slot() {
+    let s = start(
+        "max_connections = 64\nmax_connections_per_client = 3\nheader_read_timeout_ms = 60000",
+    )
+    .await;
+    let addr = s.addr;
+    let (refused, held) = tokio::task::spawn_blocking(move || {
+        let held: Vec<TcpStream> = (0..3)
+            .map(|_| {
+                let mut t = TcpStream::connect(addr).unwrap();
+                t.write_all(PARTIAL_HEAD).unwrap();
+                t
+            })
+            .collect();
+        let mut extra = TcpStream::connect(addr).unwrap();
+        (closed_by_server(&mut extra, Duration::from_secs(10)), held)
+    })
+    .await
+    .unwrap();
+    assert!(
+        refused,
+        "a fourth connection from one address must be closed at once"
+    );
+    // Another address still gets its answer while the first one holds its three.
+    let other = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 2]))
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let r = other.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // Once the first address closes one, it may open one again (bounded poll: the server
+    // frees the slot when it sees the close).
+    drop(held);
+    let c = client();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match c.get(s.url("/healthz")).send().await {
+            Ok(r) if r.status() == 200 => break,
+            _ if Instant::now() < deadline => tokio::task::yield_now().await,
+            other => panic!("no slot freed: {other:?}"),
+        }
+    }
+    s.stop().await;
+}
+
 /// Regression: a body trickled (or never finished) held the request forever. Past
 /// `server.body_read_timeout_ms` it is answered 408 and the connection closed.
 #[tokio::test]

@@ -60,7 +60,11 @@ fn setup_hint(options: &toml::Table) -> Option<String> {
              DATA_DIR/models/{name}; point model_dir there"
         ));
     }
-    let data_dir = models.parent()?;
+    // `models/NAME` (relative) has the empty path as its parent: the current directory.
+    let data_dir = match models.parent()? {
+        p if p.as_os_str().is_empty() => Path::new("."),
+        p => p,
+    };
     let command = if data_dir == rampart_datasets::default_data_dir() {
         "rampart models setup".to_owned()
     } else {
@@ -69,4 +73,31 @@ fn setup_hint(options: &toml::Table) -> Option<String> {
     Some(format!(
         "the built-in model {name} is not set up: run `{command}`"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::setup_hint;
+
+    fn options(model_dir: &str) -> toml::Table {
+        let mut t = toml::Table::new();
+        t.insert("model_dir".into(), toml::Value::String(model_dir.into()));
+        t
+    }
+
+    /// Regression (review): a relative `models/NAME` has the empty path as its data
+    /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
+    #[test]
+    fn relative_models_dir_hint_names_the_current_directory() {
+        let hint = setup_hint(&options("models/minilm-injection-v2")).expect("a hint");
+        assert!(
+            hint.contains("`rampart models setup --data-dir .`"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn a_users_own_model_dir_gets_no_hint() {
+        assert_eq!(setup_hint(&options("no-such-dir/my-model")), None);
+    }
 }

@@ -44,7 +44,7 @@ pub enum Origin {
         wheel_sha256: String,
         /// Paths (or globs with `*` and `**`) inside the wheel.
         paths: Vec<String>,
-        /// SHA-256 of the extracted files (see [`crate::files_sha256`]).
+        /// SHA-256 of the extracted files (see [`rampart_fetch::files_sha256`]).
         files_sha256: String,
     },
     /// Files of a GitHub repository at a pinned commit (read from a local copy when there is
@@ -56,7 +56,7 @@ pub enum Origin {
         commit: String,
         /// Paths inside the repository.
         paths: Vec<String>,
-        /// SHA-256 of the files (see [`crate::files_sha256`]).
+        /// SHA-256 of the files (see [`rampart_fetch::files_sha256`]).
         files_sha256: String,
         /// A directory holding the same files by base name, tried before the network
         /// (relative to the working directory).

@@ -421,9 +421,7 @@ fn definition_texts(
             out.push((Some(p), t.clone()));
             Ok(())
         }
-        Value::Object(_) | Value::Array(_) => {
-            definition_texts(x, &p, field, depth + 1, names, out)
-        }
+        Value::Object(_) | Value::Array(_) => definition_texts(x, &p, field, depth + 1, names, out),
         _ => Ok(()),
     };
     match v {
@@ -1083,7 +1081,10 @@ async fn sanitize_groups(
             let o = state
                 .scan(ScanRequest::segments(vec![Segment::new(role, text)]))
                 .await?;
-            let text = o.sanitized.and_then(|v| v.into_iter().next()).map(|t| t.text);
+            let text = o
+                .sanitized
+                .and_then(|v| v.into_iter().next())
+                .map(|t| t.text);
             Ok((o.decision.action, text))
         })
         .await?;
@@ -1757,14 +1758,30 @@ mod tests {
         assert_eq!(tool.text, joined.join("\n\n"));
         // Every string value and every key, names and property names included.
         for t in [
-            "tool doc", "slash", "param doc", "legacy doc", "format doc", "deep doc", "t", "g",
-            "r", "a/b", "description", "object", "function", "json_schema",
+            "tool doc",
+            "slash",
+            "param doc",
+            "legacy doc",
+            "format doc",
+            "deep doc",
+            "t",
+            "g",
+            "r",
+            "a/b",
+            "description",
+            "object",
+            "function",
+            "json_schema",
         ] {
             assert!(joined.contains(&t), "{t}: {joined:?}");
         }
         for (p, t) in pieces {
             if let Some(p) = p {
-                assert_eq!(body.pointer(p).and_then(Value::as_str), Some(t.as_str()), "{p}");
+                assert_eq!(
+                    body.pointer(p).and_then(Value::as_str),
+                    Some(t.as_str()),
+                    "{p}"
+                );
             }
         }
         assert!(pieces.iter().any(|(p, _)| p.as_deref()

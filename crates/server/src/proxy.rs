@@ -1008,9 +1008,9 @@ enum RescanBlock {
     TooManyPieces,
     /// A piece is BLOCK on its own.
     PieceBlocks,
-    /// No piece can be rewritten on its own (a finding spans pieces, or lies in an object
-    /// key): forwarding the originals would forward what the scan found.
-    NothingNeutralized,
+    /// Rewriting the pieces one by one does not neutralize what the joined scan found (a
+    /// finding spans pieces, or lies in an object key): forwarding them would forward it.
+    NotNeutralized,
 }
 
 impl RescanBlock {
@@ -1022,8 +1022,8 @@ impl RescanBlock {
             RescanBlock::PieceBlocks => {
                 format!("{what} is BLOCK on its own; SANITIZE escalated to BLOCK")
             }
-            RescanBlock::NothingNeutralized => format!(
-                "SANITIZE on {what}, but no single string of it can be sanitized on its own; \
+            RescanBlock::NotNeutralized => format!(
+                "SANITIZE on {what}, but what was found cannot be sanitized string by string; \
                  escalated to BLOCK"
             ),
         }
@@ -1033,9 +1033,10 @@ impl RescanBlock {
 /// SANITIZE on a group (several strings scanned joined): each piece (place, text) is
 /// rescanned on its own with `scan` (which answers the piece's action and sanitized text),
 /// so every string gets its own sanitized text in its place. Fails closed: BLOCK when a
-/// piece is BLOCK alone, when no piece is rewritten (the joined scan's finding then spans
-/// pieces and the originals would go through unchanged), and when there are too many pieces.
-/// The rewrites otherwise: (place, sanitized text).
+/// piece is BLOCK alone, when there are too many pieces, and when the pieces, rewritten and
+/// joined again, are still not ALLOW (a finding spanning pieces is in no piece alone, so
+/// the rewrites leave it in place: none at all, or others beside it). The rewrites
+/// otherwise: (place, sanitized text).
 async fn rescan_pieces<P, F, Fut>(
     pieces: &[(P, String)],
     mut scan: F,
@@ -1049,15 +1050,19 @@ where
         return Ok(Err(RescanBlock::TooManyPieces));
     }
     let mut rewrites = Vec::new();
+    let mut after = Vec::with_capacity(pieces.len());
     for (place, text) in pieces {
         match scan(text.clone()).await? {
             (Action::Block, _) => return Ok(Err(RescanBlock::PieceBlocks)),
-            (Action::Sanitize, Some(t)) if t != *text => rewrites.push((place.clone(), t)),
-            _ => {}
+            (Action::Sanitize, Some(t)) if t != *text => {
+                after.push(t.clone());
+                rewrites.push((place.clone(), t));
+            }
+            _ => after.push(text.clone()),
         }
     }
-    if rewrites.is_empty() {
-        return Ok(Err(RescanBlock::NothingNeutralized));
+    if rewrites.is_empty() || scan(after.join("\n\n")).await?.0 != Action::Allow {
+        return Ok(Err(RescanBlock::NotNeutralized));
     }
     Ok(Ok(rewrites))
 }
@@ -1094,7 +1099,7 @@ async fn sanitize_groups(
         };
         for (pointer, text) in rewrites {
             let Some(pointer) = pointer else {
-                return Ok(Some(RescanBlock::NothingNeutralized.reason(WHAT)));
+                return Ok(Some(RescanBlock::NotNeutralized.reason(WHAT)));
             };
             if let Some(slot) = body.pointer_mut(&pointer) {
                 *slot = Value::String(text);

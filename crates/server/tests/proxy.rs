@@ -1057,6 +1057,17 @@ async fn secret_split_across_two_message_names_is_blocked_not_forwarded() {
     assert_refused_up(body, 400, "rampart_blocked").await;
 }
 
+/// One piece sanitizable on its own does not let a split secret beside it through.
+#[tokio::test]
+async fn secret_split_beside_a_sanitizable_name_is_blocked_not_forwarded() {
+    let body = json!({"model": "m", "messages": [
+        {"role": "user", "name": "AKIAIOSFODNN7EXAMPLE", "content": "Hello"},
+        {"role": "user", "name": SPLIT_SECRET[0], "content": "Hello"},
+        {"role": "user", "name": SPLIT_SECRET[1], "content": "Hello again"}
+    ]});
+    assert_refused_up(body, 400, "rampart_blocked").await;
+}
+
 #[tokio::test]
 async fn sanitize_group_of_more_than_64_strings_is_blocked_not_rescanned() {
     let mut values: Vec<Value> = (0..70).map(|i| json!(format!("value{i}"))).collect();

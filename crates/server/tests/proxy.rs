@@ -1057,15 +1057,21 @@ async fn secret_split_across_two_message_names_is_blocked_not_forwarded() {
     assert_refused_up(body, 400, "rampart_blocked").await;
 }
 
-/// One piece sanitizable on its own does not let a split secret beside it through.
+/// One string of the answer sanitizable on its own does not let a split secret beside it
+/// through.
 #[tokio::test]
-async fn secret_split_beside_a_sanitizable_name_is_blocked_not_forwarded() {
-    let body = json!({"model": "m", "messages": [
-        {"role": "user", "name": "AKIAIOSFODNN7EXAMPLE", "content": "Hello"},
-        {"role": "user", "name": SPLIT_SECRET[0], "content": "Hello"},
-        {"role": "user", "name": SPLIT_SECRET[1], "content": "Hello again"}
-    ]});
-    assert_refused_up(body, 400, "rampart_blocked").await;
+async fn answer_secret_split_beside_a_sanitizable_one_is_blocked_not_passed() {
+    let up = mock(Reply::Call {
+        legacy: true,
+        name: SPLIT_SECRET[1].into(),
+        arguments: format!("AKIAIOSFODNN7EXAMPLE {}", SPLIT_SECRET[0]),
+    })
+    .await;
+    let mut cfg = config_for(Some(&up));
+    cfg.output.secret_action = rampart_core::Action::Sanitize;
+    let (_srv, r) = start_and_chat(cfg, "Configure it.", false).await;
+    assert_eq!(header(&r, "x-rampart-action"), "BLOCK");
+    assert_output_blocked(r, SPLIT_SECRET[1], "split secret").await;
 }
 
 #[tokio::test]

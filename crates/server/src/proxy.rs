@@ -7,17 +7,20 @@
 //!    content, or the `text` of each content part; tool-call and legacy function-call
 //!    arguments) becomes one segment with the message's role (`system`, `developer`, `user`,
 //!    `assistant`, `tool`; `function` is `tool`). The messages' `name`s follow, one segment
-//!    per role; then every `description` in `tools`, `functions` and `response_format` (JSON
-//!    schemas walked at any depth, up to 64 levels; deeper is refused with 400) as one `tool`
-//!    segment: definitions often come from third parties (MCP servers, plugins), and a
-//!    poisoned description is an injection the model reads. Trust per role comes from the
-//!    pipeline's policy.
+//!    per role; then every string value and every object key in `tools`, `functions` and
+//!    `response_format` (descriptions, names, property names, `enum`, `const`, `default`,
+//!    `examples`, `title`…; JSON schemas walked at any depth, up to 64 levels; deeper is
+//!    refused with 400) as one `tool` segment: definitions often come from third parties
+//!    (MCP servers, plugins), and a poisoned definition is an injection the model reads. A
+//!    non-string `description` or call `arguments` is refused with 400. Trust per role comes
+//!    from the pipeline's policy.
 //! 2. Scan up ([`scan_up`]): the pipeline decides; the decision is recorded (metrics + audit)
 //!    before anything is forwarded. BLOCK answers `400` with `code: "rampart_blocked"` and a
 //!    summary of the decision (rule IDs, categories, spans; never text); the upstream sees
 //!    nothing. SANITIZE forwards the sanitized texts in place of the originals (the strings
-//!    of a grouped segment are scanned one by one for that; one that is BLOCK on its own
-//!    blocks the request).
+//!    of a grouped segment are scanned one by one for that; the request is blocked when one
+//!    is BLOCK on its own, when none can be sanitized on its own (a finding spanning two
+//!    strings, or in a key), or when the group has more than 64 strings).
 //! 3. Prepare the output check ([`prepare_output`]): with `[canary] enabled`, a fresh canary
 //!    is planted in the system prompt (see [`crate::canary`]).
 //! 4. Forward ([`forward`]): the request goes to `proxy.upstream_url` with the endpoint path
@@ -300,12 +303,12 @@ enum Slot {
     PromptItem(usize),
     /// `suffix`.
     Suffix,
-    /// Several strings scanned as one segment, as JSON pointers into the body: the
-    /// descriptions in the tool, function and response-format definitions, or the `name`s of
-    /// the messages of one role. One segment for many strings keeps a request with many tools
-    /// within the pipeline's segment limit; SANITIZE scans the pieces one by one
-    /// ([`sanitize_groups`]).
-    Group(Vec<String>),
+    /// Several strings scanned as one segment, each with its JSON pointer into the body
+    /// (`None` for an object key, which has no place to rewrite): the texts in the tool,
+    /// function and response-format definitions, or the `name`s of the messages of one role.
+    /// One segment for many strings keeps a request with many tools within the pipeline's
+    /// segment limit; SANITIZE scans the pieces one by one ([`sanitize_groups`]).
+    Group(Vec<(Option<String>, String)>),
 }
 
 impl Slot {
@@ -349,8 +352,8 @@ struct Extracted {
 
 impl Extracted {
     /// Adds `pieces` (JSON pointer, text) as one segment; nothing when all are empty.
-    fn push_group(&mut self, role: Role, pieces: Vec<(String, String)>) {
-        let pieces: Vec<(String, String)> =
+    fn push_group(&mut self, role: Role, pieces: Vec<(Option<String>, String)>) {
+        let pieces: Vec<(Option<String>, String)> =
             pieces.into_iter().filter(|(_, t)| !t.is_empty()).collect();
         if pieces.is_empty() {
             return;
@@ -361,8 +364,7 @@ impl Extracted {
             .collect::<Vec<_>>()
             .join("\n\n");
         self.segments.push(Segment::new(role, text));
-        self.slots
-            .push(Slot::Group(pieces.into_iter().map(|(p, _)| p).collect()));
+        self.slots.push(Slot::Group(pieces));
     }
 }
 
@@ -377,47 +379,71 @@ fn role_of(name: &str) -> Option<Role> {
     })
 }
 
-/// Request fields whose `description`s the model reads: tool and function definitions
-/// (their JSON-schema parameters included) and the response format's JSON schema.
+/// Request fields the model reads as definitions: tool and function definitions (their
+/// JSON-schema parameters included) and the response format's JSON schema.
 const DEFINITION_FIELDS: [&str; 3] = ["tools", "functions", "response_format"];
 
-/// Deepest nesting searched for descriptions in a definition: far beyond what a real schema
-/// needs. A deeper definition is refused rather than forwarded partly unscanned.
+/// Deepest nesting searched in a definition: far beyond what a real schema needs. A deeper
+/// definition is refused rather than forwarded partly unscanned.
 const MAX_DEFINITION_DEPTH: usize = 64;
 
-/// Every `description` string in a definition, at any depth, with its JSON pointer.
-fn descriptions(
+/// JSON-schema keywords whose object maps names (property names, definition names) to
+/// schemas: a `description` key directly inside one is a name, not a description.
+const NAME_MAPS: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+
+/// Every text the model can read in a definition, at any depth: every string value (with
+/// its JSON pointer) and every object key (no pointer: a key cannot be rewritten in place).
+/// Not only `description`s: names, property names, `enum`, `const`, `default`, `examples`
+/// and `title` values are rendered to the model too. A `description` that is not a string
+/// is refused: upstreams render arrays and objects to the model as well, so forwarding one
+/// unscanned would be a blind spot.
+fn definition_texts(
     v: &Value,
     pointer: &str,
     field: &str,
     depth: usize,
-    out: &mut Vec<(String, String)>,
+    in_name_map: bool,
+    out: &mut Vec<(Option<String>, String)>,
 ) -> Result<(), ServiceError> {
     if depth > MAX_DEFINITION_DEPTH {
         return Err(ServiceError::BadRequest(format!(
             "\"{field}\" is nested more than {MAX_DEFINITION_DEPTH} levels deep"
         )));
     }
+    let visit = |x: &Value, p: String, names: bool, out: &mut Vec<_>| match x {
+        Value::String(t) => {
+            out.push((Some(p), t.clone()));
+            Ok(())
+        }
+        Value::Object(_) | Value::Array(_) => definition_texts(x, &p, field, depth + 1, names, out),
+        _ => Ok(()),
+    };
     match v {
         Value::Object(o) => {
             for (k, x) in o {
                 let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
-                match x {
-                    Value::String(t) if k == "description" => out.push((p, t.clone())),
-                    Value::Object(_) | Value::Array(_) => {
-                        descriptions(x, &p, field, depth + 1, out)?
-                    }
-                    _ => {}
+                out.push((None, k.clone()));
+                if k == "description" && !in_name_map && !x.is_string() {
+                    return Err(ServiceError::BadRequest(format!(
+                        "\"{p}\": a description must be a string"
+                    )));
                 }
+                let names = !in_name_map && NAME_MAPS.contains(&k.as_str());
+                visit(x, p, names, out)?;
             }
         }
         Value::Array(items) => {
             for (j, x) in items.iter().enumerate() {
-                if matches!(x, Value::Object(_) | Value::Array(_)) {
-                    descriptions(x, &format!("{pointer}/{j}"), field, depth + 1, out)?;
-                }
+                visit(x, format!("{pointer}/{j}"), false, out)?;
             }
         }
+        Value::String(t) => out.push((Some(pointer.to_string()), t.clone())),
         _ => {}
     }
     Ok(())
@@ -440,7 +466,7 @@ fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
         return Err(bad("\"messages\" must not be empty".into()));
     }
     let mut out = Extracted::default();
-    let mut names = std::collections::BTreeMap::<Role, Vec<(String, String)>>::new();
+    let mut names = std::collections::BTreeMap::<Role, Vec<(Option<String>, String)>>::new();
     for (i, m) in messages.iter().enumerate() {
         let role_name = m
             .get("role")
@@ -492,29 +518,35 @@ fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
                 )));
             }
         }
+        // Arguments are a JSON text; an object or array in their place is rendered to the
+        // model by some upstreams, so it is refused rather than forwarded unscanned.
         if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
             for (j, c) in calls.iter().enumerate() {
-                if let Some(a) = c
-                    .get("function")
-                    .and_then(|f| f.get("arguments"))
-                    .and_then(Value::as_str)
-                {
-                    push(a, Slot::ToolArgs(i, j), &mut out);
+                match c.get("function").and_then(|f| f.get("arguments")) {
+                    None | Some(Value::Null) => {}
+                    Some(Value::String(a)) => push(a, Slot::ToolArgs(i, j), &mut out),
+                    Some(_) => {
+                        return Err(bad(format!(
+                            "messages[{i}].tool_calls[{j}].function.arguments must be a string"
+                        )));
+                    }
                 }
             }
         }
-        if let Some(a) = m
-            .get("function_call")
-            .and_then(|f| f.get("arguments"))
-            .and_then(Value::as_str)
-        {
-            push(a, Slot::FunctionArgs(i), &mut out);
+        match m.get("function_call").and_then(|f| f.get("arguments")) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(a)) => push(a, Slot::FunctionArgs(i), &mut out),
+            Some(_) => {
+                return Err(bad(format!(
+                    "messages[{i}].function_call.arguments must be a string"
+                )));
+            }
         }
         if let Some(n) = m.get("name").and_then(Value::as_str) {
             names
                 .entry(role)
                 .or_default()
-                .push((format!("/messages/{i}/name"), n.to_string()));
+                .push((Some(format!("/messages/{i}/name")), n.to_string()));
         }
     }
     for (role, pieces) in names {
@@ -523,7 +555,7 @@ fn extract_chat(body: &Value) -> Result<Extracted, ServiceError> {
     let mut definitions = Vec::new();
     for field in DEFINITION_FIELDS {
         if let Some(v) = body.get(field) {
-            descriptions(v, &format!("/{field}"), field, 0, &mut definitions)?;
+            definition_texts(v, &format!("/{field}"), field, 0, false, &mut definitions)?;
         }
     }
     out.push_group(Role::Tool, definitions);
@@ -754,18 +786,16 @@ async fn scan_up(
         segments.push(Segment::new(Role::User, ""));
     }
     let outcome = state.scan(ScanRequest::segments(segments)).await?;
-    let mut piece_blocked = false;
+    let mut piece_blocked = None;
     if outcome.decision.action == Action::Sanitize {
         apply_sanitized(&mut request.body, &request.extracted.slots, &outcome);
         piece_blocked =
             sanitize_groups(state, &mut request.body, &request.extracted.slots, &outcome).await?;
     }
     let mut decision = outcome.decision;
-    if piece_blocked {
+    if let Some(reason) = piece_blocked {
         decision.action = Action::Block;
-        decision.reasons.push(
-            "a definition or message name is BLOCK on its own; SANITIZE escalated to BLOCK".into(),
-        );
+        decision.reasons.push(reason);
     }
     state.record(caller, kind.endpoint(), &decision).await?;
     Ok(match decision.action {
@@ -966,39 +996,117 @@ fn apply_sanitized(body: &mut Value, slots: &[Slot], outcome: &ScanOutcome) {
     }
 }
 
-/// SANITIZE on a group segment (several strings scanned as one): each of its pieces is
-/// scanned on its own and gets its own sanitized text, so every string stays in its place.
-/// `true` when a piece is BLOCK on its own (the request must then be blocked).
+/// Most pieces of one SANITIZE group rescanned one by one. Each rescan is a whole scan, so
+/// without a bound a request (or answer) made of thousands of tiny strings would multiply
+/// the work of one scan thousands of times; past the bound the request is blocked instead.
+const MAX_RESCAN_PIECES: usize = 64;
+
+/// Why rescanning the pieces of a SANITIZE group ended in BLOCK.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RescanBlock {
+    /// More than [`MAX_RESCAN_PIECES`] pieces.
+    TooManyPieces,
+    /// A piece is BLOCK on its own.
+    PieceBlocks,
+    /// Rewriting the pieces one by one does not neutralize what the joined scan found (a
+    /// finding spans pieces, or lies in an object key): forwarding them would forward it.
+    NotNeutralized,
+}
+
+impl RescanBlock {
+    fn reason(self, what: &str) -> String {
+        match self {
+            RescanBlock::TooManyPieces => format!(
+                "SANITIZE on {what} of more than {MAX_RESCAN_PIECES} strings; escalated to BLOCK"
+            ),
+            RescanBlock::PieceBlocks => {
+                format!("{what} is BLOCK on its own; SANITIZE escalated to BLOCK")
+            }
+            RescanBlock::NotNeutralized => format!(
+                "SANITIZE on {what}, but what was found cannot be sanitized string by string; \
+                 escalated to BLOCK"
+            ),
+        }
+    }
+}
+
+/// SANITIZE on a group (several strings scanned joined): each piece (place, text) is
+/// rescanned on its own with `scan` (which answers the piece's action and sanitized text),
+/// so every string gets its own sanitized text in its place. Fails closed: BLOCK when a
+/// piece is BLOCK alone, when there are too many pieces, and when the pieces, rewritten and
+/// joined again, are still not ALLOW (a finding spanning pieces is in no piece alone, so
+/// the rewrites leave it in place: none at all, or others beside it). The rewrites
+/// otherwise: (place, sanitized text).
+async fn rescan_pieces<P, F, Fut>(
+    pieces: &[(P, String)],
+    mut scan: F,
+) -> Result<Result<Vec<(P, String)>, RescanBlock>, ServiceError>
+where
+    P: Clone,
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(Action, Option<String>), ServiceError>>,
+{
+    if pieces.len() > MAX_RESCAN_PIECES {
+        return Ok(Err(RescanBlock::TooManyPieces));
+    }
+    let mut rewrites = Vec::new();
+    let mut after = Vec::with_capacity(pieces.len());
+    for (place, text) in pieces {
+        match scan(text.clone()).await? {
+            (Action::Block, _) => return Ok(Err(RescanBlock::PieceBlocks)),
+            (Action::Sanitize, Some(t)) if t != *text => {
+                after.push(t.clone());
+                rewrites.push((place.clone(), t));
+            }
+            _ => after.push(text.clone()),
+        }
+    }
+    if rewrites.is_empty() || scan(after.join("\n\n")).await?.0 != Action::Allow {
+        return Ok(Err(RescanBlock::NotNeutralized));
+    }
+    Ok(Ok(rewrites))
+}
+
+/// SANITIZE on the group segments of a request: see [`rescan_pieces`]. A sanitized object
+/// key cannot be rewritten in place, so it blocks too. `Some(reason)` when the request must
+/// be blocked.
 async fn sanitize_groups(
     state: &AppState,
     body: &mut Value,
     slots: &[Slot],
     outcome: &ScanOutcome,
-) -> Result<bool, ServiceError> {
+) -> Result<Option<String>, ServiceError> {
+    const WHAT: &str = "a definition or message name";
     for s in outcome.sanitized.iter().flatten() {
-        let Some(Slot::Group(pointers)) = slots.get(s.segment) else {
+        let Some(Slot::Group(pieces)) = slots.get(s.segment) else {
             continue;
         };
-        for pointer in pointers {
-            let Some(text) = body.pointer(pointer).and_then(Value::as_str) else {
-                continue;
-            };
-            let piece = state
-                .scan(ScanRequest::segments(vec![Segment::new(s.role, text)]))
+        let role = s.role;
+        let rescan = rescan_pieces(pieces, |text| async move {
+            let o = state
+                .scan(ScanRequest::segments(vec![Segment::new(role, text)]))
                 .await?;
-            match piece.decision.action {
-                Action::Block => return Ok(true),
-                Action::Sanitize => {
-                    let text = piece.sanitized.and_then(|v| v.into_iter().next());
-                    if let (Some(t), Some(slot)) = (text, body.pointer_mut(pointer)) {
-                        *slot = Value::String(t.text);
-                    }
-                }
-                Action::Allow => {}
+            let text = o
+                .sanitized
+                .and_then(|v| v.into_iter().next())
+                .map(|t| t.text);
+            Ok((o.decision.action, text))
+        })
+        .await?;
+        let rewrites = match rescan {
+            Ok(r) => r,
+            Err(why) => return Ok(Some(why.reason(WHAT))),
+        };
+        for (pointer, text) in rewrites {
+            let Some(pointer) = pointer else {
+                return Ok(Some(RescanBlock::NotNeutralized.reason(WHAT)));
+            };
+            if let Some(slot) = body.pointer_mut(&pointer) {
+                *slot = Value::String(text);
             }
         }
     }
-    Ok(false)
+    Ok(None)
 }
 
 enum PlainVerdict {
@@ -1112,32 +1220,37 @@ async fn scan_plain_response(
             return Err(e);
         }
     };
-    let d = outcome.decision;
+    let mut d = outcome.decision;
+    // Redact piece by piece so each JSON string gets its own sanitized text; decided before
+    // the record so that an escalation to BLOCK is what is recorded.
+    let rescan = match (&parsed, d.action) {
+        (Some(_), Action::Sanitize) => Some(
+            rescan_pieces(&texts, |text| async move {
+                let o = run_scan(state, scanner, ctx, text).await?;
+                Ok((o.decision.action, o.sanitized.map(|s| s.text)))
+            })
+            .await,
+        ),
+        _ => None,
+    };
+    if let Some(Ok(Err(why))) = &rescan {
+        d.action = Action::Block;
+        d.reasons.push(why.reason("a text of the answer"));
+    }
     // Every response decision is audited, ALLOW included.
     state.record(caller, kind.response_endpoint(), &d).await?;
-    match d.action {
-        Action::Allow => Ok(PlainVerdict::Pass),
-        Action::Block => Ok(PlainVerdict::Blocked(Box::new(d))),
-        Action::Sanitize => {
-            // Redact piece by piece so each JSON string gets its own sanitized text.
-            let Some(mut v) = parsed else {
-                return Ok(PlainVerdict::Blocked(Box::new(d)));
-            };
-            for (ptr, text) in &texts {
-                let o = run_scan(state, scanner, ctx, text.clone()).await?;
-                match o.decision.action {
-                    Action::Block => return Ok(PlainVerdict::Blocked(Box::new(d))),
-                    Action::Sanitize => {
-                        if let (Some(s), Some(slot)) = (o.sanitized, v.pointer_mut(ptr)) {
-                            *slot = Value::String(s.text);
-                        }
-                    }
-                    Action::Allow => {}
+    match (d.action, parsed, rescan.transpose()?) {
+        (Action::Allow, _, _) => Ok(PlainVerdict::Pass),
+        (Action::Sanitize, Some(mut v), Some(Ok(rewrites))) => {
+            for (ptr, text) in rewrites {
+                if let Some(slot) = v.pointer_mut(&ptr) {
+                    *slot = Value::String(text);
                 }
             }
             let b = serde_json::to_vec(&v).map_err(|e| ServiceError::Internal(e.to_string()))?;
             Ok(PlainVerdict::Sanitized(Bytes::from(b)))
         }
+        _ => Ok(PlainVerdict::Blocked(Box::new(d))),
     }
 }
 
@@ -1629,30 +1742,55 @@ mod tests {
             .map(|s| (s.role, s.text.as_str()))
             .collect();
         assert_eq!(
-            got,
+            got[..5],
             [
                 (Role::System, "sys"),
                 (Role::User, "hi"),
                 (Role::Assistant, "{\"a\":1}"),
                 (Role::System, "boss"),
                 (Role::User, "alice"),
-                (
-                    Role::Tool,
-                    "tool doc\n\nslash\n\nparam doc\n\nlegacy doc\n\nformat doc\n\ndeep doc"
-                ),
             ]
         );
+        let Some(tool) = e.segments.get(5) else {
+            panic!("a tool segment");
+        };
+        assert_eq!(tool.role, Role::Tool);
         assert_eq!(e.system_prompt, "sys");
-        let Some(Slot::Group(pointers)) = e.slots.last() else {
+        let Some(Slot::Group(pieces)) = e.slots.last() else {
             panic!("a group slot");
         };
-        for p in pointers {
-            assert!(body.pointer(p).is_some_and(Value::is_string), "{p}");
+        let joined: Vec<&str> = pieces.iter().map(|(_, t)| t.as_str()).collect();
+        assert_eq!(tool.text, joined.join("\n\n"));
+        // Every string value and every key, names and property names included.
+        for t in [
+            "tool doc",
+            "slash",
+            "param doc",
+            "legacy doc",
+            "format doc",
+            "deep doc",
+            "t",
+            "g",
+            "r",
+            "a/b",
+            "description",
+            "object",
+            "function",
+            "json_schema",
+        ] {
+            assert!(joined.contains(&t), "{t}: {joined:?}");
         }
-        assert!(
-            pointers
-                .contains(&"/tools/0/function/parameters/properties/a~1b/description".to_string())
-        );
+        for (p, t) in pieces {
+            if let Some(p) = p {
+                assert_eq!(
+                    body.pointer(p).and_then(Value::as_str),
+                    Some(t.as_str()),
+                    "{p}"
+                );
+            }
+        }
+        assert!(pieces.iter().any(|(p, _)| p.as_deref()
+            == Some("/tools/0/function/parameters/properties/a~1b/description")));
         // Nesting past the bound is refused, not forwarded unscanned.
         let mut deep = json!({"description": "bottom"});
         for _ in 0..=MAX_DEFINITION_DEPTH {

@@ -170,6 +170,15 @@ mod tests {
         }
     }
 
+    fn spec(sha256: &str) -> WheelSpec<'_> {
+        WheelSpec {
+            package: "pkg",
+            version: "1.0",
+            wheel: WHEEL,
+            sha256,
+        }
+    }
+
     fn entries(dir: &Path) -> Vec<String> {
         std::fs::read_dir(dir)
             .unwrap()
@@ -181,12 +190,7 @@ mod tests {
     fn a_checksum_mismatch_is_refused_and_leaves_nothing() {
         let cache = tempfile::tempdir().unwrap();
         let expected = sha256_hex(b"the real wheel");
-        let spec = WheelSpec {
-            package: "pkg",
-            version: "1.0",
-            wheel: WHEEL,
-            sha256: &expected,
-        };
+        let spec = spec(&expected);
         let e = cached_wheel(cache.path(), &spec, &pip(WHEEL, b"a tampered wheel")).unwrap_err();
         match &e {
             WheelError::Checksum {
@@ -210,12 +214,7 @@ mod tests {
     fn a_missing_wheel_is_refused_and_the_download_folder_removed() {
         let cache = tempfile::tempdir().unwrap();
         let expected = sha256_hex(b"w");
-        let spec = WheelSpec {
-            package: "pkg",
-            version: "1.0",
-            wheel: WHEEL,
-            sha256: &expected,
-        };
+        let spec = spec(&expected);
         let e = cached_wheel(cache.path(), &spec, &pip("other.whl", b"w")).unwrap_err();
         match e {
             WheelError::NoWheel { wheel, found } => {
@@ -235,12 +234,7 @@ mod tests {
     fn a_verified_wheel_is_cached_and_reused_and_a_corrupt_copy_replaced() {
         let cache = tempfile::tempdir().unwrap();
         let expected = sha256_hex(b"the real wheel");
-        let spec = WheelSpec {
-            package: "pkg",
-            version: "1.0",
-            wheel: WHEEL,
-            sha256: &expected,
-        };
+        let spec = spec(&expected);
         let dl = pip(WHEEL, b"the real wheel");
         let got = cached_wheel(cache.path(), &spec, &dl).unwrap();
         assert!(got.downloaded);

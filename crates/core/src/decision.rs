@@ -140,6 +140,10 @@ pub struct LayerResult {
     /// A probability-like score, for layers that produce one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+    /// For classifier layers that score spans of the text (localized detection): the span
+    /// whose score is the layer's score, i.e. where in the input the layer looked hardest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub localized: Option<crate::detector::SpanScore>,
     /// Per-category signal strength 0–3 (counted findings only).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub categories: BTreeMap<Category, u8>,

@@ -1,10 +1,14 @@
 //! The one trait every layer implements.
 
-use crate::decision::{Finding, LayerResult};
+use crate::decision::{Finding, LayerResult, Span};
 use crate::input::{Role, Trust};
+use crate::localize::LocalizeConfig;
 use rampart_normalize::Normalized;
 use rampart_rules::RiskClass;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fmt::Debug;
+use std::ops::Range;
 use std::time::Instant;
 
 /// One segment as a detector sees it: its original text, role, effective trust, and the
@@ -21,6 +25,10 @@ pub struct SegmentInput<'a> {
     pub text: &'a str,
     /// Views and transforms.
     pub normalized: Normalized,
+    /// Windows of `text` that classifier layers score besides the whole text
+    /// ([`LocalizeConfig::windows`]), computed once by the pipeline. Empty for a text that
+    /// is a single window, and for trusted segments.
+    pub windows: Vec<Range<usize>>,
 }
 
 /// Everything a detector gets for one request.
@@ -31,6 +39,66 @@ pub struct ScanInput<'a> {
     /// When the layer's time budget runs out. Cooperative detectors check it and stop early
     /// with [`DetectorError::Timeout`]; the pipeline also checks it after the layer returns.
     pub deadline: Instant,
+    /// How windows are cut, for layers that window a view other than the original text.
+    pub localize: LocalizeConfig,
+}
+
+/// A layer's score for one span of one segment (localized detection). The span is in the
+/// segment's original text; the whole segment is the span `0..len`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpanScore {
+    /// Index of the segment in the request.
+    pub segment: usize,
+    /// Byte range in the segment's original text.
+    pub span: Span,
+    /// The layer's score for the span.
+    pub score: f32,
+}
+
+/// How many span scores a layer keeps per segment for later layers ([`Earlier::spans_of`]).
+pub const TOP_SPANS_PER_SEGMENT: usize = 8;
+
+/// Keeps, per segment, the `TOP_SPANS_PER_SEGMENT` highest span scores, and orders the result
+/// highest first (ties: segment, then span, so the order is stable).
+pub fn top_spans(mut spans: Vec<SpanScore>) -> Vec<SpanScore> {
+    spans.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(a.segment.cmp(&b.segment))
+            .then(a.span.start.cmp(&b.span.start))
+            .then(a.span.end.cmp(&b.span.end))
+    });
+    let mut per: BTreeMap<usize, usize> = BTreeMap::new();
+    spans.retain(|s| {
+        let n = per.entry(s.segment).or_insert(0);
+        *n += 1;
+        *n <= TOP_SPANS_PER_SEGMENT
+    });
+    spans
+}
+
+/// Per-role decision thresholds of a classifier layer (`thresholds = { tool = 0.8 }`): data
+/// channels (tool results, retrieved documents) are calibrated on their own, since ordinary
+/// documents read differently from prompts. Roles not named use the layer's threshold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct RoleThresholds(pub BTreeMap<Role, f32>);
+
+impl RoleThresholds {
+    /// The threshold for `role`, else `default`.
+    pub fn get(&self, role: Role, default: f32) -> f32 {
+        self.0.get(&role).copied().unwrap_or(default)
+    }
+
+    /// Checks every threshold is in (0, 1].
+    pub fn validate(&self) -> Result<(), String> {
+        match self.0.iter().find(|(_, t)| !(**t > 0.0 && **t <= 1.0)) {
+            Some((role, t)) => Err(format!(
+                "thresholds.{role} must be in (0, 1], got {t}"
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What a detector found.
@@ -43,6 +111,9 @@ pub struct Detection {
     /// A risk the detector asserts directly (e.g. a classifier over its threshold). The
     /// layer's risk is the higher of this and the risk scored from its findings.
     pub risk: Option<RiskClass>,
+    /// Localized scores, highest first ([`top_spans`]): per scored segment, its best
+    /// spans (the whole segment among them). The first is the span that decided `score`.
+    pub spans: Vec<SpanScore>,
 }
 
 /// Why a detector could not decide.
@@ -102,6 +173,8 @@ pub struct Earlier<'a> {
     pub layers: &'a [LayerResult],
     /// Their findings, in the order they were produced.
     pub findings: &'a [Finding],
+    /// Their localized scores ([`Detection::spans`]), parallel to `layers`.
+    pub spans: &'a [Vec<SpanScore>],
 }
 
 impl Earlier<'_> {
@@ -111,5 +184,23 @@ impl Earlier<'_> {
             .iter()
             .find(|l| l.layer == name && l.status == crate::decision::LayerStatus::Ok)
             .and_then(|l| l.score)
+    }
+
+    /// The localized scores of the earlier layer named `name`, highest first (empty when it
+    /// did not run or gave none).
+    pub fn spans_of(&self, name: &str) -> &[SpanScore] {
+        self.layers
+            .iter()
+            .position(|l| l.layer == name && l.status == crate::decision::LayerStatus::Ok)
+            .and_then(|i| self.spans.get(i))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The score of the earlier layer named `name` for one segment: its best span there.
+    pub fn segment_score(&self, name: &str, segment: usize) -> Option<f32> {
+        self.spans_of(name)
+            .iter()
+            .find(|s| s.segment == segment)
+            .map(|s| s.score)
     }
 }

@@ -14,7 +14,9 @@
 //! fuse layer fails rather than let a NaN compare false and allow).
 
 use crate::decision::{Finding, Span};
-use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput};
+use crate::detector::{
+    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SpanScore, top_spans,
+};
 use crate::input::Trust;
 use rampart_normalize::ViewKind;
 use rampart_rules::{Category, RiskClass, Strength};
@@ -51,6 +53,15 @@ pub struct FuseOptions {
     /// (reported, not counted), for a later layer to look at. Default: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ambiguous: Option<[f32; 2]>,
+    /// Per-role thresholds (`thresholds = { tool = 0.8, retrieved = 0.8 }`); roles not
+    /// named use `threshold`. Each untrusted segment is fused from the input layers' scores
+    /// for that segment and compared with its role's threshold.
+    #[serde(default, skip_serializing_if = "thresholds_empty")]
+    pub thresholds: RoleThresholds,
+}
+
+fn thresholds_empty(t: &RoleThresholds) -> bool {
+    t.0.is_empty()
 }
 
 fn default_name() -> String {
@@ -96,6 +107,7 @@ impl FuseDetector {
                 opts.threshold
             ));
         }
+        opts.thresholds.validate()?;
         if let Some([lo, hi]) = opts.ambiguous
             && !(0.0 <= lo && lo < hi && hi <= 1.0)
         {
@@ -137,6 +149,70 @@ impl FuseDetector {
     }
 }
 
+/// The fusion of one segment's input scores.
+struct SegmentFusion {
+    index: usize,
+    scores: Vec<f32>,
+    p: f32,
+    threshold: f32,
+}
+
+impl FuseDetector {
+    /// Each input's score for one segment, in `inputs` order: its best span there
+    /// ([`Earlier::segment_score`]). An input layer that gives a score but no localized
+    /// scores at all (a detector that does not localize) counts with its request-level score
+    /// for every segment. `None` when an input did not score this segment.
+    fn segment_scores(&self, earlier: &Earlier<'_>, segment: usize) -> Option<Vec<f32>> {
+        self.opts
+            .inputs
+            .keys()
+            .map(|name| {
+                if earlier.spans_of(name).is_empty() {
+                    earlier.score_of(name)
+                } else {
+                    earlier.segment_score(name, segment)
+                }
+            })
+            .collect()
+    }
+
+    /// Where a fused decision points in segment `index`: the strongest finding of an input
+    /// layer there (first on ties), else the input layers' best localized span there, else
+    /// the whole segment.
+    fn anchor(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+        index: usize,
+    ) -> Option<(crate::input::Role, Span, ViewKind, Vec<rampart_normalize::TransformKind>)> {
+        let seg = input.segments.iter().find(|s| s.index == index)?;
+        // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
+        if let Some(f) = earlier
+            .findings
+            .iter()
+            .filter(|f| f.segment == index && self.opts.inputs.contains_key(&f.layer))
+            .rev()
+            .max_by_key(|f| f.points)
+        {
+            return Some((f.role, f.span, f.view, f.via.clone()));
+        }
+        let best = self
+            .opts
+            .inputs
+            .keys()
+            .filter_map(|name| earlier.spans_of(name).iter().find(|s| s.segment == index))
+            .max_by(|a, b| a.score.total_cmp(&b.score));
+        let span = best.map_or(
+            Span {
+                start: 0,
+                end: seg.text.len(),
+            },
+            |s| s.span,
+        );
+        Some((seg.role, span, ViewKind::Raw, Vec::new()))
+    }
+}
+
 impl Detector for FuseDetector {
     fn name(&self) -> &str {
         &self.opts.name
@@ -155,7 +231,7 @@ impl Detector for FuseDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
     ) -> Result<Detection, DetectorError> {
-        // Each input's score, looked up once, in `inputs` order.
+        // Each input's request-level score, looked up once, in `inputs` order.
         let found: Vec<Option<f32>> = self
             .opts
             .inputs
@@ -164,6 +240,11 @@ impl Detector for FuseDetector {
             .collect();
         // A score that is not a number (a broken model) must not fuse into a silent ALLOW:
         // the layer fails, and the policy's fail mode decides.
+        let not_finite = |name: &String, s: f32| {
+            DetectorError::Failed(format!(
+                "input layer {name:?} gave a score that is not a number: {s}"
+            ))
+        };
         if let Some((name, s)) = self
             .opts
             .inputs
@@ -171,98 +252,116 @@ impl Detector for FuseDetector {
             .zip(&found)
             .find_map(|(name, s)| s.filter(|s| !s.is_finite()).map(|s| (name, s)))
         {
-            return Err(DetectorError::Failed(format!(
-                "input layer {name:?} gave a score that is not a number: {s}"
-            )));
+            return Err(not_finite(name, s));
         }
-        let Some(scores) = found.into_iter().collect::<Option<Vec<f32>>>() else {
+        if found.iter().any(Option::is_none) {
             return Ok(Detection::default());
-        };
-        let p = self.fuse_scores(&scores);
-        let mut det = Detection {
-            findings: Vec::new(),
-            score: Some(p),
-            risk: None,
-        };
-        let hit = p >= self.opts.threshold;
-        let ambiguous = !hit
-            && self
-                .opts
-                .ambiguous
-                .is_some_and(|[lo, hi]| p >= lo && p < hi);
-        if !hit && !ambiguous {
-            return Ok(det);
         }
-        // Where: the strongest finding of an input layer (first on ties), else the first
-        // untrusted segment as a whole.
-        // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
-        let anchor = earlier
-            .findings
-            .iter()
-            .filter(|f| self.opts.inputs.contains_key(&f.layer))
-            .rev()
-            .max_by_key(|f| f.points);
-        let (segment, role, span, view, via) = match anchor {
-            Some(f) => (f.segment, f.role, f.span, f.view, f.via.clone()),
-            None => {
-                let Some(seg) = input.segments.iter().find(|s| s.trust != Trust::Trusted) else {
-                    return Ok(det);
-                };
-                let span = Span {
-                    start: 0,
-                    end: seg.text.len(),
-                };
-                (seg.index, seg.role, span, ViewKind::Raw, Vec::new())
+        let mut segments = Vec::new();
+        for seg in input.segments.iter().filter(|s| s.trust != Trust::Trusted) {
+            let Some(scores) = self.segment_scores(earlier, seg.index) else {
+                continue;
+            };
+            if let Some((name, s)) = self
+                .opts
+                .inputs
+                .keys()
+                .zip(&scores)
+                .find(|(_, s)| !s.is_finite())
+            {
+                return Err(not_finite(name, *s));
             }
-        };
-        let parts: Vec<String> = self
-            .opts
-            .inputs
+            let p = self.fuse_scores(&scores);
+            let threshold = self.opts.thresholds.get(seg.role, self.opts.threshold);
+            segments.push(SegmentFusion {
+                index: seg.index,
+                scores,
+                p,
+                threshold,
+            });
+        }
+        let mut det = Detection::default();
+        let Some(best) = segments
             .iter()
-            .zip(&scores)
-            .map(|((name, w), s)| format!("{w}·logit({name} {s:.3})"))
-            .collect();
-        let bias = if self.opts.bias == 0.0 {
-            String::new()
-        } else {
-            format!(" + {}", self.opts.bias)
+            .max_by(|a, b| a.p.total_cmp(&b.p).then(b.index.cmp(&a.index)))
+        else {
+            return Ok(det);
         };
-        let formula = format!("fused score sigmoid({}{bias}) = {p:.3}", parts.join(" + "));
-        let (id, strength, points, severity, counted, why) = if hit {
-            det.risk = Some(RiskClass::HighRisk);
-            (
-                FUSE_ID,
-                Strength::Strong,
-                3,
-                RiskClass::HighRisk,
-                true,
-                format!("{formula} >= threshold {:.3}", self.opts.threshold),
-            )
-        } else {
-            (
-                FUSE_AMBIGUOUS_ID,
-                Strength::Weak,
-                0,
-                RiskClass::MediumRisk,
-                false,
-                format!("{formula} in the ambiguous band (below the threshold)"),
-            )
-        };
-        det.findings.push(Finding {
-            layer: self.opts.name.clone(),
-            rule_id: id.into(),
-            category: Category::Other,
-            strength,
-            points,
-            severity,
-            segment,
-            role,
-            counted,
-            span,
-            view,
-            via,
-            rationale: why,
-        });
+        det.score = Some(best.p);
+        let mut spans = Vec::new();
+        for sf in &segments {
+            let Some((role, span, view, via)) = self.anchor(input, earlier, sf.index) else {
+                continue;
+            };
+            spans.push(SpanScore {
+                segment: sf.index,
+                span,
+                score: sf.p,
+            });
+            let hit = sf.p >= sf.threshold;
+            let ambiguous = !hit
+                && sf.index == best.index
+                && self
+                    .opts
+                    .ambiguous
+                    .is_some_and(|[lo, hi]| sf.p >= lo && sf.p < hi);
+            if !hit && !ambiguous {
+                continue;
+            }
+            let parts: Vec<String> = self
+                .opts
+                .inputs
+                .iter()
+                .zip(&sf.scores)
+                .map(|((name, w), s)| format!("{w}·logit({name} {s:.3})"))
+                .collect();
+            let bias = if self.opts.bias == 0.0 {
+                String::new()
+            } else {
+                format!(" + {}", self.opts.bias)
+            };
+            let formula = format!(
+                "fused score sigmoid({}{bias}) = {:.3}",
+                parts.join(" + "),
+                sf.p
+            );
+            let (id, strength, points, severity, counted, why) = if hit {
+                det.risk = Some(RiskClass::HighRisk);
+                (
+                    FUSE_ID,
+                    Strength::Strong,
+                    3,
+                    RiskClass::HighRisk,
+                    true,
+                    format!("{formula} >= threshold {:.3} ({role} segment)", sf.threshold),
+                )
+            } else {
+                (
+                    FUSE_AMBIGUOUS_ID,
+                    Strength::Weak,
+                    0,
+                    RiskClass::MediumRisk,
+                    false,
+                    format!("{formula} in the ambiguous band (below the threshold)"),
+                )
+            };
+            det.findings.push(Finding {
+                layer: self.opts.name.clone(),
+                rule_id: id.into(),
+                category: Category::Other,
+                strength,
+                points,
+                severity,
+                segment: sf.index,
+                role,
+                counted,
+                span,
+                view,
+                via,
+                rationale: why,
+            });
+        }
+        det.spans = top_spans(spans);
         Ok(det)
     }
 

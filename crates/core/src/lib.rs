@@ -28,6 +28,7 @@ mod decision;
 mod detector;
 mod fuse;
 mod input;
+mod localize;
 mod pipeline;
 mod rules_layer;
 pub mod scoring;
@@ -42,9 +43,13 @@ pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
 };
-pub use detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
+pub use detector::{
+    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SegmentInput, SpanScore,
+    TOP_SPANS_PER_SEGMENT, top_spans,
+};
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
+pub use localize::LocalizeConfig;
 pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options, redact};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};

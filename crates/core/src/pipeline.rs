@@ -8,7 +8,9 @@ use crate::decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
     ScanOutcome, Span,
 };
-use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
+use crate::detector::{
+    Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput, SpanScore,
+};
 use crate::fuse::{FuseDetector, FuseOptions};
 use crate::input::{InputError, ScanRequest, Trust};
 use crate::rules_layer::{RulesDetector, transform_findings};
@@ -349,6 +351,7 @@ impl Pipeline {
                 trust: s.trust.unwrap_or_else(|| policy.trust_of(s.role)),
                 text: &s.text,
                 normalized: self.normalizer.normalize(&s.text),
+                windows: Vec::new(),
             })
             .collect();
         let mut findings: Vec<Finding> = Vec::new();
@@ -372,14 +375,20 @@ impl Pipeline {
             t0.elapsed(),
         )];
 
+        let mut segments = segments;
+        self.window_segments(&mut segments);
         let mut input = ScanInput {
             segments,
             deadline: Instant::now() + budget,
+            localize: self.config.localize,
         };
+        // Localized scores of each layer, parallel to `layers` (normalize has none).
+        let mut layer_spans: Vec<Vec<SpanScore>> = vec![Vec::new()];
         for (i, det) in self.detectors.iter().enumerate() {
             let earlier = Earlier {
                 layers: &layers,
                 findings: &findings,
+                spans: &layer_spans,
             };
             if let Some(reason) = self
                 .run_if
@@ -393,10 +402,12 @@ impl Pipeline {
                     risk: RiskClass::LowRisk,
                     action: Action::Allow,
                     score: None,
+                    localized: None,
                     categories: BTreeMap::new(),
                     findings: 0,
                     elapsed_us: 0,
                 });
+                layer_spans.push(Vec::new());
                 continue;
             }
             input.deadline = Instant::now() + budget;
@@ -412,6 +423,7 @@ impl Pipeline {
                     findings: mut f,
                     score,
                     mut risk,
+                    spans,
                 }) => {
                     if self.score_only.get(i).copied().unwrap_or(false) {
                         // Reported, not counted; the layer's own verdict stays ALLOW.
@@ -420,14 +432,11 @@ impl Pipeline {
                         }
                         risk = None;
                     }
-                    layers.push(self.layer_result(
-                        det.name(),
-                        LayerStatus::Ok,
-                        &f,
-                        score,
-                        risk,
-                        elapsed,
-                    ));
+                    let mut result =
+                        self.layer_result(det.name(), LayerStatus::Ok, &f, score, risk, elapsed);
+                    result.localized = spans.first().copied();
+                    layers.push(result);
+                    layer_spans.push(spans);
                     findings.extend(f);
                 }
                 Err(e) => {
@@ -447,10 +456,12 @@ impl Pipeline {
                         risk,
                         action,
                         score: None,
+                        localized: None,
                         categories: BTreeMap::new(),
                         findings: 0,
                         elapsed_us: micros(elapsed),
                     });
+                    layer_spans.push(Vec::new());
                 }
             }
         }
@@ -567,9 +578,18 @@ impl Pipeline {
             risk,
             action: self.config.policy.action_for(risk),
             score,
+            localized: None,
             categories,
             findings: findings.len(),
             elapsed_us: micros(elapsed),
+        }
+    }
+
+    /// Cuts each untrusted segment into the windows classifier layers score
+    /// ([`LocalizeConfig::windows`](crate::LocalizeConfig::windows)), once per scan.
+    fn window_segments(&self, segments: &mut [SegmentInput<'_>]) {
+        for seg in segments.iter_mut().filter(|s| s.trust == Trust::Untrusted) {
+            seg.windows = self.config.localize.windows(seg.text);
         }
     }
 }

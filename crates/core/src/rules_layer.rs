@@ -144,8 +144,7 @@ impl Detector for RulesDetector {
         }
         Ok(Detection {
             findings,
-            score: None,
-            risk: None,
+            ..Detection::default()
         })
     }
 }

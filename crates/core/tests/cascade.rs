@@ -26,6 +26,7 @@ impl Detector for Scorer {
             findings: vec![],
             score,
             risk: None,
+            spans: vec![],
         })
     }
 }
@@ -44,6 +45,7 @@ impl Detector for Expensive {
             findings: vec![],
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),
+            spans: vec![],
         })
     }
 }

@@ -192,6 +192,7 @@ impl Detector for Ambiguous {
             }],
             score: Some(0.5),
             risk: None,
+            spans: vec![],
         })
     }
 }

@@ -33,6 +33,7 @@ impl Detector for Tagged {
             findings: vec![],
             score,
             risk: None,
+            spans: vec![],
         };
         if score.is_some_and(|s| s >= 0.5) {
             det.risk = Some(RiskClass::HighRisk);
@@ -239,6 +240,7 @@ fn detector(inputs: &[(&str, f32)]) -> FuseDetector {
         bias: 0.0,
         threshold: 0.5,
         ambiguous: None,
+        thresholds: Default::default(),
     })
     .unwrap()
 }
@@ -263,6 +265,7 @@ fn the_fuse_layer_alone_fails_instead_of_allowing() {
     let input = ScanInput {
         segments: vec![],
         deadline: std::time::Instant::now(),
+        localize: Default::default(),
     };
     assert!(det.detect(&input).is_err());
 }

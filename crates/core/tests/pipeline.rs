@@ -41,6 +41,7 @@ impl Detector for Fixed {
                 findings: vec![],
                 score: Some(0.0),
                 risk: Some(*r),
+                spans: vec![],
             }),
             Fixed::Fail(_) => Err(DetectorError::Failed("backend unavailable".into())),
             Fixed::Sleep(_, d) => {

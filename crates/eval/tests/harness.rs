@@ -39,6 +39,7 @@ impl Detector for Scorer {
             findings: Vec::new(),
             score: Some(score),
             risk: (score >= 0.5).then_some(RiskClass::HighRisk),
+            spans: vec![],
         })
     }
 }

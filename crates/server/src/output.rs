@@ -332,6 +332,7 @@ impl OutputScanner {
             },
             action: if fired { action } else { Action::Allow },
             score: None,
+            localized: None,
             categories,
             findings: findings.len(),
             elapsed_us,

@@ -1,17 +1,22 @@
 //! The pipeline layer: [`TransformerDetector`] and its factory (`kind = "transformer"`).
 
 use crate::error::TransformerError;
-use crate::model::{Classifier, ClassifierOptions, WeightsFormat};
+use crate::model::{Classifier, ClassifierOptions, WeightsFormat, Window};
 use rampart_core::{
-    BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Finding, RiskClass,
-    ScanInput, Span, Strength, Trust, ViewKind,
+    BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier, Finding,
+    RiskClass, RoleThresholds, ScanInput, SegmentInput, Span, SpanScore, Strength, Trust,
+    ViewKind, top_spans,
 };
+use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Rule ID of the finding a transformer layer reports.
 pub const FINDING_ID: &str = "TRANSFORMER";
+/// Rule ID of the (uncounted) finding that says a long segment was read in part: only the
+/// windows around the focus layer's best spans (`max_windows`).
+pub const PARTIAL_ID: &str = "TRANSFORMER_PARTIAL";
 
 /// Which text of a segment the model reads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +72,27 @@ pub struct TransformerLayerOptions {
     /// Text the model reads.
     #[serde(default)]
     pub view: InputView,
+    /// An earlier classifier layer (e.g. `linear`) whose best-scoring spans of each segment
+    /// this layer also reads on their own (localized detection: an injected sentence is
+    /// scored as it would be alone, not split across token windows), and which picks the
+    /// windows of a long text when it has more than `max_windows`.
+    #[serde(default)]
+    pub focus: Option<String>,
+    /// How many of the focus layer's best spans per segment are read (default 4).
+    #[serde(default = "default_focus_top")]
+    pub focus_top: usize,
+    /// Most token windows read per segment (default: all). A longer segment is read only
+    /// around the focus layer's best spans (a finding `TRANSFORMER_PARTIAL` says so); without
+    /// a focus layer it fails, and the policy's fail mode decides.
+    #[serde(default)]
+    pub max_windows: Option<usize>,
+    /// Per-role thresholds (`thresholds = { tool = 0.8 }`); roles not named use `threshold`.
+    #[serde(default)]
+    pub thresholds: RoleThresholds,
+}
+
+fn default_focus_top() -> usize {
+    4
 }
 
 fn default_name() -> String {
@@ -84,7 +110,11 @@ fn default_threshold() -> f32 {
 pub struct TransformerDetector {
     name: String,
     threshold: f32,
+    thresholds: RoleThresholds,
     view: InputView,
+    focus: Option<String>,
+    focus_top: usize,
+    max_windows: Option<usize>,
     model: Classifier,
 }
 
@@ -99,6 +129,20 @@ impl TransformerDetector {
         }
         if options.name.trim().is_empty() {
             return Err(TransformerError::Options("name must not be empty".into()));
+        }
+        options
+            .thresholds
+            .validate()
+            .map_err(TransformerError::Options)?;
+        if options.max_windows == Some(0) {
+            return Err(TransformerError::Options(
+                "max_windows must be at least 1".into(),
+            ));
+        }
+        if options.focus.as_deref() == Some(options.name.as_str()) {
+            return Err(TransformerError::Options(
+                "focus must name an earlier layer, not this one".into(),
+            ));
         }
         let model = Classifier::load(
             &options.model_dir,
@@ -115,7 +159,11 @@ impl TransformerDetector {
         Ok(TransformerDetector {
             name: options.name.clone(),
             threshold: options.threshold,
+            thresholds: options.thresholds.clone(),
             view: options.view,
+            focus: options.focus.clone(),
+            focus_top: options.focus_top,
+            max_windows: options.max_windows,
             model,
         })
     }
@@ -125,110 +173,249 @@ impl TransformerDetector {
         &self.model
     }
 
-    /// Texts to score: (request, segment index, text).
-    fn texts<'a>(&self, inputs: &'a [ScanInput<'a>]) -> Vec<(usize, usize, &'a str)> {
-        let mut out = Vec::new();
-        for (r, input) in inputs.iter().enumerate() {
-            for (s, seg) in input.segments.iter().enumerate() {
-                if seg.trust != Trust::Untrusted {
-                    continue;
-                }
-                let text = match self.view {
-                    InputView::Raw => seg.text,
-                    InputView::Folded => seg
-                        .normalized
-                        .view(ViewKind::Folded)
-                        .map_or(seg.text, |v| v.text.as_str()),
-                };
-                if !text.trim().is_empty() {
-                    out.push((r, s, text));
-                }
-            }
-        }
-        out
+    /// The text of `seg` the model reads (its view), or `None` for an empty one.
+    fn text_of<'a>(&self, seg: &'a SegmentInput<'a>) -> Option<&'a str> {
+        let text = match self.view {
+            InputView::Raw => seg.text,
+            InputView::Folded => seg
+                .normalized
+                .view(ViewKind::Folded)
+                .map_or(seg.text, |v| v.text.as_str()),
+        };
+        (!text.trim().is_empty()).then_some(text)
     }
 
-    fn run(&self, inputs: &[ScanInput<'_>]) -> Vec<Result<Detection, DetectorError>> {
-        let texts = self.texts(inputs);
-        let deadline = inputs.iter().map(|i| i.deadline).min();
-        let strs: Vec<&str> = texts.iter().map(|t| t.2).collect();
-        let scores = match self.model.score_batch(&strs, deadline) {
-            Ok(s) => s,
-            Err(e) => {
-                let err = match e {
-                    TransformerError::Deadline => DetectorError::Timeout,
-                    other => DetectorError::Failed(other.to_string()),
-                };
-                return inputs.iter().map(|_| Err(err.clone())).collect();
-            }
+    /// Maps a byte range of the text the model read back to the segment's original text.
+    fn to_original(&self, seg: &SegmentInput<'_>, span: Range<usize>) -> Range<usize> {
+        match self.view {
+            InputView::Raw => span,
+            InputView::Folded => seg
+                .normalized
+                .view(ViewKind::Folded)
+                .map_or(span.clone(), |v| v.to_original(span)),
+        }
+    }
+
+    /// The windows to score for one segment (see [`TransformerLayerOptions::focus`]): every
+    /// token window of the text when there are at most `max_windows`, else only those that
+    /// overlap the focus layer's best spans; plus one window set per focus span, cut from
+    /// the span alone so that an injected sentence is read as it would be on its own.
+    fn plan(
+        &self,
+        seg: &SegmentInput<'_>,
+        text: &str,
+        focus: &[SpanScore],
+    ) -> Result<SegmentPlan, DetectorError> {
+        let failed = |e: TransformerError| DetectorError::Failed(e.to_string());
+        let all = self.model.windows(text).map_err(failed)?;
+        let total = all.len();
+        // Focus spans are in original offsets; the folded view's offsets differ, so focus
+        // applies to the raw view only.
+        let spans: Vec<Range<usize>> = if self.view == InputView::Raw {
+            focus
+                .iter()
+                .filter(|s| s.segment == seg.index)
+                .filter(|s| !(s.span.start == 0 && s.span.end >= text.len()))
+                .filter(|s| s.span.end <= text.len() && s.span.start < s.span.end)
+                .take(self.focus_top)
+                .map(|s| s.span.start..s.span.end)
+                .collect()
+        } else {
+            Vec::new()
         };
-        let mut out: Vec<Result<Detection, DetectorError>> =
-            inputs.iter().map(|_| Ok(Detection::default())).collect();
-        for ((r, s, _), score) in texts.iter().zip(scores) {
-            let (Some(slot), Some(input)) = (out.get_mut(*r), inputs.get(*r)) else {
+        let mut windows: Vec<Window> = match self.max_windows {
+            Some(max) if total > max => {
+                if spans.is_empty() {
+                    return Err(DetectorError::Failed(format!(
+                        "segment {} needs {total} windows, over max_windows {max}, and no focus \
+                         layer ranked its spans (set `focus` to an earlier classifier layer)",
+                        seg.index
+                    )));
+                }
+                all.into_iter()
+                    .filter(|w| {
+                        spans
+                            .iter()
+                            .any(|s| w.span.start < s.end && s.start < w.span.end)
+                    })
+                    .take(max)
+                    .collect()
+            }
+            _ => all,
+        };
+        let from_windows = windows.len();
+        for s in &spans {
+            let Some(sub) = text.get(s.clone()) else {
                 continue;
             };
-            let Some(seg) = input.segments.get(*s) else {
-                continue;
-            };
-            // An input that already failed stays failed.
-            let Ok(det) = slot else {
-                continue;
-            };
-            // A score that is not a number (weights with NaN/inf in a model the user brought)
-            // would compare false against the threshold and allow; the input fails instead,
-            // and the policy's fail mode decides.
-            if !score.score.is_finite() {
-                *slot = Err(DetectorError::Failed(format!(
-                    "model {} gave a score that is not a number ({}) on segment {}, window {} of {}",
-                    self.name,
-                    score.score,
-                    seg.index,
-                    score.window + 1,
-                    score.windows
-                )));
+            for mut w in self.model.windows(sub).map_err(failed)? {
+                w.span = w.span.start + s.start..w.span.end + s.start;
+                windows.push(w);
+            }
+        }
+        Ok(SegmentPlan {
+            windows,
+            total,
+            from_windows,
+        })
+    }
+
+    fn run(
+        &self,
+        input: &ScanInput<'_>,
+        focus: &[SpanScore],
+    ) -> Result<Detection, DetectorError> {
+        let mut plans = Vec::new();
+        for seg in &input.segments {
+            if seg.trust != Trust::Untrusted {
                 continue;
             }
-            det.score = Some(det.score.map_or(score.score, |m: f32| m.max(score.score)));
-            if score.score < self.threshold {
+            let Some(text) = self.text_of(seg) else {
+                continue;
+            };
+            plans.push((seg, self.plan(seg, text, focus)?));
+        }
+        let refs: Vec<&Window> = plans.iter().flat_map(|(_, p)| p.windows.iter()).collect();
+        let logits = self
+            .model
+            .window_logits_until(&refs, Some(input.deadline))
+            .map_err(|e| match e {
+                TransformerError::Deadline => DetectorError::Timeout,
+                other => DetectorError::Failed(other.to_string()),
+            })?;
+        let mut logits = logits.into_iter();
+        let mut det = Detection::default();
+        let mut spans = Vec::new();
+        for (seg, plan) in &plans {
+            let mut best: Option<(f32, usize)> = None;
+            for (k, w) in plan.windows.iter().enumerate() {
+                let s = logits
+                    .next()
+                    .map_or(f32::NAN, |l| self.model.score_logits(&l));
+                // A score that is not a number (weights with NaN/inf in a model the user
+                // brought) would compare false against the threshold and allow; the layer
+                // fails instead, and the policy's fail mode decides.
+                if !s.is_finite() {
+                    return Err(DetectorError::Failed(format!(
+                        "model {} gave a score that is not a number ({s}) on segment {}, \
+                         window {} of {}",
+                        self.name,
+                        seg.index,
+                        k + 1,
+                        plan.windows.len()
+                    )));
+                }
+                spans.push(SpanScore {
+                    segment: seg.index,
+                    span: Span::from(self.to_original(seg, w.span.clone())),
+                    score: s,
+                });
+                if best.is_none_or(|(b, _)| s > b) {
+                    best = Some((s, k));
+                }
+            }
+            let Some((score, k)) = best else { continue };
+            det.score = Some(det.score.map_or(score, |m: f32| m.max(score)));
+            let covered = if plan.from_windows < plan.total {
+                format!(
+                    "; long text: {} of its {} windows scored, those around the {} best spans \
+                     of layer {}",
+                    plan.from_windows,
+                    plan.total,
+                    plan.windows.len() - plan.from_windows,
+                    self.focus.as_deref().unwrap_or("?")
+                )
+            } else {
+                String::new()
+            };
+            if !covered.is_empty() {
+                det.findings.push(self.finding(
+                    seg,
+                    PARTIAL_ID,
+                    0..seg.text.len(),
+                    false,
+                    format!(
+                        "classifier read part of segment {}{covered}",
+                        seg.index
+                    ),
+                ));
+            }
+            let threshold = self.thresholds.get(seg.role, self.threshold);
+            if score < threshold {
                 continue;
             }
-            let span = match self.view {
-                InputView::Raw => score.span.clone(),
-                InputView::Folded => seg
-                    .normalized
-                    .view(ViewKind::Folded)
-                    .map_or(score.span.clone(), |v| v.to_original(score.span.clone())),
+            let Some(w) = plan.windows.get(k) else {
+                continue;
+            };
+            let what = if k >= plan.from_windows {
+                format!(
+                    "span {}..{} ranked by layer {}",
+                    w.span.start,
+                    w.span.end,
+                    self.focus.as_deref().unwrap_or("?")
+                )
+            } else {
+                format!("window {} of {}", k + 1, plan.total)
             };
             det.risk = Some(RiskClass::HighRisk);
-            det.findings.push(Finding {
-                layer: self.name.clone(),
-                rule_id: FINDING_ID.into(),
-                category: Category::Other,
-                strength: Strength::Strong,
-                points: 3,
-                severity: RiskClass::HighRisk,
-                segment: seg.index,
-                role: seg.role,
-                counted: true,
-                span: Span::from(span),
-                view: match self.view {
-                    InputView::Raw => ViewKind::Raw,
-                    InputView::Folded => ViewKind::Folded,
-                },
-                via: Vec::new(),
-                rationale: format!(
-                    "classifier score {:.3} (labels {}) ≥ threshold {} in window {} of {}",
-                    score.score,
+            det.findings.push(self.finding(
+                seg,
+                FINDING_ID,
+                self.to_original(seg, w.span.clone()),
+                true,
+                format!(
+                    "classifier score {score:.3} (labels {}) ≥ threshold {threshold} ({} segment) \
+                     in {what}{covered}",
                     self.model.positive_labels().join("+"),
-                    self.threshold,
-                    score.window + 1,
-                    score.windows
+                    seg.role,
                 ),
-            });
+            ));
         }
-        out
+        det.spans = top_spans(spans);
+        Ok(det)
     }
+
+    fn finding(
+        &self,
+        seg: &SegmentInput<'_>,
+        id: &str,
+        span: Range<usize>,
+        hit: bool,
+        rationale: String,
+    ) -> Finding {
+        Finding {
+            layer: self.name.clone(),
+            rule_id: id.into(),
+            category: Category::Other,
+            strength: if hit { Strength::Strong } else { Strength::Weak },
+            points: if hit { 3 } else { 0 },
+            severity: if hit {
+                RiskClass::HighRisk
+            } else {
+                RiskClass::LowRisk
+            },
+            segment: seg.index,
+            role: seg.role,
+            counted: hit,
+            span: Span::from(span),
+            view: match self.view {
+                InputView::Raw => ViewKind::Raw,
+                InputView::Folded => ViewKind::Folded,
+            },
+            via: Vec::new(),
+            rationale,
+        }
+    }
+}
+
+/// What the layer scores of one segment.
+struct SegmentPlan {
+    /// Token windows of the text (first `from_windows`), then windows of the focus spans.
+    windows: Vec<Window>,
+    /// Token windows of the whole text.
+    total: usize,
+    /// How many of `windows` are token windows of the whole text.
+    from_windows: usize,
 }
 
 impl Detector for TransformerDetector {
@@ -237,13 +424,20 @@ impl Detector for TransformerDetector {
     }
 
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
-        self.run(std::slice::from_ref(input))
-            .pop()
-            .unwrap_or_else(|| Ok(Detection::default()))
+        self.run(input, &[])
     }
 
-    fn detect_batch(&self, inputs: &[ScanInput<'_>]) -> Vec<Result<Detection, DetectorError>> {
-        self.run(inputs)
+    fn detect_after(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) -> Result<Detection, DetectorError> {
+        let focus = self.focus.as_deref().map_or(&[][..], |f| earlier.spans_of(f));
+        self.run(input, focus)
+    }
+
+    fn reads_layers(&self) -> Vec<String> {
+        self.focus.iter().cloned().collect()
     }
 }
 

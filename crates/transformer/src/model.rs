@@ -347,7 +347,9 @@ impl Classifier {
         self.window_logits_until(windows, None)
     }
 
-    fn window_logits_until(
+    /// Logits of each window, in order, in batches; stops with
+    /// [`TransformerError::Deadline`] once `deadline` has passed.
+    pub fn window_logits_until(
         &self,
         windows: &[&Window],
         deadline: Option<Instant>,

@@ -7,9 +7,13 @@
 //! picked like every other threshold in Rampart: for a target false-positive rate on benign
 //! validation data (`scripts/pick_fusion.py`).
 //!
-//! The fused score is request-level (each input is that layer's score for the request). When
-//! an input layer gave no score (skipped by its `run_if`, or it found nothing to score) the
-//! fuse layer reports no score and decides nothing; a failed input layer is handled by the
+//! The fusion is per segment: each untrusted segment is fused from the input layers' scores
+//! for that segment (their best localized span there, [`Earlier::segment_score`]; an input
+//! layer that does not localize counts with its request-level score) and compared with the
+//! threshold of its role (`thresholds`, else `threshold`); the layer's score is the highest
+//! fused score. A diluted attack therefore fuses from the scores of the span that holds it.
+//! When an input layer gave no score (skipped by its `run_if`, or it found nothing to score)
+//! the fuse layer reports no score and decides nothing; a failed input layer is handled by the
 //! policy's fail mode, as always, and so is an input score that is not a finite number (the
 //! fuse layer fails rather than let a NaN compare false and allow).
 

@@ -15,9 +15,16 @@ Outputs (UTF-8 JSON Lines in Rampart's record format, see datasets/README.md):
   DATA_DIR/derived/embedded_train.jsonl        TRAIN part (gitignored; regenerate it).
   DATA_DIR/derived/embedded_validation.jsonl   VALIDATION part (gitignored).
 
+Beside each, `*.spans.jsonl`: one line per attack row, `{"id", "wrapper", "segment", "start",
+"end", "text"}`: the payload as the carrier wrote it (escaped for JSON/YAML/CSV/HTML where the
+carrier escapes; its first line when a wrapper split it) and its character offsets (Python
+string indices, i.e. Unicode code points) in that segment's text. The record format has no
+field for it; use it to label windows or to check that a span-level decision or SANITIZE hit
+the payload.
+
 DATA_DIR is `--data-dir`, default `./data` (`rampart datasets fetch` fills it). Everything is
-drawn from `random.Random` seeded with `--seed` (default 16, recorded in every output's
-`source`-independent way: the same seed gives the same bytes). Each part has its own generator
+drawn from `random.Random` seeded with `--seed` (default 16): the same seed and inputs give
+the same bytes. Each part has its own generator
 (`Random(f"{seed}:{part}")`), so the test part does not depend on the fetched data or on the
 train part's size.
 
@@ -91,6 +98,17 @@ Split rule (recorded; `--check` verifies it)
     `sha256(id.encode("utf-8")).digest()[0] % 10` in 0..5 -> train, 6..7 -> validation,
     8..9 never used (held back, as in scripts/train_minilm.py). A validation row whose full
     text also occurs in train is dropped.
+
+Sizes (options): test `--test-attacks 594` (every carrier x family x position 11 times) and
+`--test-benign 600`; train `--train-rows 12000` and validation `--validation-rows 2400`, half
+attack, half benign; of the train/validation attacks, 30% carry a fetched payload. Exact
+repeats (same segments) are dropped, so a part can be a few rows short.
+
+`--check` generates every part twice and fails (exit 1) when the bytes differ, when the split
+rule does not hold (shared carrier types, families or template texts; a test-only carrier or
+family in train/validation; a validation row also in train), when a payload cannot be found
+in its row, or when the committed test file or its spans file is not what the seed generates.
+With `--test-only` it checks the test part only (what CI can do without fetched data).
 
 Progress lines go to stderr; at the end, per-part counts by label, channel, carrier,
 category and position. Exit status 2 when an input file is missing (use --test-only to build
@@ -1941,6 +1959,14 @@ PROSE_TEST = [
     "Membership has doubled since the club moved to the new hall.",
     "Average delivery time is now under two days in most cities.",
     "The bridge is closed to heavy vehicles but open to cars and cyclists.",
+    "The festival began as a small street party in 1987.",
+    "Rainfall this spring was close to the long-term average.",
+    "The factory employs about 300 people across two shifts.",
+    "Most of the original tiles were kept during the renovation.",
+    "Ticket sales opened in March and sold out within a week.",
+    "The north trail is steeper but has the better views.",
+    "Prices are listed before tax and may change without notice.",
+    "The choir rehearses on Wednesday evenings in the church hall.",
 ]
 
 
@@ -2087,6 +2113,7 @@ class Row:
     position: str | None
     wrapper: str | None
     segments: list[dict]
+    span: dict | None = None
 
 
 def build_row(carrier: Carrier, part: str, f: Fill, payload: Payload | None, position: str | None,
@@ -2104,9 +2131,13 @@ def build_row(carrier: Carrier, part: str, f: Fill, payload: Payload | None, pos
         content = json.loads(json.dumps(content).replace("__SHAREGPT__", json.dumps(piece)[1:-1]))
     # Lengthen a third of the prose documents with neutral paragraphs (dilution).
     prose = PROSE_TEST if part == "test" else by_part(PROSE_TRAIN, part)
+    # About one in eight becomes a long document (2-6 KB) of multi-sentence paragraphs.
     for key in ("paras", "items"):
         if key in content and isinstance(content[key][0], str) and f.r.random() < 0.35:
-            extra = f.r.sample(prose, f.r.randint(2, len(prose) if key == "paras" else 4))
+            if key == "paras" and f.r.random() < 0.35:
+                extra = [" ".join(f.r.sample(prose, f.r.randint(2, 4))) for _ in range(f.r.randint(8, 20))]
+            else:
+                extra = f.r.sample(prose, f.r.randint(2, len(prose) if key == "paras" else 4))
             units = list(content[key])
             for e in extra:
                 units.insert(f.r.randint(1, len(units)), e)
@@ -2128,8 +2159,24 @@ def build_row(carrier: Carrier, part: str, f: Fill, payload: Payload | None, pos
             category = "benign_imperative"
     doc = carrier.render(content, ins, f)
     segs = make_segments(carrier, doc, channel, f, part, content.get("reqs", []) if isinstance(content, dict) else [])
+    span = find_payload(segs, ins.text) if (ins and payload) else None
     return Row(label, category, carrier.name, channel, position if payload else None,
-               ins.wrapper if (ins and payload) else None, segs)
+               ins.wrapper if (ins and payload) else None, segs, span)
+
+
+def find_payload(segs: list[dict], text: str) -> dict | None:
+    """Where the payload ended up: segment index and character offsets of its first line as
+    the carrier wrote it (escaped for JSON, YAML, CSV or HTML where the carrier escapes)."""
+    first = text.split("\n")[0]
+    cands = [text, json.dumps(text, ensure_ascii=False)[1:-1], html.escape(text, quote=True),
+             text.replace('"', '""'), first, json.dumps(first, ensure_ascii=False)[1:-1],
+             html.escape(first, quote=True), first.replace('"', '""')]
+    for i, seg in enumerate(segs):
+        for c in cands:
+            at = seg["text"].find(c)
+            if c and at >= 0:
+                return {"segment": i, "start": at, "end": at + len(c), "text": c}
+    return None
 
 
 def gen_part(part: str, seed: int, n_attack: int, n_benign: int, fetched: list[str], sharegpt: list[str]) -> list[dict]:
@@ -2194,12 +2241,20 @@ def gen_part(part: str, seed: int, n_attack: int, n_benign: int, fetched: list[s
             rec["position"] = r.position
         rec["_channel"] = r.channel
         rec["_wrapper"] = r.wrapper
+        rec["_span"] = r.span
         out.append(rec)
     return out
 
 
 def to_jsonl(rows: list[dict]) -> str:
     return "".join(json.dumps({k: v for k, v in r.items() if not k.startswith("_")}, ensure_ascii=False) + "\n" for r in rows)
+
+
+def spans_jsonl(rows: list[dict]) -> str:
+    """Sidecar: for each attack row, where its payload is (`segment`, character `start`/`end`
+    in that segment's text, the `text` found there) and its `wrapper`."""
+    return "".join(json.dumps({"id": r["id"], "wrapper": r["_wrapper"], **(r["_span"] or {"segment": None})},
+                              ensure_ascii=False) + "\n" for r in rows if r["label"] == "attack")
 
 
 def channel_of(rec: dict) -> str:
@@ -2267,6 +2322,10 @@ def check_rows(parts: dict[str, list[dict]]) -> list[str]:
                 problems.append(f"{r['id']}: test carrier in {part}")
             if r["label"] == "attack" and r["category"] in TEST_FAMILIES:
                 problems.append(f"{r['id']}: test family in {part}")
+    for part, rows in parts.items():
+        missing = [r["id"] for r in rows if r["label"] == "attack" and not r.get("_span")]
+        if missing:
+            problems.append(f"{part}: payload not found in {len(missing)} attack rows, e.g. {missing[:3]}")
     if "train" in parts and "validation" in parts:
         tr = {json.dumps(r["segments"]) for r in parts["train"]}
         dup = sum(json.dumps(r["segments"]) in tr for r in parts["validation"])
@@ -2301,6 +2360,9 @@ def main() -> int:
         problems += check_rows(p1)
         if a.test_out.is_file() and a.test_out.read_text(encoding="utf-8") != to_jsonl(p1["test"]):
             problems.append(f"{a.test_out} differs from what seed {a.seed} generates: rerun the generator")
+        test_spans = a.test_out.with_name(a.test_out.name.replace(".jsonl", ".spans.jsonl"))
+        if test_spans.is_file() and test_spans.read_text(encoding="utf-8") != spans_jsonl(p1["test"]):
+            problems.append(f"{test_spans} differs from what seed {a.seed} generates: rerun the generator")
         for k, rows in p1.items():
             summarize(k, rows)
         if problems:
@@ -2318,13 +2380,17 @@ def main() -> int:
         return 1
     a.test_out.parent.mkdir(parents=True, exist_ok=True)
     a.test_out.write_text(to_jsonl(parts["test"]), encoding="utf-8")
-    log(f"wrote {a.test_out} ({len(parts['test'])} rows)")
+    test_spans = a.test_out.with_name(a.test_out.name.replace(".jsonl", ".spans.jsonl"))
+    test_spans.write_text(spans_jsonl(parts["test"]), encoding="utf-8")
+    log(f"wrote {a.test_out} ({len(parts['test'])} rows) and {test_spans}")
     if data_dir is not None:
         out_dir = a.derived_dir or (data_dir / "derived")
         out_dir.mkdir(parents=True, exist_ok=True)
         for part, name in (("train", TRAIN_NAME), ("validation", VALIDATION_NAME)):
             (out_dir / name).write_text(to_jsonl(parts[part]), encoding="utf-8")
-            log(f"wrote {out_dir / name} ({len(parts[part])} rows)")
+            spans = out_dir / name.replace(".jsonl", ".spans.jsonl")
+            spans.write_text(spans_jsonl(parts[part]), encoding="utf-8")
+            log(f"wrote {out_dir / name} ({len(parts[part])} rows) and {spans}")
     for k, rows in parts.items():
         summarize(k, rows)
     return 0

@@ -87,14 +87,17 @@ image text), code_comment, json_field (an extra field of a JSON/YAML record).
 Split rule (recorded; `--check` verifies it)
 --------------------------------------------
   * Test part: only the test-only carrier types and test-only payload families; their
-    content templates, payload templates, actions and benign inserts are separate lists
-    written for the test part. No carrier type, payload family or template text is shared
+    content templates, payload templates, actions, benign inserts, filler prose and the
+    attacker hosts, mailboxes and target files named in payloads are separate lists written
+    for the test part. No carrier type, payload family or template text is shared
     with train/validation. No fetched text.
   * Train vs validation: the same carrier types and families; each list of templates
-    (carrier contents, payload templates, actions, benign inserts, user requests) is split
+    (carrier contents, payload templates, actions, benign inserts, user requests, filler
+    prose, attacker hosts, mailboxes and files) is split
     by index: item i goes to validation when i % 5 == 4, else to train. Fetched payloads:
     train = slabs_train + neuralchemy_train attacks, validation = slabs_validation +
-    neuralchemy_validation attacks. ShareGPT first turns (benign inserts and chat messages):
+    neuralchemy_validation attacks. ShareGPT first turns (quoted as a question in forum posts, chat
+    shares, notes and reviews; persona or task set-ups skipped):
     `sha256(id.encode("utf-8")).digest()[0] % 10` in 0..5 -> train, 6..7 -> validation,
     8..9 never used (held back, as in scripts/train_minilm.py). A validation row whose full
     text also occurs in train is dropped.
@@ -180,21 +183,39 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
           "September", "October", "November", "December"]
 WEEKDAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]
 DOMAINS = ["mail.example", "corp.example", "inbox.example", "post.example", "team.example"]
-ATK_HOSTS = ["collect-stats.example", "img-cdn-proxy.example", "telemetry-hub.example",
-             "secure-verify.example", "docs-preview.example", "analytics-pixel.example",
-             "login-check.example", "assets-mirror.example", "backup-sync.example"]
-ATK_USERS = ["archive", "backup.team", "records", "it-helpdesk", "verify", "j.smith.personal",
-             "finance.review", "audit-copy", "support-desk", "m.reyes.home"]
-FILES = ["~/Documents/taxes_2025.pdf", "/srv/app/.env", "~/.ssh/id_ed25519", "payroll.xlsx",
-         "/var/backups/db.sql.gz", "contracts/NDA_signed.pdf", "~/.aws/credentials",
-         "customers_export.csv", "/etc/shadow", "passwords.kdbx"]
+# Attacker hosts, mailboxes and target files appear only in payloads, so train and test get
+# separate lists (a model must not learn the test part's domains from training).
+ATK_HOSTS = {
+    "train": ["collect-stats.example", "img-cdn-proxy.example", "telemetry-hub.example",
+              "secure-verify.example", "docs-preview.example", "analytics-pixel.example",
+              "login-check.example", "assets-mirror.example", "backup-sync.example",
+              "cdn-fonts-cache.example"],
+    "test": ["mailer-relay.example", "status-pages.example", "cloud-drive-share.example",
+             "account-review.example", "static-assets.example", "quick-forms.example"],
+}
+ATK_USERS = {
+    "train": ["archive", "backup.team", "records", "it-helpdesk", "verify", "j.smith.personal",
+              "finance.review", "audit-copy", "support-desk", "m.reyes.home"],
+    "test": ["exports", "payroll.check", "k.lund", "helpdesk-team", "storage", "compliance.desk"],
+}
+FILES = {
+    "train": ["~/Documents/taxes_2025.pdf", "/srv/app/.env", "~/.ssh/id_ed25519", "payroll.xlsx",
+              "/var/backups/db.sql.gz", "contracts/NDA_signed.pdf", "~/.aws/credentials",
+              "customers_export.csv", "/etc/shadow", "passwords.kdbx"],
+    "test": ["~/Desktop/bank_statements.zip", "config/secrets.yml", "~/.netrc", "hr/salaries_2026.xlsx",
+             "~/.kube/config", "finance/q4_forecast.docx"],
+}
 
 
 class Fill:
     """Random fillers drawn from one seeded generator."""
 
-    def __init__(self, rng: Random):
+    def __init__(self, rng: Random, part: str = "train"):
         self.r = rng
+        key = "test" if part == "test" else "train"
+        self.atk_hosts = by_part(ATK_HOSTS[key], part)
+        self.atk_users = by_part(ATK_USERS[key], part)
+        self.files = by_part(FILES[key], part)
 
     def pick(self, xs):
         return xs[self.r.randrange(len(xs))]
@@ -238,10 +259,10 @@ class Fill:
         return "".join(str(self.r.randint(0, 9)) for _ in range(digits))
 
     def atk_email(self) -> str:
-        return f"{self.pick(ATK_USERS)}@{self.pick(ATK_HOSTS)}"
+        return f"{self.pick(self.atk_users)}@{self.pick(self.atk_hosts)}"
 
     def atk_host(self) -> str:
-        return self.pick(ATK_HOSTS)
+        return self.pick(self.atk_hosts)
 
     def iban(self) -> str:
         return f"{self.pick(['GB', 'DE', 'NL', 'LT', 'CY'])}{self.num(2)} {self.num(4)} {self.num(4)} {self.num(4)} {self.num(4)}"
@@ -255,7 +276,7 @@ class Fill:
             "atk_url": f"https://{host}/{self.pick(['c', 'r', 'v', 'p', 'go'])}/{self.num(6)}",
             "iban": self.iban(),
             "amount": self.amount(200, 9000),
-            "file": self.pick(FILES),
+            "file": self.pick(self.files),
             "user": self.first(),
             "product": self.product(),
             "company": self.company(),
@@ -2181,7 +2202,7 @@ def find_payload(segs: list[dict], text: str) -> dict | None:
 
 def gen_part(part: str, seed: int, n_attack: int, n_benign: int, fetched: list[str], sharegpt: list[str]) -> list[dict]:
     rng = Random(f"{seed}:{part}")
-    f = Fill(rng)
+    f = Fill(rng, part)
     carriers = [c for c in CARRIERS if c.part == ("test" if part == "test" else "train")]
     families = TEST_FAMILIES if part == "test" else TRAIN_FAMILIES
     actions = by_part(TEST_ACTIONS if part == "test" else TRAIN_ACTIONS, part)
@@ -2300,6 +2321,9 @@ def check_split_rule() -> list[str]:
                        ([t for v in TRAIN_FAMILIES.values() for t in v], [t for v in TEST_FAMILIES.values() for t in v], "payload templates")]:
         if set(a) & set(b):
             problems.append(f"{what} shared between train and test: {set(a) & set(b)}")
+    for name, d in (("attacker hosts", ATK_HOSTS), ("attacker mailboxes", ATK_USERS), ("target files", FILES)):
+        if set(d["train"]) & set(d["test"]):
+            problems.append(f"{name} shared between train and test")
     tpl_train = {t.__name__ for c in CARRIERS if c.part == "train" for t in c.templates}
     tpl_test = {t.__name__ for c in CARRIERS if c.part == "test" for t in c.templates}
     if tpl_train & tpl_test:
@@ -2322,6 +2346,19 @@ def check_rows(parts: dict[str, list[dict]]) -> list[str]:
                 problems.append(f"{r['id']}: test carrier in {part}")
             if r["label"] == "attack" and r["category"] in TEST_FAMILIES:
                 problems.append(f"{r['id']}: test family in {part}")
+    keys = {"id", "segments", "label", "category", "source", "split", "language", "carrier", "position"}
+    for part, rows in parts.items():
+        ids = [r["id"] for r in rows]
+        if len(set(ids)) != len(ids):
+            problems.append(f"{part}: repeated ids")
+        for r in rows:
+            rec = {k: v for k, v in r.items() if not k.startswith("_")}
+            bad = (set(rec) - keys or r["label"] not in ("attack", "benign")
+                   or ("position" in rec) != (r["label"] == "attack") or r.get("position", "start") not in POSITIONS
+                   or not r["segments"] or any(set(sg) != {"role", "text"} or sg["role"] not in ("user", "tool", "retrieved")
+                                               or not sg["text"].strip() for sg in r["segments"]))
+            if bad:
+                problems.append(f"{r['id']}: not a valid record")
     for part, rows in parts.items():
         missing = [r["id"] for r in rows if r["label"] == "attack" and not r.get("_span")]
         if missing:

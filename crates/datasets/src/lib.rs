@@ -80,8 +80,8 @@ pub use import::{
     parse_label, parse_label_map, parse_split,
 };
 pub use load::{
-    BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1,
-    HashPart, LoadError, LoadedDataset, load,
+    BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1,
+    HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset, load,
 };
 pub use record::{Label, MAX_LINE_BYTES, Record, RowError, Split, read_jsonl, read_jsonl_str};
 pub use sources::{

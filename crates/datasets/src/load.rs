@@ -9,15 +9,24 @@ pub const CLEAN_BENIGN_V1: &str = include_str!("../../../datasets/clean_benign_v
 pub const HANDWRITTEN_ATTACKS_V1: &str =
     include_str!("../../../datasets/attacks_handwritten_v1.jsonl");
 
+/// The generated set of injections embedded in data (held-back part), embedded in the binary.
+/// Written by `scripts/gen_embedded.py`.
+pub const EMBEDDED_INJECTIONS_V1: &str =
+    include_str!("../../../datasets/embedded_injections_v1.jsonl");
+
 /// Name of the clean benign corpus in reports and gates.
 pub const CLEAN_BENIGN_NAME: &str = "Clean_Benign_Corpus_v1";
 /// Name of the hand-written attack set.
 pub const HANDWRITTEN_ATTACKS_NAME: &str = "Handwritten_Attacks_v1";
 
+/// Name of the embedded-injection set.
+pub const EMBEDDED_INJECTIONS_NAME: &str = "Embedded_Injections_v1";
+
 /// Datasets compiled into the binary: (name, JSONL source).
-pub const BUILTIN: [(&str, &str); 2] = [
+pub const BUILTIN: [(&str, &str); 3] = [
     (CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1),
     (HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1),
+    (EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1),
 ];
 
 /// A dataset ready to evaluate.
@@ -163,6 +172,12 @@ mod tests {
         let a = load(HANDWRITTEN_ATTACKS_NAME, Path::new("/nonexistent")).unwrap();
         assert!(a.records.len() >= 120);
         assert!(a.records.iter().all(|r| r.label.is_attack()));
+        let e = load(EMBEDDED_INJECTIONS_NAME, Path::new("/nonexistent")).unwrap();
+        assert!(e.errors.is_empty(), "{:?}", e.errors.first());
+        assert!(e.records.len() >= 1000);
+        assert!(e.records.iter().any(|r| r.label.is_attack()));
+        assert!(e.records.iter().any(|r| !r.label.is_attack()));
+        assert!(e.records.iter().all(|r| r.segments.is_some()));
     }
 
     #[test]

@@ -374,7 +374,11 @@ mod tests {
 
     #[test]
     fn repo_datasets_read_cleanly() {
-        for f in ["clean_benign_v1.jsonl", "attacks_handwritten_v1.jsonl"] {
+        for f in [
+            "clean_benign_v1.jsonl",
+            "attacks_handwritten_v1.jsonl",
+            "embedded_injections_v1.jsonl",
+        ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../datasets")
                 .join(f);

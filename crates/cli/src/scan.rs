@@ -24,8 +24,9 @@ pub struct ScanArgs {
     pub file: Option<PathBuf>,
     /// Scan a JSONL batch, `-` for stdin: `{"id":…,"text":…}` or
     /// `{"id":…,"segments":[{"role":…,"text":…}]}` per line. Also accepted and ignored: the
-    /// dataset fields (label, category, source, split, language) and `meta`, any JSON value
-    /// for the caller's own data (not copied into the decisions: `id` joins them).
+    /// dataset fields (label, category, source, split, language, carrier, position) and
+    /// `meta`, any JSON value for the caller's own data (not copied into the decisions: `id`
+    /// joins them).
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
     pub jsonl: Option<PathBuf>,
     /// Print decisions as JSON (one per line).
@@ -75,6 +76,10 @@ struct BatchLine {
     _split: Option<serde_json::Value>,
     #[serde(default, rename = "language")]
     _language: Option<serde_json::Value>,
+    #[serde(default, rename = "carrier")]
+    _carrier: Option<serde_json::Value>,
+    #[serde(default, rename = "position")]
+    _position: Option<serde_json::Value>,
     #[serde(default, rename = "meta")]
     _meta: Option<serde_json::Value>,
 }

@@ -279,6 +279,8 @@ mod tests {
             source: None,
             split: None,
             language: None,
+            carrier: None,
+            position: None,
         }
     }
 

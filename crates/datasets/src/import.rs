@@ -606,6 +606,8 @@ fn finish(
         source: opts.source.clone(),
         split: opts.split,
         language,
+        carrier: None,
+        position: None,
     };
     check_record(&record, opts.max_text_bytes).map_err(|(r, d)| (r, d, Some(record.id.clone())))?;
     Ok(record)

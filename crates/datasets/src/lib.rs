@@ -83,7 +83,10 @@ pub use load::{
     BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1,
     HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset, load,
 };
-pub use record::{Label, MAX_LINE_BYTES, Record, RowError, Split, read_jsonl, read_jsonl_str};
+pub use record::{
+    Channel, Label, MAX_LINE_BYTES, PayloadPosition, Record, RowError, Split, read_jsonl,
+    read_jsonl_str,
+};
 pub use sources::{
     SourceFile, TemplateFill, json_string_array, json_string_files, json_string_lists,
     pyrit_templates, render_template, sharegpt_first_turns, text_lines,

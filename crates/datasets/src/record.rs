@@ -1,6 +1,6 @@
 //! The dataset record format (one JSON object per line) and its reader.
 
-use rampart_core::{ScanRequest, Segment};
+use rampart_core::{Role, ScanRequest, Segment};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -100,6 +100,62 @@ impl Split {
     }
 }
 
+/// Where an embedded payload sits in its carrier document (the `position` field).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PayloadPosition {
+    /// Before the carrier's own content.
+    Start,
+    /// Inside the carrier's content.
+    Middle,
+    /// After the carrier's own content.
+    End,
+}
+
+impl PayloadPosition {
+    /// Every position, in document order.
+    pub const ALL: [PayloadPosition; 3] = [
+        PayloadPosition::Start,
+        PayloadPosition::Middle,
+        PayloadPosition::End,
+    ];
+
+    /// The snake_case name, e.g. `"middle"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PayloadPosition::Start => "start",
+            PayloadPosition::Middle => "middle",
+            PayloadPosition::End => "end",
+        }
+    }
+}
+
+/// The channel an attacker writes through in a record: see [`Record::channel`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// The user's own message (direct injection).
+    User,
+    /// Output of a tool or function call (indirect injection).
+    Tool,
+    /// A retrieved document: RAG, web page, email, file (indirect injection).
+    Retrieved,
+}
+
+impl Channel {
+    /// Every channel, in declaration order.
+    pub const ALL: [Channel; 3] = [Channel::User, Channel::Tool, Channel::Retrieved];
+
+    /// The snake_case name, e.g. `"tool"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::User => "user",
+            Channel::Tool => "tool",
+            Channel::Retrieved => "retrieved",
+        }
+    }
+}
+
 /// One prompt of a dataset. Exactly one of `text` and `segments` is present.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -126,20 +182,56 @@ pub struct Record {
     /// ISO 639-1 code of the main language.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
+    /// The kind of document an embedded payload sits in (`email`, `html_page`, …), for
+    /// generated indirect-injection sets; free text, not empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
+    /// Where the payload sits in its carrier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<PayloadPosition>,
 }
 
 impl Record {
     /// Checks the invariants serde cannot: a non-empty id, exactly one of text/segments, at
-    /// least one segment.
+    /// least one segment, a non-blank carrier when one is given.
     pub fn validate(&self) -> Result<(), String> {
         if self.id.trim().is_empty() {
             return Err("empty `id`".into());
+        }
+        if self.carrier.as_deref().is_some_and(|c| c.trim().is_empty()) {
+            return Err(
+                "empty `carrier`: name the kind of document (e.g. \"email\") or \
+                        leave the field out"
+                    .into(),
+            );
         }
         match (&self.text, &self.segments) {
             (Some(_), Some(_)) => Err("both `text` and `segments` given; use one".into()),
             (None, None) => Err("neither `text` nor `segments` given".into()),
             (None, Some(s)) if s.is_empty() => Err("`segments` is empty".into()),
             _ => Ok(()),
+        }
+    }
+
+    /// The channel the attacker-controlled text of this record comes through: `tool` when
+    /// any segment has role `tool`, else `retrieved` when any has role `retrieved`, else
+    /// `user` (a plain `text` record is one user segment).
+    ///
+    /// Why this order: an attacker who can write a tool result or a retrieved document is the
+    /// indirect-injection case whatever the user typed next to it (the user segment of such a
+    /// record is the victim's harmless request), and a tool result is the channel closest to
+    /// actions. `system`, `developer` and `assistant` segments are not attacker-written
+    /// (trusted by default, see the policy's `trust`), so a record made only of them and
+    /// user segments counts as `user`. The channel is a property of the record, the same under
+    /// every configuration, so it does not follow a configuration's trust table.
+    pub fn channel(&self) -> Channel {
+        let roles = || self.segments.iter().flatten().map(|s| s.role);
+        if roles().any(|r| r == Role::Tool) {
+            Channel::Tool
+        } else if roles().any(|r| r == Role::Retrieved) {
+            Channel::Retrieved
+        } else {
+            Channel::User
         }
     }
 
@@ -370,6 +462,123 @@ mod tests {
         assert_eq!(errs.len(), 1);
         assert_eq!(errs[0].line, 2);
         assert!(errs[0].message.contains("longer than"));
+    }
+
+    #[test]
+    fn carrier_and_position_are_read() {
+        let src = concat!(
+            "{\"id\":\"1\",\"segments\":[{\"role\":\"user\",\"text\":\"sum up\"},{\"role\":\"retrieved\",\"text\":\"mail\"}],\"label\":\"attack\",\"carrier\":\"email\",\"position\":\"start\"}\n",
+            "{\"id\":\"2\",\"text\":\"a\",\"label\":\"attack\",\"carrier\":\"html_page\",\"position\":\"middle\"}\n",
+            "{\"id\":\"3\",\"text\":\"a\",\"label\":\"attack\",\"position\":\"end\"}\n",
+            "{\"id\":\"4\",\"text\":\"a\",\"label\":\"benign\",\"carrier\":\"csv_rows\"}\n",
+            "{\"id\":\"5\",\"text\":\"a\",\"label\":\"benign\"}\n",
+        );
+        let (recs, errs) = read_jsonl_str(src);
+        assert!(errs.is_empty(), "{errs:?}");
+        let got: Vec<_> = recs
+            .iter()
+            .map(|r| (r.carrier.as_deref(), r.position))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("email"), Some(PayloadPosition::Start)),
+                (Some("html_page"), Some(PayloadPosition::Middle)),
+                (None, Some(PayloadPosition::End)),
+                (Some("csv_rows"), None),
+                (None, None),
+            ]
+        );
+        // Written back as read: the fields round-trip, and records without them gain none.
+        let line = serde_json::to_string(&recs[0]).unwrap();
+        assert!(
+            line.contains("\"carrier\":\"email\",\"position\":\"start\""),
+            "{line}"
+        );
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), recs[0]);
+        let plain = serde_json::to_string(&recs[4]).unwrap();
+        assert!(
+            !plain.contains("carrier") && !plain.contains("position"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn bad_position_or_empty_carrier_is_an_error_naming_the_line() {
+        let src = concat!(
+            "{\"id\":\"1\",\"text\":\"a\",\"label\":\"attack\",\"position\":\"start\"}\n",
+            "{\"id\":\"2\",\"text\":\"a\",\"label\":\"attack\",\"position\":\"beginning\"}\n",
+            "{\"id\":\"3\",\"text\":\"a\",\"label\":\"attack\",\"carrier\":\"  \"}\n",
+            "{\"id\":\"4\",\"text\":\"a\",\"label\":\"attack\",\"position\":\"Start\"}\n",
+            "{\"id\":\"5\",\"text\":\"a\",\"label\":\"attack\",\"carrier\":7}\n",
+        );
+        let (recs, errs) = read_jsonl_str(src);
+        assert_eq!(recs.len(), 1);
+        assert_eq!(
+            errs.iter().map(|e| e.line).collect::<Vec<_>>(),
+            [2, 3, 4, 5]
+        );
+        let bad = errs[0].to_string();
+        assert!(bad.starts_with("line 2 (id 2): "), "{bad}");
+        assert!(
+            bad.contains("unknown variant `beginning`") && bad.contains("`start`, `middle`, `end`"),
+            "{bad}"
+        );
+        let empty = errs[1].to_string();
+        assert!(
+            empty.starts_with("line 3 (id 3): empty `carrier`"),
+            "{empty}"
+        );
+        assert!(
+            errs[2].message.contains("unknown variant `Start`"),
+            "{:?}",
+            errs[2]
+        );
+    }
+
+    fn with_roles(roles: &[Role]) -> Record {
+        Record {
+            id: "r".into(),
+            text: None,
+            segments: Some(roles.iter().map(|r| Segment::new(*r, "t")).collect()),
+            label: Label::Attack,
+            category: None,
+            source: None,
+            split: None,
+            language: None,
+            carrier: None,
+            position: None,
+        }
+    }
+
+    #[test]
+    fn channel_is_tool_then_retrieved_then_user() {
+        use Role::{Assistant, Developer, Retrieved, System, Tool, User};
+        let cases: [(&[Role], Channel); 9] = [
+            (&[User], Channel::User),
+            (&[System, User], Channel::User),
+            (&[System, Developer, User, Assistant], Channel::User),
+            (&[System], Channel::User),
+            (&[User, Tool], Channel::Tool),
+            (&[System, User, Retrieved], Channel::Retrieved),
+            (&[Retrieved, User], Channel::Retrieved),
+            // Tool wins over retrieved, whatever the order.
+            (&[Retrieved, Tool], Channel::Tool),
+            (&[System, Tool, User, Retrieved], Channel::Tool),
+        ];
+        for (roles, want) in cases {
+            assert_eq!(with_roles(roles).channel(), want, "{roles:?}");
+        }
+        let (recs, errs) = read_jsonl_str("{\"id\":\"t\",\"text\":\"a\",\"label\":\"benign\"}\n");
+        assert!(errs.is_empty());
+        assert_eq!(recs[0].channel(), Channel::User);
+        // The names are the serde names.
+        for c in Channel::ALL {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.name());
+        }
+        for p in PayloadPosition::ALL {
+            assert_eq!(serde_json::to_value(p).unwrap(), p.name());
+        }
     }
 
     #[test]

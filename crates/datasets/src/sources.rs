@@ -69,6 +69,8 @@ fn push_text(
         source: opts.source.clone(),
         split: opts.split,
         language: opts.language.clone(),
+        carrier: None,
+        position: None,
     };
     match check_record(&record, opts.max_text_bytes) {
         Ok(()) => out.records.push(record),

@@ -3,7 +3,7 @@
 //! hash, labels, outcomes, scores and findings: never prompt text.
 
 use rampart_core::{Action, Category, LayerStatus, RiskClass, Span, Strength, ViewKind};
-use rampart_datasets::{Label, Split};
+use rampart_datasets::{Channel, Label, PayloadPosition, Split};
 use serde::{Deserialize, Serialize};
 
 /// The `schema` value of every eval log record.
@@ -109,6 +109,16 @@ pub struct EvalLogRecord {
     /// Language of the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
+    /// The record's channel ([`rampart_datasets::Record::channel`]); always written by the
+    /// runner, absent from logs written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Channel>,
+    /// Where the payload sits in its carrier, when the record says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<PayloadPosition>,
+    /// The kind of document the payload sits in, when the record says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub carrier: Option<String>,
     /// Confusion-matrix bucket.
     pub outcome: Outcome,
     /// Final action.

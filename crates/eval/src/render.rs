@@ -6,7 +6,8 @@ use crate::log::EvalLogRecord;
 use crate::metrics::roc_curve;
 use crate::plots;
 use crate::report::{
-    DatasetReport, FINAL_COLUMN, POOLED_ALL, PROMPTGUARD_REFERENCE_ACCURACY, Summary,
+    Breakdown, DatasetReport, FINAL_COLUMN, NONE_KEY, POOLED_ALL, PROMPTGUARD_REFERENCE_ACCURACY,
+    Summary,
 };
 use crate::runner::EvalRun;
 use std::collections::{BTreeMap, BTreeSet};
@@ -371,14 +372,32 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
     }
     out.push(("Attribution", t));
 
-    for (title, map) in [
-        ("By category", &r.by_category),
-        ("By language", &r.by_language),
+    let channel_order = rampart_datasets::Channel::ALL.map(|c| c.name());
+    let position_order = rampart_datasets::PayloadPosition::ALL.map(|p| p.name());
+    // Category and language in key order; channel, position and carrier in their natural
+    // order, and only for sets that have them.
+    for (title, map, order) in [
+        ("By category", &r.by_category, None),
+        ("By language", &r.by_language, None),
+        ("By channel", &r.by_channel, Some(&channel_order[..])),
+        (
+            "By payload position",
+            &r.by_position,
+            Some(&position_order[..]),
+        ),
+        ("By carrier", &r.by_carrier, Some(&[][..])),
     ] {
+        if map.is_empty() && order.is_some() {
+            continue;
+        }
         let mut t = Table::new(&[
             "slice", "prompts", "TP", "FN", "FP", "TN", "TPR", "FPR", "accuracy",
         ]);
-        for (k, b) in map {
+        let entries = match order {
+            Some(o) => ordered(map, o),
+            None => map.iter().collect(),
+        };
+        for (k, b) in entries {
             let c = b.confusion;
             t.row(vec![
                 k.clone(),
@@ -444,6 +463,73 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
     out
 }
 
+/// The entries of a breakdown, those named in `order` first in that order, then the rest in
+/// key order, `(none)` last (so positions read start, middle, end and channels user, tool,
+/// retrieved).
+fn ordered<'a>(
+    map: &'a BTreeMap<String, Breakdown>,
+    order: &[&str],
+) -> Vec<(&'a String, &'a Breakdown)> {
+    let rank = |k: &str| {
+        order
+            .iter()
+            .position(|o| *o == k)
+            .unwrap_or(order.len() + usize::from(k == NONE_KEY))
+    };
+    let mut v: Vec<_> = map.iter().collect();
+    v.sort_by_key(|(k, _)| rank(k));
+    v
+}
+
+/// A rate with its counts, e.g. "90.00% (9/10)", or "n/a (0)".
+fn rate_n(rate: Option<f64>, k: u64, n: u64) -> String {
+    match rate {
+        Some(_) => format!("{} ({k}/{n})", pct(rate)),
+        None => format!("n/a ({n})"),
+    }
+}
+
+/// TPR and FPR per channel, payload position and carrier for every report that has those
+/// breakdowns: one row per (dataset, configuration, breakdown, slice). `None` when no report
+/// has any (sets with one channel and no embedded-payload fields).
+fn channel_table(s: &Summary) -> Option<Table> {
+    let channel_order = rampart_datasets::Channel::ALL.map(|c| c.name());
+    let position_order = rampart_datasets::PayloadPosition::ALL.map(|p| p.name());
+    let mut t = Table::new(&[
+        "dataset", "config", "by", "slice", "attacks", "TPR", "benign", "FPR",
+    ]);
+    for r in &s.reports {
+        for (by, map, order) in [
+            ("channel", &r.by_channel, &channel_order[..]),
+            ("position", &r.by_position, &position_order[..]),
+            ("carrier", &r.by_carrier, &[][..]),
+        ] {
+            for (k, b) in ordered(map, order) {
+                let c = b.confusion;
+                t.row(vec![
+                    r.dataset.clone(),
+                    r.config.clone(),
+                    by.to_string(),
+                    k.clone(),
+                    c.positives().to_string(),
+                    rate_n(b.tpr, c.tp, c.positives()),
+                    c.negatives().to_string(),
+                    rate_n(b.fpr, c.fp, c.negatives()),
+                ]);
+            }
+        }
+    }
+    (!t.rows.is_empty()).then_some(t)
+}
+
+/// The note under the channel table.
+const CHANNEL_NOTE: &str = "Channel: the role of the segment an attacker writes (`tool` if \
+     the prompt has a tool segment, else `retrieved` if it has a retrieved one, else `user`). \
+     Position and carrier: where the payload sits and in what kind of document, from the \
+     dataset's `position` and `carrier` fields; `(none)` for prompts without them (benign \
+     carriers have no position). TPR (k/n): attacks flagged of attacks; FPR (k/n): benign \
+     prompts flagged of benign prompts.";
+
 /// "54.00% (270/500); published reference 55.7%": an accuracy with its counts and, for
 /// PromptGuard sets, the reference.
 fn accuracy_cell(accuracy: Option<f64>, correct: u64, f: &crate::report::FineLabels) -> String {
@@ -481,6 +567,11 @@ pub fn markdown_headline(s: &Summary) -> String {
     if let Some(t) = four_label_table(s) {
         md.push_str("\n## Four-label accuracy\n\n");
         md.push_str(&t.md());
+    }
+    if let Some(t) = channel_table(s) {
+        md.push_str("\n## By channel, payload position and carrier\n\n");
+        md.push_str(&t.md());
+        let _ = writeln!(md, "\n{CHANNEL_NOTE}");
     }
     if let Some(t) = gates_table(s) {
         let failed = s.gates.iter().filter(|g| !g.passed).count();
@@ -568,6 +659,15 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
     if let Some(t) = four_label_table(s) {
         h.push_str("<h2>Four-label accuracy</h2>\n");
         h.push_str(&t.html());
+    }
+    if let Some(t) = channel_table(s) {
+        h.push_str("<h2>By channel, payload position and carrier</h2>\n");
+        h.push_str(&t.html());
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}</p>",
+            esc_html(&CHANNEL_NOTE.replace('`', ""))
+        );
     }
     h.push_str("<h2>Plots</h2>\n");
     h.push_str(&plots_html(run)?);

@@ -194,6 +194,19 @@ pub struct DatasetReport {
     pub by_category: BTreeMap<String, Breakdown>,
     /// Per language.
     pub by_language: BTreeMap<String, Breakdown>,
+    /// Per channel (`user`, `tool`, `retrieved`; see `Record::channel`). Filled only when
+    /// the prompts span more than one channel or carry `position`/`carrier` fields, so the
+    /// summary of a single-channel set is unchanged.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_channel: BTreeMap<String, Breakdown>,
+    /// Per payload position (`start`, `middle`, `end`; `(none)` for prompts without one,
+    /// such as benign carriers). Filled only when some prompt has a `position`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_position: BTreeMap<String, Breakdown>,
+    /// Per carrier (`email`, `html_page`…; `(none)` for prompts without one). Filled only
+    /// when some prompt has a `carrier`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_carrier: BTreeMap<String, Breakdown>,
     /// Per-layer attribution of flags.
     pub attribution: Attribution,
     /// Attack category → layer → attacks that layer flagged on its own (its own action is
@@ -205,6 +218,9 @@ pub struct DatasetReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fine_labels: Option<FineLabels>,
 }
+
+/// Key of the slice of prompts without a value (no category, position, carrier…).
+pub const NONE_KEY: &str = "(none)";
 
 /// Key of the overall column of [`DatasetReport::layer_detection`].
 pub const FINAL_COLUMN: &str = "(final)";
@@ -230,6 +246,10 @@ impl DatasetReport {
         let mut layer_us: BTreeMap<String, Vec<u64>> = BTreeMap::new();
         let mut by_cat: BTreeMap<String, Confusion> = BTreeMap::new();
         let mut by_lang: BTreeMap<String, Confusion> = BTreeMap::new();
+        let mut by_channel: BTreeMap<String, Confusion> = BTreeMap::new();
+        let mut by_position: BTreeMap<String, Confusion> = BTreeMap::new();
+        let mut by_carrier: BTreeMap<String, Confusion> = BTreeMap::new();
+        let (mut any_position, mut any_carrier) = (false, false);
         let mut fine = FineLabels::default();
         let mut fine_present = false;
         let mut label_counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -268,6 +288,20 @@ impl DatasetReport {
                 .add(l.attack, flagged);
             by_lang
                 .entry(key_or(l.language.as_deref(), "(unknown)"))
+                .or_default()
+                .add(l.attack, flagged);
+            by_channel
+                .entry(l.channel.map_or(NONE_KEY, |c| c.name()).to_string())
+                .or_default()
+                .add(l.attack, flagged);
+            any_position |= l.position.is_some();
+            by_position
+                .entry(l.position.map_or(NONE_KEY, |p| p.name()).to_string())
+                .or_default()
+                .add(l.attack, flagged);
+            any_carrier |= l.carrier.is_some();
+            by_carrier
+                .entry(key_or(l.carrier.as_deref(), NONE_KEY))
                 .or_default()
                 .add(l.attack, flagged);
             if flagged {
@@ -354,6 +388,22 @@ impl DatasetReport {
             .into_iter()
             .map(|(k, c)| (k, Breakdown::from_confusion(c)))
             .collect();
+        // Shown only where they say something, so the reports of sets without embedded
+        // payloads and with one channel stay as they were.
+        let breakdowns = |m: BTreeMap<String, Confusion>| {
+            m.into_iter()
+                .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+                .collect()
+        };
+        if by_channel.len() > 1 || any_position || any_carrier {
+            r.by_channel = breakdowns(by_channel);
+        }
+        if any_position {
+            r.by_position = breakdowns(by_position);
+        }
+        if any_carrier {
+            r.by_carrier = breakdowns(by_carrier);
+        }
         // The pool of every dataset mixes sets: its fine-label matrix would mean nothing.
         if fine_present && dataset != POOLED_ALL {
             fine.accuracy = (fine.total > 0).then(|| fine.correct as f64 / fine.total as f64);
@@ -531,6 +581,9 @@ mod predicted_label_tests {
             attack: true,
             category: None,
             language: None,
+            channel: None,
+            position: None,
+            carrier: None,
             outcome: Outcome::of(true, action != Action::Allow),
             action,
             risk: RiskClass::HighRisk,
@@ -578,5 +631,137 @@ mod predicted_label_tests {
             predicted_label(&rec(Action::Sanitize, vec![])),
             "manipulative"
         );
+    }
+}
+
+#[cfg(test)]
+mod breakdown_tests {
+    use super::*;
+    use rampart_core::{Action, RiskClass};
+    use rampart_datasets::{Channel, Label, PayloadPosition};
+
+    fn log(
+        attack: bool,
+        flagged: bool,
+        channel: Channel,
+        position: Option<PayloadPosition>,
+        carrier: Option<&str>,
+    ) -> EvalLogRecord {
+        EvalLogRecord {
+            schema: crate::log::EVAL_LOG_SCHEMA.into(),
+            eval_run_id: "eval_x".into(),
+            config: "c".into(),
+            dataset: "d".into(),
+            split: None,
+            prompt_id: "p".into(),
+            input_hash: "h".into(),
+            hash_key_id: "k".into(),
+            label: if attack { Label::Attack } else { Label::Benign },
+            attack,
+            category: None,
+            language: None,
+            channel: Some(channel),
+            position,
+            carrier: carrier.map(Into::into),
+            outcome: Outcome::of(attack, flagged),
+            action: if flagged {
+                Action::Block
+            } else {
+                Action::Allow
+            },
+            risk: RiskClass::LowRisk,
+            score: None,
+            deciding_layer: None,
+            layers: Vec::new(),
+            findings: Vec::new(),
+            transforms: Vec::new(),
+            elapsed_us: 1,
+            error: None,
+        }
+    }
+
+    fn counts(b: &Breakdown) -> (u64, u64, u64, u64) {
+        let c = b.confusion;
+        (c.tp, c.fn_, c.fp, c.tn)
+    }
+
+    #[test]
+    fn one_channel_without_embedding_fields_adds_no_breakdown() {
+        let logs = [
+            log(true, true, Channel::User, None, None),
+            log(false, false, Channel::User, None, None),
+        ];
+        let r = DatasetReport::compute("d", "c", &logs);
+        assert!(r.by_channel.is_empty() && r.by_position.is_empty() && r.by_carrier.is_empty());
+        let json = serde_json::to_string(&r).unwrap();
+        assert!(
+            !json.contains("by_channel") && !json.contains("by_position"),
+            "{json}"
+        );
+    }
+
+    #[test]
+    fn channels_positions_and_carriers_are_counted_per_group() {
+        use Channel::{Retrieved, Tool, User};
+        use PayloadPosition::{End, Middle, Start};
+        let logs = [
+            // user: 2 attacks (1 caught), 2 benign (1 flagged)
+            log(true, true, User, None, None),
+            log(true, false, User, None, None),
+            log(false, true, User, None, None),
+            log(false, false, User, None, None),
+            // tool: 3 attacks in emails (start caught, middle missed, end caught), 1 benign
+            log(true, true, Tool, Some(Start), Some("email")),
+            log(true, false, Tool, Some(Middle), Some("email")),
+            log(true, true, Tool, Some(End), Some("email")),
+            log(false, false, Tool, None, Some("email")),
+            // retrieved: 2 attacks in web pages (both middle, 1 caught), 2 benign pages
+            log(true, false, Retrieved, Some(Middle), Some("html_page")),
+            log(true, true, Retrieved, Some(Middle), Some("html_page")),
+            log(false, false, Retrieved, None, Some("html_page")),
+            log(false, true, Retrieved, None, Some("html_page")),
+        ];
+        let r = DatasetReport::compute("d", "c", &logs);
+        let ch = &r.by_channel;
+        assert_eq!(ch.keys().collect::<Vec<_>>(), ["retrieved", "tool", "user"]);
+        assert_eq!(counts(&ch["user"]), (1, 1, 1, 1));
+        assert_eq!(counts(&ch["tool"]), (2, 1, 0, 1));
+        assert_eq!(counts(&ch["retrieved"]), (1, 1, 1, 1));
+        assert_eq!(ch["tool"].tpr, Some(2.0 / 3.0));
+        assert_eq!(ch["tool"].fpr, Some(0.0));
+        assert_eq!(ch["retrieved"].fpr, Some(0.5));
+
+        let pos = &r.by_position;
+        assert_eq!(counts(&pos["start"]), (1, 0, 0, 0));
+        assert_eq!(counts(&pos["middle"]), (1, 2, 0, 0));
+        assert_eq!(counts(&pos["end"]), (1, 0, 0, 0));
+        // Benign prompts have no position: their FPR is in `(none)`, and a position's FPR is
+        // undefined, not 0.
+        assert_eq!(counts(&pos[NONE_KEY]), (1, 1, 2, 3));
+        assert_eq!(pos["middle"].tpr, Some(1.0 / 3.0));
+        assert_eq!(pos["middle"].fpr, None);
+
+        let car = &r.by_carrier;
+        assert_eq!(counts(&car["email"]), (2, 1, 0, 1));
+        assert_eq!(counts(&car["html_page"]), (1, 1, 1, 1));
+        assert_eq!(counts(&car[NONE_KEY]), (1, 1, 1, 1));
+
+        // Every breakdown partitions the prompts.
+        for m in [ch, pos, car] {
+            let total: u64 = m.values().map(|b| b.confusion.total()).sum();
+            assert_eq!(total, r.prompts);
+        }
+    }
+
+    #[test]
+    fn a_single_channel_is_shown_when_the_set_has_embedding_fields() {
+        let logs = [
+            log(true, true, Channel::Tool, Some(PayloadPosition::End), None),
+            log(false, false, Channel::Tool, None, None),
+        ];
+        let r = DatasetReport::compute("d", "c", &logs);
+        assert_eq!(r.by_channel.keys().collect::<Vec<_>>(), ["tool"]);
+        assert_eq!(r.by_position.keys().collect::<Vec<_>>(), ["(none)", "end"]);
+        assert!(r.by_carrier.is_empty());
     }
 }

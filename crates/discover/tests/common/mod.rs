@@ -161,6 +161,9 @@ pub fn log_record(
         attack: label.is_attack(),
         category: None,
         language: None,
+        channel: None,
+        position: None,
+        carrier: None,
         outcome,
         action: if flagged {
             Action::Block

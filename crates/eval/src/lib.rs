@@ -2,9 +2,9 @@
 //! log every prompt's outcome (never its text), compute the metrics (confusion counts and
 //! rates, ROC-AUC with ties, TPR at a fixed FPR, latency percentiles, breakdowns per
 //! category, language, channel, payload position and carrier, per-layer attribution,
-//! fine-label confusion), write the reports
-//! (JSONL logs, a Markdown summary, a self-contained HTML report with inline SVG plots, a
-//! machine-readable summary JSON) and check gates.
+//! fine-label confusion), write the reports (JSONL logs, a Markdown summary, a
+//! self-contained HTML report with inline SVG plots, a machine-readable summary JSON) and
+//! check gates.
 //!
 //! ```
 //! use rampart_core::Pipeline;

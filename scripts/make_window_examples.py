@@ -12,7 +12,11 @@ them ("Summarize this output." scored 0.91). This script turns the generated tra
   * benign rows: sentence windows (1-3 sentences, like the run-time windows, at most 512 bytes)
     of every benign carrier, of the parts of attack carriers that do not overlap the payload,
     and the user requests that go with the carriers; at most PER_RECORD per record (seeded
-    choice) so that long carriers do not swamp the set.
+    choice) so that long carriers do not swamp the set;
+  * the benign prompts of slabs, neuralchemy and the ShareGPT first turns (training part:
+    first byte of SHA-256(id) mod 10 in 0..5; validation 6..7), whole and in up to PER_RECORD
+    windows, and their attacks of at most 512 bytes whole (validation rows from the
+    `_validation` splits).
 
 Sentences are cut with a regular expression (ends of sentences and lines) that approximates the
 Unicode sentence boundaries used at run time; the windows need not match byte for byte.
@@ -112,13 +116,59 @@ def build(part, data_dir, rng):
     return rows
 
 
+PROMPT_SETS = {
+    "train": ["slabs_train", "neuralchemy_train", "sharegpt_first_turns:train"],
+    "validation": ["slabs_validation", "neuralchemy_validation", "sharegpt_first_turns:validation"],
+}
+
+
+def sharegpt_part(rid):
+    """The 60/20/20 split `rampart eval` uses for sets without splits (`NAME:train` …)."""
+    b = hashlib.sha256(rid.encode("utf-8")).digest()[0] % 10
+    return "train" if b < 6 else ("validation" if b < 8 else "heldout")
+
+
+def prompt_rows(part, fetched, rng):
+    """Windows of the benign prompts of the training (validation) sets, and their short
+    attacks whole: what a lone sentence of ordinary traffic and a lone injection look like."""
+    rows, seen = [], set()
+    for spec in PROMPT_SETS[part]:
+        name, _, want = spec.partition(":")
+        path = fetched / f"{name}.jsonl"
+        if not path.exists():
+            sys.exit(f"error: {path} is missing: run `rampart datasets fetch` first")
+        for r in load(path):
+            if want and sharegpt_part(r["id"]) != want:
+                continue
+            text = r.get("text") or "\n".join(s["text"] for s in r["segments"])
+            if r["label"] == "attack":
+                picks = [(0, len(text))] if len(text.encode()) <= MAX_BYTES else []
+            else:
+                ws = windows(text)
+                rng.shuffle(ws)
+                picks = ws[:PER_RECORD] + [(0, len(text))]
+            for a, b in picks:
+                t = text[a:b].strip()
+                if not t or (t, r["label"]) in seen:
+                    continue
+                seen.add((t, r["label"]))
+                h = hashlib.sha256(f"{r['id']}/{a}/{b}".encode()).hexdigest()[:12]
+                rows.append({"id": f"winp-{part}-{h}", "text": t, "label": r["label"],
+                             "category": "prompt_window", "source": "rampart-embedded-windows",
+                             "split": part})
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", type=Path, default=Path("data/derived"))
+    ap.add_argument("--fetched", type=Path, default=Path("data"),
+                    help="directory of `rampart datasets fetch` (default ./data)")
     args = ap.parse_args()
     for part in ("train", "validation"):
         try:
             rows = build(part, args.data_dir, random.Random(f"{SEED}/{part}"))
+            rows += prompt_rows(part, args.fetched, random.Random(f"{SEED}/{part}/prompts"))
         except FileNotFoundError as e:
             sys.exit(f"error: {e.filename} is missing: run `python3 scripts/gen_embedded.py` first")
         out = args.data_dir / f"embedded_windows.{part}.jsonl"

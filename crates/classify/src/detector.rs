@@ -74,6 +74,15 @@ pub struct LinearOptions {
     /// use `threshold`.
     #[serde(default)]
     pub thresholds: RoleThresholds,
+    /// Probability a window (a run of one to three sentences, see
+    /// `rampart_core::LocalizeConfig`) needs to count as much as a whole text at `threshold`.
+    /// Default: `threshold`. A model trained on whole prompts is less sure of a lone
+    /// sentence than of a prompt, and a long text has many windows: set it higher to keep
+    /// the false-positive rate of long benign texts (picked on validation data, see
+    /// docs/data-channels.md). Window scores are rescaled so that this value maps to
+    /// `threshold`.
+    #[serde(default)]
+    pub window_threshold: Option<f32>,
 }
 
 fn default_band() -> [f32; 2] {
@@ -88,6 +97,7 @@ impl Default for LinearOptions {
             ambiguous: default_band(),
             ambiguous_risk: AmbiguousRisk::Low,
             thresholds: RoleThresholds::default(),
+            window_threshold: None,
         }
     }
 }
@@ -108,6 +118,7 @@ pub struct LinearDetector {
     band: [f32; 2],
     ambiguous_risk: AmbiguousRisk,
     thresholds: RoleThresholds,
+    window_threshold: Option<f32>,
 }
 
 /// Why a detector could not be built.
@@ -135,7 +146,24 @@ impl LinearDetector {
             None => embedded_model()?,
         };
         LinearDetector::new(model, opts.threshold, opts.ambiguous, opts.ambiguous_risk)?
-            .with_thresholds(opts.thresholds.clone())
+            .with_thresholds(opts.thresholds.clone())?
+            .with_window_threshold(opts.window_threshold)
+    }
+
+    /// Sets the window threshold (see [`LinearOptions::window_threshold`]).
+    pub fn with_window_threshold(
+        mut self,
+        window_threshold: Option<f32>,
+    ) -> Result<LinearDetector, LinearBuildError> {
+        if let Some(w) = window_threshold
+            && !(w > 0.0 && w < 1.0)
+        {
+            return Err(LinearBuildError::Option(format!(
+                "window_threshold must be in (0, 1), got {w}"
+            )));
+        }
+        self.window_threshold = window_threshold;
+        Ok(self)
     }
 
     /// Sets per-role thresholds (roles not named keep the layer's threshold).
@@ -173,6 +201,7 @@ impl LinearDetector {
             band,
             ambiguous_risk,
             thresholds: RoleThresholds::default(),
+            window_threshold: None,
         })
     }
 
@@ -312,10 +341,29 @@ impl SegmentBest {
     }
 }
 
+/// Maps a window's probability onto the layer's scale: `window_threshold` goes to
+/// `threshold`, linearly on each side, so that one threshold (and fusion, and `run_if`
+/// gates) applies to whole texts and windows alike. The identity when the two are equal.
+fn rescale(p: f32, threshold: f32, window_threshold: f32) -> f32 {
+    if window_threshold <= threshold {
+        p
+    } else if p >= window_threshold {
+        threshold + (p - window_threshold) / (1.0 - window_threshold).max(f32::EPSILON)
+            * (1.0 - threshold)
+    } else {
+        p * threshold / window_threshold
+    }
+}
+
 /// Windows scored between two reads of the clock.
 const WINDOWS_PER_CLOCK_READ: usize = 256;
 
 impl LinearDetector {
+    /// A window's probability on the layer's scale ([`rescale`]).
+    fn window_score(&self, p: f32) -> f32 {
+        rescale(p, self.threshold, self.window_threshold.unwrap_or(self.threshold))
+    }
+
     /// Scores one untrusted segment: every distinct view whole, and every window of each
     /// (localized detection, [`rampart_core::LocalizeConfig`]); the highest calibrated
     /// probability wins. Pushes the segment's span scores (in original-text offsets) to
@@ -379,7 +427,7 @@ impl LinearDetector {
                 let Some(text) = view.text.get(w.clone()) else {
                     continue;
                 };
-                let p = cal.apply(self.model.margin(text));
+                let p = self.window_score(cal.apply(self.model.margin(text)));
                 let span = Span::from(view.to_original(w.clone()));
                 spans.push(SpanScore {
                     segment: seg.index,
@@ -424,5 +472,29 @@ impl DetectorFactory for LinearFactory {
             },
         })?;
         Ok(Arc::new(det))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rescale;
+
+    #[test]
+    fn window_scores_rescale_onto_the_layer_threshold() {
+        // The window threshold maps to the layer threshold; 0 and 1 stay put.
+        assert!((rescale(0.999, 0.566, 0.999) - 0.566).abs() < 1e-6);
+        assert!(rescale(0.0, 0.566, 0.999).abs() < 1e-6);
+        assert!((rescale(1.0, 0.566, 0.999) - 1.0).abs() < 1e-5);
+        // Monotone, and below the window threshold below the layer threshold.
+        let mut last = -1.0;
+        for i in 0..=1000 {
+            let p = i as f32 / 1000.0;
+            let r = rescale(p, 0.566, 0.999);
+            assert!(r >= last, "not monotone at {p}");
+            assert_eq!(r >= 0.566 - 1e-6, p >= 0.999 - 1e-6, "at {p}");
+            last = r;
+        }
+        // Equal thresholds: the identity.
+        assert_eq!(rescale(0.7, 0.6, 0.6), 0.7);
     }
 }

@@ -14,7 +14,7 @@ pub enum RulesCommand {
     Test(PackArgs),
     /// Check, then print warnings about rules likely to misbehave.
     Lint(LintArgs),
-    /// List the rules (ID, category, kind, strength, severity, pack).
+    /// List the rules (ID, category, kind, strength, severity, scope, pack).
     List(PackArgs),
     /// Print the literal and keyword patterns of the rules (as matched), one per line.
     Literals(LiteralsArgs),
@@ -137,12 +137,13 @@ pub fn run(cmd: &RulesCommand) -> Result<u8> {
             for cr in matcher.rules() {
                 let r = &cr.rule;
                 outln!(
-                    "{:<9} {:<21} {:<12} {:<7} {:<12} {}",
+                    "{:<9} {:<21} {:<12} {:<7} {:<12} {:<5} {}",
                     r.id,
                     r.category.name(),
                     format!("{:?}", r.matcher.kind()).to_lowercase(),
                     format!("{:?}", r.strength).to_lowercase(),
                     r.severity.name(),
+                    r.scope.name(),
                     cr.pack
                 )?;
             }

@@ -46,6 +46,13 @@ impl Role {
             Role::Assistant => "assistant",
         }
     }
+
+    /// Whether the segment carries data rather than a turn of the conversation: a tool
+    /// result or a retrieved document. Text there that addresses the assistant is an
+    /// injection, not a request.
+    pub fn is_data_channel(self) -> bool {
+        matches!(self, Role::Tool | Role::Retrieved)
+    }
 }
 
 impl fmt::Display for Role {

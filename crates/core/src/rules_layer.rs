@@ -7,7 +7,7 @@ use crate::input::Trust;
 use crate::scoring::points;
 use rampart_normalize::{TransformKind, ViewKind};
 use rampart_rules::{
-    Category, CompileError, Matcher, MatcherBuilder, PackErrors, RiskClass, Strength,
+    Category, CompileError, Matcher, MatcherBuilder, PackErrors, RiskClass, RuleScope, Strength,
 };
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -67,7 +67,12 @@ impl RulesDetector {
     }
 
     fn segment_findings(&self, seg: &SegmentInput<'_>, out: &mut Vec<Finding>) {
-        let hits = self.matcher.scan(&seg.normalized);
+        let mut hits = self.matcher.scan(&seg.normalized);
+        // `data` rules speak to text that addresses the assistant from inside a tool result
+        // or document; the same words from the user are an ordinary request.
+        hits.hits.retain(|h| {
+            self.matcher.rules()[h.rule].rule.scope == RuleScope::Any || seg.role.is_data_channel()
+        });
         let counted = seg.trust == Trust::Untrusted;
         // Rules seen in a plain view (raw or folded) of this segment.
         let plain: BTreeSet<usize> = hits

@@ -17,7 +17,8 @@ use rampart_datasets::{Record, Split};
 use rampart_eval::log::{EVAL_LOG_SCHEMA, EvalLogRecord, Outcome};
 use rampart_normalize::{Normalizer, fold_pattern};
 use rampart_rules::{
-    Category, Location, Matcher, MatcherBuilder, RiskClass, Rule, RuleMatch, RulePack, Strength,
+    Category, Location, Matcher, MatcherBuilder, RiskClass, Rule, RuleMatch, RulePack, RuleScope,
+    Strength,
 };
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::BufRead;
@@ -1021,6 +1022,7 @@ fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
             token_boundary: !g.shape,
             strength: Strength::Weak,
             severity: RiskClass::LowRisk,
+            scope: RuleScope::Any,
             rationale: "discovery recount".into(),
             languages: Vec::new(),
             tags: Vec::new(),

@@ -2,7 +2,7 @@
 
 use crate::error::Location;
 use crate::schema::{RuleMatch, RulePack};
-use crate::types::{RiskClass, Strength};
+use crate::types::{RiskClass, RuleScope, Strength};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -42,6 +42,8 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
     let mut out = Vec::new();
     // folded literal -> first rule using it
     let mut literal_owner: BTreeMap<String, String> = BTreeMap::new();
+    // regex pattern -> first rule using it, with its scope
+    let mut regex_owner: BTreeMap<String, (String, RuleScope)> = BTreeMap::new();
     for pack in packs {
         for rule in &pack.rules {
             let mut warn = |message: String| {
@@ -75,6 +77,18 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
                 }
                 if rule.token_boundary && has_cjk(pattern) {
                     warn("CJK pattern with token_boundary = true will rarely match (CJK has no spaces)".into());
+                }
+                match regex_owner.get(pattern) {
+                    // A data rule that repeats an any-scope rule adds nothing, and two rules
+                    // with the same regex double-count one signal.
+                    Some((owner, scope)) if owner != &rule.id => warn(format!(
+                        "regex is also used by rule {owner} (scope {scope}, this rule scope {})",
+                        rule.scope
+                    )),
+                    Some(_) => {}
+                    None => {
+                        regex_owner.insert(pattern.clone(), (rule.id.clone(), rule.scope));
+                    }
                 }
             }
             for (lit, folded) in rule.matched_literals() {

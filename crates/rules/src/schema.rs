@@ -1,7 +1,7 @@
 //! The rule-pack file format (`schema_version = 1`, TOML) and its validation.
 
 use crate::error::{Location, PackError, PackErrors};
-use crate::types::{Category, RiskClass, RuleKind, Strength};
+use crate::types::{Category, RiskClass, RuleKind, RuleScope, Strength};
 use rampart_normalize::fold_pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -54,6 +54,8 @@ struct RawRule {
     token_boundary: bool,
     strength: Strength,
     severity: RiskClass,
+    #[serde(default)]
+    scope: RuleScope,
     rationale: String,
     #[serde(default)]
     languages: Vec<String>,
@@ -131,6 +133,9 @@ pub struct Rule {
     pub strength: Strength,
     /// Severity hint.
     pub severity: RiskClass,
+    /// Which segments the rule applies to (enforced by the pipeline's rule layer; the
+    /// matcher and the example runner match every text).
+    pub scope: RuleScope,
     /// Why this pattern indicates an attack.
     pub rationale: String,
     /// Languages (ISO 639-1), or empty for any.
@@ -359,6 +364,7 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
             token_boundary: raw.token_boundary,
             strength: raw.strength,
             severity: raw.severity,
+            scope: raw.scope,
             rationale: raw.rationale,
             languages: raw.languages,
             tags: raw.tags,
@@ -429,6 +435,58 @@ must_not_match = ["y"]
                 ],
                 vec![],
             ]
+        );
+    }
+
+    const SCOPED: &str = r#"
+schema_version = 1
+[pack]
+name = "t"
+version = "1"
+
+[[rules]]
+id = "OTH_001"
+kind = "literal"
+patterns = ["do not tell the user"]
+scope = "SCOPE"
+strength = "strong"
+severity = "medium_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "OTH_002"
+kind = "literal"
+patterns = ["keep this secret"]
+strength = "weak"
+severity = "low_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+"#;
+
+    #[test]
+    fn scope_defaults_to_any_and_accepts_data() {
+        for (written, want) in [("any", RuleScope::Any), ("data", RuleScope::Data)] {
+            let pack = RulePack::parse(&SCOPED.replace("SCOPE", written), "t.toml")
+                .expect("the test pack parses");
+            let scopes: Vec<RuleScope> = pack.rules.iter().map(|r| r.scope).collect();
+            assert_eq!(scopes, vec![want, RuleScope::Any]);
+        }
+    }
+
+    #[test]
+    fn unknown_scope_is_an_error_that_names_the_allowed_values() {
+        let err = RulePack::parse(&SCOPED.replace("SCOPE", "tool"), "t.toml")
+            .expect_err("an unknown scope is refused")
+            .to_string();
+        assert!(err.contains("t.toml:"), "{err}");
+        assert!(
+            err.contains("unknown variant `tool`")
+                && err.contains("`any`")
+                && err.contains("`data`"),
+            "{err}"
         );
     }
 }

@@ -30,6 +30,7 @@ mod fuse;
 mod input;
 mod pipeline;
 mod rules_layer;
+mod sanitize;
 pub mod scoring;
 pub mod timefmt;
 
@@ -45,10 +46,11 @@ pub use decision::{
 pub use detector::{Detection, Detector, DetectorError, Earlier, ScanInput, SegmentInput};
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
-pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options, redact};
+pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};
 pub use rules_layer::{
     BIDI_ID, CONFUSABLE_ID, ENCODED_PAYLOAD_ID, HIDDEN_MATCH_ID, LIMIT_ID, RulesDetector,
     RulesLayerError, TAG_CHARS_ID, ZERO_WIDTH_ID, transform_findings,
 };
+pub use sanitize::redact;

@@ -46,6 +46,13 @@ impl Role {
             Role::Assistant => "assistant",
         }
     }
+
+    /// Whether the role carries data the application fetched (tool output, retrieved
+    /// documents) rather than a party's own words: an attacker may have written any of it,
+    /// so SANITIZE removes whole injected units there, not only matched phrases.
+    pub fn is_data_channel(self) -> bool {
+        matches!(self, Role::Tool | Role::Retrieved)
+    }
 }
 
 impl fmt::Display for Role {

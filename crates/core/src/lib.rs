@@ -53,4 +53,4 @@ pub use rules_layer::{
     BIDI_ID, CONFUSABLE_ID, ENCODED_PAYLOAD_ID, HIDDEN_MATCH_ID, LIMIT_ID, RulesDetector,
     RulesLayerError, TAG_CHARS_ID, ZERO_WIDTH_ID, transform_findings,
 };
-pub use sanitize::redact;
+pub use sanitize::{MAX_BLOCK_BYTES, MAX_SENTENCE_REACH, injected_unit, redact};

@@ -1,7 +1,7 @@
 //! SANITIZE: what is removed from a request's untrusted segments, and how.
 //!
 //! In a user segment only the spans of counted strong findings are replaced (a user's own
-//! request should not lose whole sentences). In a data channel ([`Role::is_data_channel`]:
+//! request should not lose whole sentences). In a data channel ([`crate::Role::is_data_channel`]:
 //! tool output, retrieved documents) an attacker wrote the text around the phrase a rule
 //! matched too, so each span is widened to the injected *unit* that contains it
 //! ([`injected_unit`]): the smallest enclosing block (an HTML comment, a `/* */` comment, a
@@ -19,7 +19,7 @@
 
 use crate::decision::{Finding, SanitizedSegment, Span};
 use crate::detector::SegmentInput;
-use crate::input::{Role, ScanRequest, Trust};
+use crate::input::{ScanRequest, Trust};
 use std::ops::Range;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -255,7 +255,7 @@ fn line_at(text: &str, i: usize) -> Option<Range<usize>> {
 
 /// Where the line comment of `line` starts, and its marker: a marker first on the line
 /// (after indentation), or after a space (`code  // note`).
-fn comment_start<'a>(text: &'a str, line: &Range<usize>) -> Option<(usize, &'static str)> {
+fn comment_start(text: &str, line: &Range<usize>) -> Option<(usize, &'static str)> {
     let l = &text[line.clone()];
     let indent = l.len() - l.trim_start().len();
     if let Some(m) = LINE_COMMENTS.iter().find(|m| l[indent..].starts_with(**m)) {

@@ -35,9 +35,9 @@ pub mod scoring;
 pub mod timefmt;
 
 pub use config::{
-    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FUSE_KIND, FailMode, HashSection, LayerConfig,
-    NORMALIZE_LAYER, NormalizeSection, PackSource, PipelineConfig, PolicyConfig, RULES_KIND,
-    RulesLayerOptions, RunIf,
+    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, DataInjection, FUSE_KIND, FailMode,
+    HashSection, LayerConfig, NORMALIZE_LAYER, NormalizeSection, PackSource, PipelineConfig,
+    PolicyConfig, RULES_KIND, RulesLayerOptions, RunIf,
 };
 pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,

@@ -1,8 +1,8 @@
 //! The pipeline: limits → normalization → layers in order → scoring → policy (ratchet).
 
 use crate::config::{
-    FUSE_KIND, FailMode, HashSection, LayerConfig, NORMALIZE_LAYER, PipelineConfig, RULES_KIND,
-    RulesLayerOptions, RunIf,
+    DataInjection, FUSE_KIND, FailMode, HashSection, LayerConfig, NORMALIZE_LAYER, PipelineConfig,
+    RULES_KIND, RulesLayerOptions, RunIf,
 };
 use crate::decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, ScanOutcome, Span,
@@ -11,7 +11,7 @@ use crate::detector::{Detection, Detector, DetectorError, Earlier, ScanInput, Se
 use crate::fuse::{FuseDetector, FuseOptions};
 use crate::input::{InputError, ScanRequest, Trust};
 use crate::rules_layer::{RulesDetector, transform_findings};
-use crate::sanitize::sanitize;
+use crate::sanitize::{DATA_INJECTION_REASON, blocked_only_by_data, sanitize};
 use crate::scoring::{category_scores, classify, sort_findings};
 use rampart_normalize::Normalizer;
 use rampart_rules::RiskClass;
@@ -490,6 +490,13 @@ impl Pipeline {
             }
         }
 
+        if action == Action::Block
+            && policy.data_injection == DataInjection::Sanitize
+            && blocked_only_by_data(policy, &layers, &findings, &input.segments)
+        {
+            action = Action::Sanitize;
+            reasons.push(DATA_INJECTION_REASON.into());
+        }
         let mut sanitized = None;
         if action == Action::Sanitize {
             let s = sanitize(req, &input.segments, &findings, &policy.sanitize_marker);

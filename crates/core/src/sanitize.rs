@@ -17,7 +17,8 @@
 //! A span that is itself large (a classifier finding over a whole segment) is removed as
 //! it is. A document with many findings loses what each of them covers.
 
-use crate::decision::{Finding, SanitizedSegment, Span};
+use crate::config::PolicyConfig;
+use crate::decision::{Action, Finding, LayerResult, LayerStatus, SanitizedSegment, Span};
 use crate::detector::SegmentInput;
 use crate::input::{ScanRequest, Trust};
 use std::ops::Range;
@@ -44,6 +45,42 @@ const CONTAINER_TAGS: [&str; 17] = [
 /// Line prefixes that start a code comment (after indentation), or, after a space, end a
 /// line of code with one.
 const LINE_COMMENTS: [&str; 4] = ["//", "#", "--", ";"];
+
+/// The reason a decision gives when `data_injection = "sanitize"` turned its BLOCK into
+/// SANITIZE.
+pub(crate) const DATA_INJECTION_REASON: &str = "the high-risk evidence lies only in tool or \
+    retrieved data: its injected units are removed (policy data_injection = \"sanitize\")";
+
+/// Whether a BLOCK rests only on counted findings in data channels, all of which SANITIZE
+/// removes: every blocking layer ran, and its counted findings are all strong (points ≥ 2)
+/// and in untrusted data-channel segments; and the counted findings elsewhere are not
+/// BLOCK on their own. Anything else (a failed or timed-out layer, a layer verdict without
+/// a localized finding, weak evidence in data, BLOCK outside data) keeps the BLOCK.
+pub(crate) fn blocked_only_by_data(
+    policy: &PolicyConfig,
+    layers: &[LayerResult],
+    findings: &[Finding],
+    segments: &[SegmentInput<'_>],
+) -> bool {
+    let in_data = |f: &Finding| {
+        segments
+            .get(f.segment)
+            .is_some_and(|s| s.role.is_data_channel() && s.trust == Trust::Untrusted)
+    };
+    let counted = || findings.iter().filter(|f| f.counted && f.points > 0);
+    if counted().any(|f| in_data(f) && f.points < 2) {
+        return false;
+    }
+    for l in layers.iter().filter(|l| l.action == Action::Block) {
+        let mut own = counted().filter(|f| f.layer == l.layer).peekable();
+        if l.status != LayerStatus::Ok || own.peek().is_none() || !own.all(&in_data) {
+            return false;
+        }
+    }
+    let elsewhere = crate::scoring::category_scores(counted().filter(|f| !in_data(f)));
+    let risk = crate::scoring::classify(&elsewhere, &policy.scoring);
+    policy.action_for(risk) < Action::Block
+}
 
 /// Replaces the spans of counted strong findings (of any layer) in untrusted segments by
 /// the marker; in data channels each span is first widened to its injected unit

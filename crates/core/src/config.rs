@@ -34,6 +34,21 @@ pub enum FailMode {
     Open,
 }
 
+/// `[policy] data_injection`: what a BLOCK becomes when its only counted evidence lies in
+/// data channels (`tool`, `retrieved` segments).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataInjection {
+    /// It stays BLOCK (the default).
+    #[default]
+    Block,
+    /// SANITIZE: the injected units are removed from the data and the rest is passed on.
+    /// Still BLOCK when any other evidence is high risk, a blocking layer failed or has no
+    /// localized finding, a data finding is too weak to be removed, or nothing could be
+    /// removed.
+    Sanitize,
+}
+
 /// Which action each risk class maps to, trust per role, fail mode.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -54,6 +69,9 @@ pub struct PolicyConfig {
     pub trust: BTreeMap<Role, Trust>,
     /// Replacement for each span SANITIZE removes; `{rule}` is replaced by the rule ID.
     pub sanitize_marker: String,
+    /// A BLOCK whose only counted evidence lies in data channels: BLOCK (default) or
+    /// SANITIZE ([`DataInjection`]).
+    pub data_injection: DataInjection,
     /// The scoring table's tunables.
     pub scoring: ScoringConfig,
 }
@@ -79,6 +97,7 @@ impl Default for PolicyConfig {
             layer_timeout_ms: 2000,
             trust,
             sanitize_marker: "[removed:{rule}]".into(),
+            data_injection: DataInjection::Block,
             scoring: ScoringConfig::default(),
         }
     }

@@ -47,9 +47,10 @@ impl Role {
         }
     }
 
-    /// Whether the segment carries data rather than a turn of the conversation: a tool
-    /// result or a retrieved document. Text there that addresses the assistant is an
-    /// injection, not a request.
+    /// Whether the role carries data the application fetched (tool output, retrieved
+    /// documents) rather than a party's own words: an attacker may have written any of it.
+    /// Text there that addresses the assistant is an injection, not a request, and SANITIZE
+    /// removes whole injected units there, not only matched phrases.
     pub fn is_data_channel(self) -> bool {
         matches!(self, Role::Tool | Role::Retrieved)
     }

@@ -31,13 +31,14 @@ mod input;
 mod localize;
 mod pipeline;
 mod rules_layer;
+mod sanitize;
 pub mod scoring;
 pub mod timefmt;
 
 pub use config::{
-    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, FUSE_KIND, FailMode, HashSection, LayerConfig,
-    NORMALIZE_LAYER, NormalizeSection, PackSource, PipelineConfig, PolicyConfig, RULES_KIND,
-    RulesLayerOptions, RunIf,
+    CONFIG_VERSION, ConfigError, DEFAULT_CONFIG_SRC, DataInjection, FUSE_KIND, FailMode,
+    HashSection, LayerConfig, NORMALIZE_LAYER, NormalizeSection, PackSource, PipelineConfig,
+    PolicyConfig, RULES_KIND, RulesLayerOptions, RunIf,
 };
 pub use decision::{
     Action, AppliedTransform, Decision, Finding, LayerResult, LayerStatus, SanitizedSegment,
@@ -50,10 +51,11 @@ pub use detector::{
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
 pub use localize::LocalizeConfig;
-pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options, redact};
+pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};
 pub use rules_layer::{
     BIDI_ID, CONFUSABLE_ID, ENCODED_PAYLOAD_ID, HIDDEN_MATCH_ID, LIMIT_ID, RulesDetector,
     RulesLayerError, TAG_CHARS_ID, ZERO_WIDTH_ID, transform_findings,
 };
+pub use sanitize::{MAX_BLOCK_BYTES, MAX_SENTENCE_REACH, injected_unit, redact};

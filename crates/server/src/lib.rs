@@ -50,6 +50,7 @@ mod sse;
 mod state;
 mod tls;
 
+pub use proxy::{ProxyConfig, Spotlight};
 pub use rule_examples::{RuleExamplesError, check_rule_examples};
 pub use state::{AppState, Caller, PipelineError, ReloadError, ReloadInfo, ServiceError};
 pub use tls::TlsError;

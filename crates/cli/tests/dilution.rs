@@ -200,8 +200,8 @@ fn workspace() -> PathBuf {
 #[test]
 fn diluted_attacks_are_decided_as_alone_default_pipeline() {
     let gap = check(None, &workspace());
-    // Measured 2026-11-25: 225 of 1944 (docs/data-channels.md); a regression guard.
-    assert!(gap <= 225, "{gap}");
+    // Measured 2026-11-25: 153 of 1944 (docs/data-channels.md); a regression guard.
+    assert!(gap <= 153, "{gap}");
 }
 
 /// The fused configuration with the MiniLM model of `$RAMPART_DATA_DIR` (default `./data`).

@@ -28,8 +28,12 @@ What it does, in order:
      pages, tool results...; benign carriers too) join training and validation when the files
      are there; their `segments` are flattened into one text like every segment row. The
      generator's test split is never read. An attack row longer than one window is cropped
-     to a window around its payload when the row says where the payload is, and dropped
-     otherwise, so that no payload-free window is trained as an attack.
+     to the window that holds its payload: around it when the data says where it is (the
+     generator's NAME.spans.jsonl beside NAME.jsonl: id, segment, start, end), else by its `position` (`start`: the carrier's first
+     window, `end`: its last, `middle`: the carrier when it fits in one window); rows whose
+     window is unknown are dropped, so that no payload-free window is trained as an attack.
+     Long benign carriers are cut the same way, to their first or last window (by id hash),
+     so that where a window starts is no sign of either class.
      Channel labels: a seeded share (`--channel-rate`, 20%) of the training AND validation
      rows, benign and attack alike, gets a channel label in front ("Retrieved: ",
      "Document:\n", "search result: ", ... CHANNEL_LABELS), chosen by
@@ -227,7 +231,21 @@ def record_text(r: dict) -> str:
     return "\n".join(s["text"] for s in r["segments"])
 
 
+def read_spans(path: Path) -> dict[str, tuple[int, int, int]]:
+    """`NAME.spans.jsonl` beside an embedded set (gen_embedded.py): id -> (segment, start, end),
+    the payload's character range in that segment's text."""
+    spans = {}
+    if path.exists():
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    s = json.loads(line)
+                    spans[s["id"]] = (s["segment"], s["start"], s["end"])
+    return spans
+
+
 def read_jsonl(path: Path) -> list[dict]:
+    spans = read_spans(path.with_name(path.name.replace(".jsonl", ".spans.jsonl")))
     rows = []
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -242,17 +260,26 @@ def read_jsonl(path: Path) -> list[dict]:
             else:
                 raise ValueError(f"{path}: unknown label {label!r}")
             row = {"id": r["id"], "text": record_text(r), "y": y}
-            loc = payload_location(r, row["text"])
+            loc = payload_location(r, row["text"], spans.get(r["id"]))
             if loc is not None:
                 row["payload"] = loc
+            elif y == 1 and r.get("position") in ("start", "middle", "end") and "segments" in r:
+                row["position"] = (r["position"], carrier_range(r["segments"]))
+            elif y == 0 and "segments" in r:
+                row["carrier"] = carrier_range(r["segments"])
             rows.append(row)
     return rows
 
 
-def payload_location(r: dict, text: str) -> tuple[int, int] | None:
+def payload_location(r: dict, text: str, span: tuple[int, int, int] | None
+                     ) -> tuple[int, int] | None:
     """Where an embedded row's payload lies in the flattened text (character offsets), when
-    the row says: a `payload` string found in the text, or `payload_span` [start, end] in
-    characters of the flattened text."""
+    the data says: its spans file (segment, start, end), a `payload` string found in the text,
+    or `payload_span` [start, end] in characters of the flattened text."""
+    if span is not None and "segments" in r and 0 <= span[0] < len(r["segments"]):
+        at = sum(len(seg["text"]) + 1 for seg in r["segments"][:span[0]])
+        if 0 <= span[1] < span[2] <= len(r["segments"][span[0]]["text"]):
+            return at + span[1], at + span[2]
     span = r.get("payload_span")
     if isinstance(span, list) and len(span) == 2 and all(isinstance(x, int) for x in span):
         if 0 <= span[0] < span[1] <= len(text):
@@ -263,6 +290,42 @@ def payload_location(r: dict, text: str) -> tuple[int, int] | None:
         if at >= 0:
             return at, at + len(payload)
     return None
+
+
+def carrier_range(segments: list[dict]) -> tuple[int, int]:
+    """Character range, in the flattened text, of the segment that carries the data: the
+    `tool` or `retrieved` segment, else the longest one (a document pasted into the user
+    turn)."""
+    starts, at = [], 0
+    for seg in segments:
+        starts.append(at)
+        at += len(seg["text"]) + 1
+    data = [i for i, seg in enumerate(segments) if seg.get("role") in ("tool", "retrieved")]
+    i = data[0] if data else max(range(len(segments)), key=lambda j: len(segments[j]["text"]))
+    return starts[i], starts[i] + len(segments[i]["text"])
+
+
+def crop_to_position(tok: Tokenizer, text: str, position: tuple[str, tuple[int, int]],
+                     body: int) -> str | None:
+    """An embedded attack whose row tells only the payload's position in the carrier: the
+    window that must hold it. `start`: the first `body` tokens of the carrier; `end`: the last
+    ones; `middle`: the whole carrier when it fits, else None (the window is unknown)."""
+    enc = tok.encode(text, add_special_tokens=False)
+    if len(enc.ids) <= body:
+        return text
+    where, (c0, c1) = position
+    inside = [i for i, (a, b) in enumerate(enc.offsets) if b > c0 and a < c1]
+    if not inside:
+        return None
+    if len(inside) <= body:
+        first, last = inside[0], inside[-1]
+    elif where == "start":
+        first, last = inside[0], inside[0] + body - 1
+    elif where == "end":
+        first, last = inside[-1] - body + 1, inside[-1]
+    else:
+        return None
+    return text[enc.offsets[first][0]:enc.offsets[last][1]]
 
 
 def crop_to_payload(tok: Tokenizer, text: str, loc: tuple[int, int], body: int) -> str | None:
@@ -287,6 +350,8 @@ def portable_arg(name: str, value, repo: Path):
     to it, the pip interpreter by its name only, so the report names no machine's paths."""
     if name == "python" and value:
         return Path(str(value)).name
+    if name.startswith("embedded") and isinstance(value, Path):
+        return f"DATA_DIR/derived/{value.name}"
     if isinstance(value, Path):
         try:
             return str(value.resolve().relative_to(repo))
@@ -691,20 +756,34 @@ def main() -> None:
             kept, cropped, lost = [], 0, 0
             for r in group[k]:
                 if r["y"] == 1:
-                    text = (crop_to_payload(tok, r["text"], r["payload"], args.max_length - 2)
-                            if "payload" in r else
-                            (r["text"] if len(tok.encode(r["text"], add_special_tokens=False)
-                                              .ids) <= args.max_length - 2 else None))
+                    body = args.max_length - 2
+                    if "payload" in r:
+                        text = crop_to_payload(tok, r["text"], r["payload"], body)
+                    elif "position" in r:
+                        text = crop_to_position(tok, r["text"], r["position"], body)
+                    else:
+                        text = (r["text"] if len(tok.encode(r["text"], add_special_tokens=False)
+                                                 .ids) <= body else None)
                     if text is None:
                         lost += 1
                         continue
                     cropped += text != r["text"]
                     r = dict(r, text=text)
+                elif "carrier" in r:
+                    # Benign carriers too: the first or the last window (by id hash), so that
+                    # a window cut out of a document's middle or end is no sign of an attack.
+                    where = ("end" if hashlib.sha256(f"{args.seed}:crop:{r['id']}".encode())
+                             .digest()[0] % 2 else "start")
+                    text = crop_to_position(tok, r["text"], (where, r["carrier"]),
+                                            args.max_length - 2)
+                    if text is not None:
+                        cropped += text != r["text"]
+                        r = dict(r, text=text)
                 kept.append(r)
             group[k] = kept
             embedded_cropped[k] = {"cropped": cropped, "dropped": lost}
     if embedded_cropped:
-        log(f"embedded attacks cropped to their payload's window / dropped: {embedded_cropped}")
+        log(f"embedded rows cut to one window / attacks dropped: {embedded_cropped}")
     # Channel labels on a seeded share of training and validation rows, both classes.
     channel_counts = {}
     for group in (train, val):
@@ -946,6 +1025,9 @@ def main() -> None:
         "dropped_for_overlap": dropped,
         "dropped_as_near_duplicates": near_dropped,
         "embedded_cropped_or_dropped": embedded_cropped,
+        "embedded_sha256": {q.name: sha256_file(q) for p in (embedded or ()) for q in
+                            (p, p.with_name(p.name.replace(".jsonl", ".spans.jsonl")))
+                            if q.exists()},
         "channel_labels_added": channel_counts,
         "channel_label_probe": probe_result,
         "previous": previous,
@@ -1014,9 +1096,11 @@ Each at its own threshold ({prev['model']} {prev['threshold']:.6f}, this model
     emb = ("none: the files were not there when this model was trained"
            if r["args"].get("embedded") in (None, "none") else
            f"`{r['args']['embedded']}` (training) and `{r['args']['embedded_validation']}` "
-           f"(validation), from scripts/gen_embedded.py; attack rows longer than a window "
-           f"cropped to the window around their payload, or dropped when the row does not "
-           f"say where it is: {json.dumps(r['embedded_cropped_or_dropped'])}")
+           f"(validation), from scripts/gen_embedded.py (SHA-256: "
+           f"{json.dumps(r['embedded_sha256'])}); attack rows longer than a window cut to the "
+           f"window around their payload (dropped when the data does not say where it is), "
+           f"long benign carriers to their first or last window; rows cut / dropped: "
+           f"{json.dumps(r['embedded_cropped_or_dropped'])}")
     first = 6 - args.train_layers
     limit_note = ("\n> **Smoke-test run (`--limit`)**: these numbers are not the model's.\n"
                   if args.limit else "")

@@ -45,6 +45,11 @@ What it does, in order:
      and a new classifier, for each learning rate of `--lrs`; the checkpoint (learning rate and
      epoch) best on validation (TPR at 1% FPR, then NLL) is kept. Defaults: the top 4 encoder
      layers (the overlay stays under 30 MB in float32), lr 1e-4, 2 epochs.
+     `--init-from models/minilm-injection-v2` starts from that model's overlay instead of the
+     base, and `--train-share` / `--embedded-share` keep a seeded share of each non-embedded
+     training set / of the embedded rows: minilm-injection-v3 was trained that way (1 epoch,
+     shares 0.1 and 0.2, one thread), on a 2-core machine shared with several builds, where
+     the full recipe from the base measured 3-10 s a batch (hours for the run).
   4. Calibrates by temperature scaling on validation (folded into the classifier weights, so
      the model's own softmax is the calibrated probability) and picks the threshold that gives
      `--target-fpr` on the benign validation rows.
@@ -136,7 +141,7 @@ CHANNEL_SEPARATORS = [" ", " ", "\n", "\n\n"]
 # The probe of the model card: held-back rows behind these labels (metrics only).
 PROBE_LABELS = ["Retrieved: ", "Document: ", "Search result: ", "Tool output: "]
 PROBE_SETS = ["Clean_Benign_Corpus_v1", "sharegpt_heldback", "Handwritten_Attacks_v1"]
-PROBE_SAMPLE = 500
+PROBE_SAMPLE = 150
 
 REFERENCE_PROMPTS = [
     "What is the capital of France?",
@@ -606,11 +611,16 @@ def dataset_metrics(p: np.ndarray, y: np.ndarray, threshold: float, band) -> dic
 
 def train_one(base: Path, seed: int, lr: float, first_trained: int, windows: Windows,
               y_window: list[int], batch_size: int, epochs: int, warmup: float, evaluate,
-              device):
+              device, init: Path | None = None):
     """Fine-tunes the layers from `first_trained` up, the pooler and the classifier; after each
     epoch calls `evaluate(model)` (validation) and keeps the trained tensors (on the CPU).
     Returns the candidates [(epoch, state of the trained tensors, evaluation)]."""
     model = build_model(base, seed, device)
+    if init is not None:
+        # Continue from an earlier model's overlay (its trained tensors over the same base).
+        got = model.load_state_dict(load_file(str(init / "overlay.safetensors")), strict=False)
+        assert not got.unexpected_keys, got.unexpected_keys
+        model.to(device)
     for p in model.parameters():
         p.requires_grad = False
     trained = list(model.bert.encoder.layer[first_trained:]) + [model.bert.pooler,
@@ -699,6 +709,14 @@ def main() -> None:
     ap.add_argument("--compare", type=Path, default=repo / "models" / PREVIOUS_MODEL,
                     help="the previous model's folder: its held-back figures and the "
                          "channel-label probe go into the model card ('none': no comparison)")
+    ap.add_argument("--init-from", type=Path, default=None,
+                    help="start from this model folder's overlay instead of the base (its "
+                         "trained layers must be the ones --train-layers trains)")
+    ap.add_argument("--train-share", type=float, default=1.0,
+                    help="share of each non-embedded training set kept (seeded sample); "
+                         "embedded rows are all kept")
+    ap.add_argument("--embedded-share", type=float, default=1.0,
+                    help="share of the embedded training rows kept (seeded sample)")
     ap.add_argument("--target-fpr", type=float, default=0.01)
     ap.add_argument("--ambiguous", default="0.4,0.7")
     ap.add_argument("--threads", type=int, default=2)
@@ -784,6 +802,12 @@ def main() -> None:
             embedded_cropped[k] = {"cropped": cropped, "dropped": lost}
     if embedded_cropped:
         log(f"embedded rows cut to one window / attacks dropped: {embedded_cropped}")
+    for k in train:
+        share = args.embedded_share if k.startswith("embedded_") else args.train_share
+        if share < 1.0:
+            train[k] = [r for r in train[k] if int.from_bytes(hashlib.sha256(
+                f"{args.seed}:share:{k}:{r['id']}".encode()).digest()[:4], "big") / 2**32
+                < share]
     # Channel labels on a seeded share of training and validation rows, both classes.
     channel_counts = {}
     for group in (train, val):
@@ -843,7 +867,7 @@ def main() -> None:
     for lr in [float(x) for x in args.lrs.split(",")]:
         for epoch, state, ev in train_one(base, args.seed, lr, first, w_train, y_window,
                                           args.batch_size, args.epochs, args.warmup, evaluate,
-                                          device):
+                                          device, args.init_from):
             cands.append((lr, epoch, state, ev))
     timings["train_s"] = time.time() - t
     candidates = [{"lr": lr, "epoch": ep,
@@ -856,9 +880,10 @@ def main() -> None:
         params = dict(model.named_parameters())
         for k, v in best_state.items():
             params[k].copy_(v.to(device))
-    del cands
     log(f"chose lr {best_lr:g}, epoch {best_epoch}")
-    z_val = evaluate(model, "chosen")["z"]
+    # The chosen tensors were evaluated when they were trained: the same margins.
+    z_val = cands[bi][3]["z"]
+    del cands
 
     # Calibration (temperature, folded into the float32 classifier) and threshold.
     temperature = fit_temperature(z_val, val_y)
@@ -1064,6 +1089,10 @@ def write_card(out: Path, r: dict, args) -> None:
                       f"{c['val_nll']} | {c['val_auc']} |" for c in r["candidates"])
     cal = r["calibration"]
     sizes = r["sizes"]
+    command_extra = "".join(
+        f" --{k.replace('_', '-')} {r['args'][k]}" for k, default in
+        (("init_from", None), ("train_share", 1.0), ("embedded_share", 1.0), ("epochs", EPOCHS))
+        if r["args"].get(k) != default)
     prev = r.get("previous")
     compare = ""
     if prev:
@@ -1183,10 +1212,10 @@ validation {json.dumps(sizes['validation'])}; held back {json.dumps(sizes['held_
 
 ```sh
 python3 -m venv /work/pyenv && /work/pyenv/bin/pip install -r scripts/requirements-train.txt
-/work/pyenv/bin/python scripts/train_minilm.py --data-dir DATA_DIR
+/work/pyenv/bin/python scripts/train_minilm.py --data-dir DATA_DIR{command_extra}
 ```
 
-Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
+{"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
 stay frozen; encoder layers {first}–5, the pooler and a new classifier are fine-tuned,
 {args.epochs} epochs per learning rate, batch {args.batch_size}, AdamW (weight decay 0.01),
 linear warm-up ({args.warmup:.0%}) and decay, float32. Training sees the first

@@ -74,7 +74,10 @@ fn setup_hint(options: &toml::Table) -> Option<String> {
     let command = if data_dir == rampart_datasets::default_data_dir() {
         format!("rampart models setup{named}")
     } else {
-        format!("rampart models setup{named} --data-dir {}", data_dir.display())
+        format!(
+            "rampart models setup{named} --data-dir {}",
+            data_dir.display()
+        )
     };
     Some(format!(
         "the built-in model {name} is not set up: run `{command}`"

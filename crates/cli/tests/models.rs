@@ -541,7 +541,12 @@ const BENIGN_DATA: [&str; 22] = [
 ];
 
 /// Channel labels that RAG and agent frameworks put in front of data.
-const CHANNEL_LABELS: [&str; 4] = ["Retrieved: ", "Document: ", "Search result: ", "Tool output: "];
+const CHANNEL_LABELS: [&str; 4] = [
+    "Retrieved: ",
+    "Document: ",
+    "Search result: ",
+    "Tool output: ",
+];
 
 /// How far a channel label may raise a benign text's score above the text's own score.
 const MAX_LABEL_RISE: f32 = 0.15;

@@ -885,17 +885,34 @@ def main() -> None:
     z_val = cands[bi][3]["z"]
     del cands
 
-    # Calibration (temperature, folded into the float32 classifier) and threshold.
-    temperature = fit_temperature(z_val, val_y)
+    # Calibration (temperature, folded into the float32 classifier) and threshold, on the
+    # prompt validation sets (v2's); the embedded documents get a threshold of their own (a
+    # data channel's), reported beside it: pooled, their hard benign carriers would set the
+    # one threshold for every prompt.
+    val_set = np.array([k for k, rows in val.items() for _ in rows])
+    emb = np.char.startswith(val_set.astype(str), "embedded_")
+    cal = ~emb
+    temperature = fit_temperature(z_val[cal], val_y[cal])
     with torch.no_grad():
         model.classifier.weight /= temperature
         model.classifier.bias /= temperature
     p_val = sigmoid(z_val / temperature)
-    threshold = threshold_for_fpr(p_val[val_y == 0], args.target_fpr)
-    val_fpr = float((p_val[val_y == 0] >= threshold).mean())
-    val_tpr = float((p_val[val_y == 1] >= threshold).mean())
+    threshold = threshold_for_fpr(p_val[cal & (val_y == 0)], args.target_fpr)
+    val_fpr = float((p_val[cal & (val_y == 0)] >= threshold).mean())
+    val_tpr = float((p_val[cal & (val_y == 1)] >= threshold).mean())
     log(f"temperature {temperature:.4f}; threshold {threshold:.6f} "
         f"(validation FPR {val_fpr:.4f}, TPR {val_tpr:.4f})")
+    data_channel = None
+    if emb.any() and (emb & (val_y == 0)).any() and (emb & (val_y == 1)).any():
+        t_emb = threshold_for_fpr(p_val[emb & (val_y == 0)], args.target_fpr)
+        data_channel = {
+            "threshold": t_emb,
+            "embedded_validation_fpr": round(float((p_val[emb & (val_y == 0)] >= t_emb).mean()), 4),
+            "embedded_validation_tpr": round(float((p_val[emb & (val_y == 1)] >= t_emb).mean()), 4),
+            "at_prompt_threshold": {
+                "fpr": round(float((p_val[emb & (val_y == 0)] >= threshold).mean()), 4),
+                "tpr": round(float((p_val[emb & (val_y == 1)] >= threshold).mean()), 4)}}
+        log(f"data-channel threshold (1% FPR on embedded validation): {data_channel}")
 
     # Validation and held-back metrics with the shipped (calibrated) model.
     metrics_val = {}
@@ -944,7 +961,8 @@ def main() -> None:
         "window_overlap_tokens": args.max_length - 2 - args.stride,
         "rampart_layer_options": {"max_tokens": args.max_length,
                                   "stride": args.max_length - 2 - args.stride},
-        "calibrated_on": list(val),
+        "calibrated_on": [k for k in val if not k.startswith("embedded_")],
+        "data_channel": data_channel,
     }
     (out / "calibration.json").write_text(json.dumps(calibration, indent=2) + "\n")
 
@@ -1094,6 +1112,15 @@ def write_card(out: Path, r: dict, args) -> None:
         (("init_from", None), ("train_share", 1.0), ("embedded_share", 1.0), ("epochs", EPOCHS))
         if r["args"].get(k) != default)
     prev = r.get("previous")
+    dc = cal.get("data_channel")
+    dc_text = "" if not dc else (
+        f"**Data channels** (`tool`, `retrieved`): on the embedded validation rows alone "
+        f"(same temperature), threshold **{dc['threshold']:.6f}** gives "
+        f"{cal['target_fpr']:.0%} FPR on their benign carriers (FPR "
+        f"{pct(dc['embedded_validation_fpr'])}, TPR {pct(dc['embedded_validation_tpr'])}); at "
+        f"the prompt threshold below they are flagged at FPR "
+        f"{pct(dc['at_prompt_threshold']['fpr'])}, TPR {pct(dc['at_prompt_threshold']['tpr'])}."
+        "\n\n")
     compare = ""
     if prev:
         crow = []
@@ -1234,7 +1261,7 @@ command gives the same overlay tensors; on a GPU, up to floating-point non-deter
 
 ## Calibration and threshold
 
-Temperature scaling on the validation sets (NLL over the per-text maximum window margin):
+{dc_text}Temperature scaling on the prompt validation sets ({", ".join(cal['calibrated_on'])}; NLL over the per-text maximum window margin):
 T = {cal['temperature']:.4f}, folded into the classifier (`weight / T`, `bias / T`), so the
 softmax of the model's logits is the calibrated P(INJECTION). Threshold
 **{cal['threshold']:.6f}**: the lowest score that flags at most {cal['target_fpr']:.0%} of the

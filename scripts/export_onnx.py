@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Exports a model directory's safetensors weights to ONNX, for Rampart's ONNX Runtime backend.
 
-    python scripts/export_onnx.py data/models/minilm-injection-v2
+    python scripts/export_onnx.py data/models/minilm-injection-v3
 
 writes MODEL_DIR/model.onnx (the exporter of scripts/make_transformer_fixtures.py: opset 17,
 dynamic batch and sequence axes, inputs input_ids + attention_mask, output logits). When the

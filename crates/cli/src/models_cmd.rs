@@ -66,7 +66,7 @@ pub struct OnnxruntimeArgs {
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
-    /// Models to build (default: every built-in model).
+    /// Models to build (default: the default built-in model, minilm-injection-v3).
     pub names: Vec<String>,
     /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
     #[arg(long, value_name = "DIR")]
@@ -156,10 +156,7 @@ fn source_root(arg: Option<&Path>, name: &str) -> PathBuf {
 fn setup(args: &SetupArgs) -> Result<u8> {
     let data_dir = args.data_dir.clone().unwrap_or_else(default_data_dir);
     let names: Vec<String> = if args.names.is_empty() {
-        BUILTIN_MODELS
-            .iter()
-            .map(|(n, _)| (*n).to_owned())
-            .collect()
+        vec![builtin::DEFAULT_MODEL.to_owned()]
     } else {
         args.names.clone()
     };

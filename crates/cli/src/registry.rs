@@ -65,10 +65,19 @@ fn setup_hint(options: &toml::Table) -> Option<String> {
         p if p.as_os_str().is_empty() => Path::new("."),
         p => p,
     };
-    let command = if data_dir == rampart_datasets::default_data_dir() {
-        "rampart models setup".to_owned()
+    // Without a name, `models setup` builds only the default model.
+    let named = if name == rampart_transformer::builtin::DEFAULT_MODEL {
+        String::new()
     } else {
-        format!("rampart models setup --data-dir {}", data_dir.display())
+        format!(" {name}")
+    };
+    let command = if data_dir == rampart_datasets::default_data_dir() {
+        format!("rampart models setup{named}")
+    } else {
+        format!(
+            "rampart models setup{named} --data-dir {}",
+            data_dir.display()
+        )
     };
     Some(format!(
         "the built-in model {name} is not set up: run `{command}`"
@@ -89,9 +98,20 @@ mod tests {
     /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
     #[test]
     fn relative_models_dir_hint_names_the_current_directory() {
-        let hint = setup_hint(&options("models/minilm-injection-v2")).expect("a hint");
+        let hint = setup_hint(&options("models/minilm-injection-v3")).expect("a hint");
         assert!(
             hint.contains("`rampart models setup --data-dir .`"),
+            "{hint}"
+        );
+    }
+
+    /// `models setup` without a name builds only the default model, so the hint for another
+    /// built-in model names it.
+    #[test]
+    fn a_non_default_builtin_model_hint_names_the_model() {
+        let hint = setup_hint(&options("models/minilm-injection-v2")).expect("a hint");
+        assert!(
+            hint.contains("`rampart models setup minilm-injection-v2 --data-dir .`"),
             "{hint}"
         );
     }

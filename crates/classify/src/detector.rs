@@ -289,8 +289,7 @@ impl Detector for LinearDetector {
             } else if std::ptr::eq(b, top)
                 && p >= lo
                 && p < hi
-                && feature_count(&self.model.header().features, &b.text)
-                    >= MIN_AMBIGUOUS_FEATURES
+                && feature_count(&self.model.header().features, &b.text) >= MIN_AMBIGUOUS_FEATURES
             {
                 det.findings.push(finding(
                     AMBIGUOUS_ID,
@@ -334,7 +333,10 @@ impl SegmentBest {
     /// "whole segment", or "window a..b" of the original text.
     fn place(&self, len: usize) -> String {
         if self.window && !(self.span.start == 0 && self.span.end == len) {
-            format!("window {}..{} of {len} bytes", self.span.start, self.span.end)
+            format!(
+                "window {}..{} of {len} bytes",
+                self.span.start, self.span.end
+            )
         } else {
             "whole segment".into()
         }
@@ -360,7 +362,11 @@ const WINDOWS_PER_CLOCK_READ: usize = 256;
 impl LinearDetector {
     /// A window's probability on the layer's scale ([`rescale`]).
     fn window_score(&self, p: f32) -> f32 {
-        rescale(p, self.threshold, self.window_threshold.unwrap_or(self.threshold))
+        rescale(
+            p,
+            self.threshold,
+            self.window_threshold.unwrap_or(self.threshold),
+        )
     }
 
     /// Scores one untrusted segment: every distinct view whole, and every window of each
@@ -419,7 +425,8 @@ impl LinearDetector {
             };
             for w in windows {
                 scored += 1;
-                if scored % WINDOWS_PER_CLOCK_READ == 0 && std::time::Instant::now() > input.deadline
+                if scored.is_multiple_of(WINDOWS_PER_CLOCK_READ)
+                    && std::time::Instant::now() > input.deadline
                 {
                     return Err(DetectorError::Timeout);
                 }

@@ -92,9 +92,7 @@ fn batch(dir: &Path) -> PathBuf {
     let pads: Vec<(usize, String)> = PAD_SIZES.iter().map(|&n| (n, padding(n))).collect();
     for (id, text) in payloads() {
         for role in ROLES {
-            let line = |pad: usize, t: &str| {
-                json!({"id": format!("{id}|{role}|{pad}"), "segments": [{"role": role, "text": t}]})
-            };
+            let line = |pad: usize, t: &str| json!({"id": format!("{id}|{role}|{pad}"), "segments": [{"role": role, "text": t}]});
             writeln!(f, "{}", line(0, &text)).unwrap();
             for (n, p) in &pads {
                 writeln!(f, "{}", line(*n, &format!("{p} {text}"))).unwrap();
@@ -163,7 +161,10 @@ fn check(config: Option<&Path>, cwd: &Path) -> usize {
         for other in PAD_SIZES {
             let o = &got[&format!("{stem}|{other}")];
             if o.action != d.action {
-                bad.push(format!("{id}: {} but {} behind {other} B", d.action, o.action));
+                bad.push(format!(
+                    "{id}: {} but {} behind {other} B",
+                    d.action, o.action
+                ));
             }
         }
         let alone = &got[&format!("{stem}|0")];
@@ -174,7 +175,10 @@ fn check(config: Option<&Path>, cwd: &Path) -> usize {
             gap += 1;
             continue;
         }
-        bad.push(format!("{id}: alone {}, diluted {}", alone.action, d.action));
+        bad.push(format!(
+            "{id}: alone {}, diluted {}",
+            alone.action, d.action
+        ));
     }
     assert!(
         bad.is_empty(),
@@ -226,7 +230,10 @@ fn diluted_attacks_are_decided_as_alone_fused_pipeline() {
     let config = dir.path().join("fused.toml");
     std::fs::write(
         &config,
-        src.replace(model_line, &format!("model_dir = {:?}", model.display().to_string())),
+        src.replace(
+            model_line,
+            &format!("model_dir = {:?}", model.display().to_string()),
+        ),
     )
     .unwrap();
     check(Some(&config), &root);

@@ -93,9 +93,7 @@ impl RoleThresholds {
     /// Checks every threshold is in (0, 1].
     pub fn validate(&self) -> Result<(), String> {
         match self.0.iter().find(|(_, t)| !(**t > 0.0 && **t <= 1.0)) {
-            Some((role, t)) => Err(format!(
-                "thresholds.{role} must be in (0, 1], got {t}"
-            )),
+            Some((role, t)) => Err(format!("thresholds.{role} must be in (0, 1], got {t}")),
             None => Ok(()),
         }
     }

@@ -188,7 +188,12 @@ impl FuseDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
         index: usize,
-    ) -> Option<(crate::input::Role, Span, ViewKind, Vec<rampart_normalize::TransformKind>)> {
+    ) -> Option<(
+        crate::input::Role,
+        Span,
+        ViewKind,
+        Vec<rampart_normalize::TransformKind>,
+    )> {
         let seg = input.segments.iter().find(|s| s.index == index)?;
         // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
         if let Some(f) = earlier
@@ -337,7 +342,10 @@ impl Detector for FuseDetector {
                     3,
                     RiskClass::HighRisk,
                     true,
-                    format!("{formula} >= threshold {:.3} ({role} segment)", sf.threshold),
+                    format!(
+                        "{formula} >= threshold {:.3} ({role} segment)",
+                        sf.threshold
+                    ),
                 )
             } else {
                 (

@@ -45,8 +45,8 @@ pub use decision::{
     ScanOutcome, Span,
 };
 pub use detector::{
-    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SegmentInput, SpanScore,
-    TOP_SPANS_PER_SEGMENT, top_spans,
+    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SegmentInput,
+    SpanScore, TOP_SPANS_PER_SEGMENT, top_spans,
 };
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};

@@ -4,11 +4,11 @@ use crate::error::TransformerError;
 use crate::model::{Classifier, ClassifierOptions, WeightsFormat, Window};
 use rampart_core::{
     BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier, Finding,
-    RiskClass, RoleThresholds, ScanInput, SegmentInput, Span, SpanScore, Strength, Trust,
-    ViewKind, top_spans,
+    RiskClass, RoleThresholds, ScanInput, SegmentInput, Span, SpanScore, Strength, Trust, ViewKind,
+    top_spans,
 };
-use std::ops::Range;
 use serde::{Deserialize, Serialize};
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -260,11 +260,7 @@ impl TransformerDetector {
         })
     }
 
-    fn run(
-        &self,
-        input: &ScanInput<'_>,
-        focus: &[SpanScore],
-    ) -> Result<Detection, DetectorError> {
+    fn run(&self, input: &ScanInput<'_>, focus: &[SpanScore]) -> Result<Detection, DetectorError> {
         let mut plans = Vec::new();
         for seg in &input.segments {
             if seg.trust != Trust::Untrusted {
@@ -334,10 +330,7 @@ impl TransformerDetector {
                     PARTIAL_ID,
                     0..seg.text.len(),
                     false,
-                    format!(
-                        "classifier read part of segment {}{covered}",
-                        seg.index
-                    ),
+                    format!("classifier read part of segment {}{covered}", seg.index),
                 ));
             }
             let threshold = self.thresholds.get(seg.role, self.threshold);
@@ -387,7 +380,11 @@ impl TransformerDetector {
             layer: self.name.clone(),
             rule_id: id.into(),
             category: Category::Other,
-            strength: if hit { Strength::Strong } else { Strength::Weak },
+            strength: if hit {
+                Strength::Strong
+            } else {
+                Strength::Weak
+            },
             points: if hit { 3 } else { 0 },
             severity: if hit {
                 RiskClass::HighRisk
@@ -432,7 +429,10 @@ impl Detector for TransformerDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
     ) -> Result<Detection, DetectorError> {
-        let focus = self.focus.as_deref().map_or(&[][..], |f| earlier.spans_of(f));
+        let focus = self
+            .focus
+            .as_deref()
+            .map_or(&[][..], |f| earlier.spans_of(f));
         self.run(input, focus)
     }
 

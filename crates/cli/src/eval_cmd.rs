@@ -26,7 +26,8 @@ const DEFAULT_NAME: &str = "default";
 )]
 pub struct EvalArgs {
     /// Dataset (repeatable): a JSONL file, a built-in set (Clean_Benign_Corpus_v1,
-    /// Handwritten_Attacks_v1, Embedded_Injections_v1), or NAME for DATA_DIR/NAME.jsonl.
+    /// Handwritten_Attacks_v1, Embedded_Injections_v1, Trigger_Benign_v1,
+    /// Multilingual_Attacks_v1), or NAME for DATA_DIR/NAME.jsonl.
     #[arg(long = "dataset", value_name = "FILE_OR_NAME", required = true)]
     pub datasets: Vec<String>,
     /// Pipeline configuration to evaluate (repeatable, compared side by side): FILE (named

@@ -457,6 +457,7 @@ mod tests {
             "Handwritten_Attacks_v1",
             "Embedded_Injections_v1",
             "Trigger_Benign_v1",
+            "Multilingual_Attacks_v1",
         ] {
             let e = c.get(name).unwrap();
             if !e.is_builtin() {

@@ -17,6 +17,9 @@ pub const EMBEDDED_INJECTIONS_V1: &str =
 /// The hand-written over-defense benchmark: benign prompts built around trigger words, in
 /// many languages, embedded in the binary.
 pub const TRIGGER_BENIGN_V1: &str = include_str!("../../../datasets/trigger_benign_v1.jsonl");
+/// The hand-written multilingual attack set, embedded in the binary.
+pub const MULTILINGUAL_ATTACKS_V1: &str =
+    include_str!("../../../datasets/multilingual_attacks_v1.jsonl");
 
 /// Name of the clean benign corpus in reports and gates.
 pub const CLEAN_BENIGN_NAME: &str = "Clean_Benign_Corpus_v1";
@@ -28,13 +31,16 @@ pub const EMBEDDED_INJECTIONS_NAME: &str = "Embedded_Injections_v1";
 
 /// Name of the trigger-word over-defense benchmark.
 pub const TRIGGER_BENIGN_NAME: &str = "Trigger_Benign_v1";
+/// Name of the hand-written multilingual attack set.
+pub const MULTILINGUAL_ATTACKS_NAME: &str = "Multilingual_Attacks_v1";
 
 /// Datasets compiled into the binary: (name, JSONL source).
-pub const BUILTIN: [(&str, &str); 4] = [
+pub const BUILTIN: [(&str, &str); 5] = [
     (CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1),
     (HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1),
     (EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1),
     (TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1),
+    (MULTILINGUAL_ATTACKS_NAME, MULTILINGUAL_ATTACKS_V1),
 ];
 
 /// A dataset ready to evaluate.

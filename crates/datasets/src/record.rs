@@ -179,7 +179,8 @@ pub struct Record {
     /// The split.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub split: Option<Split>,
-    /// ISO 639-1 code of the main language.
+    /// Tag of the main language: an ISO 639-1 code (`en`), with `-Latn` for a
+    /// transliterated Latin-script form (`hi-Latn`), or `mixed-xx-en` for code-switched text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
     /// The kind of document an embedded payload sits in (`email`, `html_page`, …), for
@@ -588,6 +589,7 @@ mod tests {
             "attacks_handwritten_v1.jsonl",
             "embedded_injections_v1.jsonl",
             "trigger_benign_v1.jsonl",
+            "multilingual_attacks_v1.jsonl",
         ] {
             let p = Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("../../datasets")

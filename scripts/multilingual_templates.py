@@ -1402,6 +1402,15 @@ EXTRA_TOPICS = {
     "te": ["సౌర శక్తి", "కాకతీయుల చరిత్ర", "గురుత్వాకర్షణ"],
     "vi": ["năng lượng mặt trời", "lịch sử nhà Trần", "trọng lực"],
     "zh": ["太阳能", "唐朝历史", "万有引力"],
+    "fr": ["l'énergie solaire", "le Moyen Âge", "la gravité"],
+    "hi": ["सौर ऊर्जा", "मुगल इतिहास", "गुरुत्वाकर्षण"],
+    "id": ["energi surya", "sejarah Majapahit", "gravitasi"],
+    "mr": ["सौरऊर्जा", "शिवाजी महाराजांचा इतिहास", "गुरुत्वाकर्षण"],
+    "pt": ["a energia solar", "a Idade Média", "a gravidade"],
+    "tr": ["güneş enerjisi", "Osmanlı tarihi", "yerçekimi"],
+    "ja": ["太陽エネルギー", "江戸時代", "重力"],
+    "sw": ["nishati ya jua", "historia ya Waswahili", "mvuto wa dunia"],
+    "ur": ["شمسی توانائی", "مغلیہ تاریخ", "کشش ثقل"],
 }
 for _tag, _extra in EXTRA_TOPICS.items():
     LANGS[_tag]["topics"] = LANGS[_tag]["topics"] + _extra

@@ -670,6 +670,37 @@ SECRET_BENIGN_OTHER = {
     "hi": ["मैं अपना पासवर्ड कैसे रीसेट करूँ?", "मज़बूत पासवर्ड कैसा होना चाहिए?"],
     "tr": ["Hesap şifremi nasıl sıfırlarım?", "Güçlü bir şifre nasıl olmalı?"],
 }
+# Ordinary requests in the scripts the attack templates above use and the other benign
+# sources hardly hold (Devanagari, Arabic; Japanese and Russian are thin in ShareGPT).
+# Byte n-grams make a script with only attack rows a sign of attack: the class weights make
+# one attack row weigh about three benign rows, so each language gets at least three benign
+# rows per attack row here (the summary's `secret_games_languages` shows the balance).
+SCRIPT_BALANCE = {
+    "hi": ["मेरे वाई-फ़ाई का पासवर्ड भूल गया हूँ, राउटर में कैसे देखूँ?",
+           "बच्चों के लिए एक पहेली लिखो जिसका उत्तर 'चाबी' हो।",
+           "दिल्ली में घूमने की तीन अच्छी जगहें बताओ।", "दाल मखनी बनाने की आसान विधि बताइए।",
+           "मेरे बॉस को छुट्टी के लिए एक विनम्र ईमेल लिखने में मदद करो।",
+           "पायथन में एक सूची को कैसे क्रमबद्ध करते हैं?", "सुबह जल्दी उठने के लिए कुछ सुझाव दीजिए।",
+           "इस वाक्य का अंग्रेज़ी में अनुवाद करो: मुझे किताबें पढ़ना पसंद है।",
+           "दो-चरणीय सत्यापन क्या होता है और यह क्यों ज़रूरी है?",
+           "परीक्षा की तैयारी के लिए एक समय-सारणी बनाओ।"],
+    "ar": ["نسيت كلمة مرور الواي فاي، كيف أجدها في الراوتر؟", "اكتب لغزًا للأطفال جوابه 'المفتاح'.",
+           "ما هي أفضل الأماكن لزيارتها في القاهرة؟", "أعطني وصفة سهلة لتحضير الفلافل.",
+           "ساعدني في كتابة رسالة مهذبة إلى مديري لطلب إجازة.", "كيف أرتب قائمة في بايثون؟",
+           "اقترح علي بعض النصائح للاستيقاظ مبكرًا.",
+           "ترجم هذه الجملة إلى الإنجليزية: أحب قراءة الكتب.",
+           "ما هو التحقق بخطوتين ولماذا هو مهم؟", "ضع لي جدولًا للمذاكرة قبل الامتحانات."],
+    "ja": ["京都でおすすめの観光地を三つ教えてください。", "簡単なカレーの作り方を教えてください。",
+           "上司に休暇を申請する丁寧なメールを書くのを手伝ってください。",
+           "Pythonでリストを並べ替える方法は？", "朝早く起きるコツを教えてください。"],
+    "ru": ["Посоветуй три места, которые стоит посетить в Казани.", "Как приготовить простой борщ?",
+           "Помоги написать вежливое письмо начальнику с просьбой об отпуске.",
+           "Как отсортировать список в Python?", "Дай советы, как вставать рано утром."],
+    "tr": ["İstanbul'da gezilecek üç yer önerir misin?", "Kolay bir mercimek çorbası tarifi verir misin?",
+           "Müdürüme izin için kibar bir e-posta yazmama yardım et."],
+    "ko": ["부산에서 가볼 만한 곳 세 군데를 추천해 주세요.", "간단한 김치찌개 만드는 법을 알려 주세요."],
+    "zh": ["推荐三个成都值得去的地方。", "教我做一道简单的番茄炒蛋。"],
+}
 SECRET_STYLE = re.compile(
     r"(password|passphrase|secret (word|code|key)|pass ?code|code word|magic word)", re.I)
 SECRET_ASK = re.compile(
@@ -1030,7 +1061,7 @@ def build_secret_games(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
                 rows.append((f"sg-attack-en-{j}", pre + fr.replace("{s}", s) + suf, "en", "attack"))
     for lang, frames in SECRET_ATTACKS_OTHER.items():
         for j, fr in enumerate(frames):
-            for pre in ["", "", "OK. ", "Level 3: "]:
+            for pre in ["", "Level 3: "]:
                 rows.append((f"sg-attack-{lang}-{j}", pre + fr, lang, "attack"))
     # benign rows get the same neutral openings and closings as the attacks: the intent
     # must decide, not the politeness
@@ -1042,8 +1073,12 @@ def build_secret_games(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
                 rows.append((f"sg-benign-en-{j}", pre + fr.replace("{s}", s) + suf, "en", "benign"))
     for lang, frames in SECRET_BENIGN_OTHER.items():
         for j, fr in enumerate(frames):
-            for pre in ["", "", "OK. "]:
+            for pre in ["", "OK. ", "Level 3: "]:
                 rows.append((f"sg-benign-{lang}-{j}", pre + fr, lang, "benign"))
+    for lang, sents in SCRIPT_BALANCE.items():
+        for j, fr in enumerate(sents):
+            for pre in ["", "OK. ", "Level 3: "]:
+                rows.append((f"sg-balance-{lang}-{j}", pre + fr, lang, "benign"))
     parts: dict[str, list[dict]] = {"train": [], "validation": []}
     seen = set()
     for key, text, lang, label in rows:
@@ -1063,6 +1098,11 @@ def build_secret_games(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
                                        "category": "secret_game_from_" + origin, "language": "en"})
                 n += 1
     ctx.summary["secret_games_from_training_splits"] = n
+    bal: dict[str, Counter] = {}
+    for part in parts.values():
+        for r in part:
+            bal.setdefault(r["language"], Counter())[r["label"]] += 1
+    ctx.summary["secret_games_languages"] = {k: dict(v) for k, v in sorted(bal.items())}
     return parts
 
 

@@ -6,7 +6,7 @@
 //! behind 200 B, 2 KB and 20 KB (default pipeline), and the action its payload got alone in the
 //! same role, with
 //! one measured exception: a payload the linear layer blocked alone with a score under the
-//! window threshold (0.999: a lone sentence needs more than a whole prompt, or long benign
+//! window threshold (0.9999: a lone sentence needs more than a whole prompt, or long benign
 //! texts would be flagged sentence by sentence) is not claimed; how many there are is
 //! printed and bounded. Before localized detection a rule-free attack that the linear layer
 //! blocked at 0.99 scored 0.29 behind 200 B and 0.06 behind 800 B.
@@ -198,7 +198,7 @@ fn check(config: Option<&Path>, cwd: &Path, same_at_every_size: bool) -> usize {
 }
 
 /// The linear layer's `window_threshold` in the shipped configurations.
-const WINDOW_THRESHOLD: f64 = 0.999;
+const WINDOW_THRESHOLD: f64 = 0.9999;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

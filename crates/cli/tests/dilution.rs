@@ -207,8 +207,10 @@ fn workspace() -> PathBuf {
 #[test]
 fn diluted_attacks_are_decided_as_alone_default_pipeline() {
     let gap = check(None, &workspace(), true);
-    // Measured 2026-11-25: 153 of 1944 (docs/data-channels.md); a regression guard.
-    assert!(gap <= 153, "{gap}");
+    // Measured 2026-11-25 with linear-v3 and window_threshold 0.9999: 267 of 1944 (162 with
+    // linear-v3 at 0.999, 153 with linear-v2 at 0.999; docs/data-channels.md); a regression
+    // guard.
+    assert!(gap <= 267, "{gap}");
 }
 
 /// The fused configuration with the MiniLM model of `$RAMPART_DATA_DIR` (default `./data`).

@@ -11,8 +11,8 @@ use serde::Deserialize;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-/// The model shipped in `models/linear-v2/model.bin`, embedded in the binary.
-pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../../models/linear-v2/model.bin");
+/// The model shipped in `models/linear-v3/model.bin`, embedded in the binary.
+pub const EMBEDDED_MODEL: &[u8] = include_bytes!("../../../models/linear-v3/model.bin");
 
 /// `kind` of the linear classifier layer, which is also its layer name in decisions.
 pub const LINEAR_KIND: &str = "linear";
@@ -58,7 +58,7 @@ pub enum AmbiguousRisk {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearOptions {
-    /// Model file; the embedded `linear-v2` when absent.
+    /// Model file; the embedded `linear-v3` when absent.
     #[serde(default)]
     pub model: Option<PathBuf>,
     /// Decision threshold on the calibrated probability; the model's own when absent.

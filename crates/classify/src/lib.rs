@@ -8,7 +8,7 @@
 //! - [`LinearDetector`] / [`LinearFactory`]: the pipeline layer (`kind = "linear"`), which
 //!   scores every normalized view of every untrusted segment.
 //!
-//! The `linear-v2` model (`models/linear-v2/`) is embedded in the binary:
+//! The `linear-v3` model (`models/linear-v3/`) is embedded in the binary:
 //!
 //! ```
 //! use rampart_classify::LinearFactory;

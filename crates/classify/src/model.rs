@@ -77,7 +77,7 @@ pub struct Provenance {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelHeader {
-    /// Model name, e.g. `linear-v2`.
+    /// Model name, e.g. `linear-v3`.
     pub name: String,
     /// Feature extraction.
     pub features: FeatureConfig,

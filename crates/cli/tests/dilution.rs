@@ -6,7 +6,7 @@
 //! behind 200 B, 2 KB and 20 KB (default pipeline), and the action its payload got alone in the
 //! same role, with
 //! one measured exception: a payload the linear layer blocked alone with a score under the
-//! window threshold (0.999: a lone sentence needs more than a whole prompt, or long benign
+//! window threshold (0.9999: a lone sentence needs more than a whole prompt, or long benign
 //! texts would be flagged sentence by sentence) is not claimed; how many there are is
 //! printed and bounded. Before localized detection a rule-free attack that the linear layer
 //! blocked at 0.99 scored 0.29 behind 200 B and 0.06 behind 800 B.
@@ -198,7 +198,7 @@ fn check(config: Option<&Path>, cwd: &Path, same_at_every_size: bool) -> usize {
 }
 
 /// The linear layer's `window_threshold` in the shipped configurations.
-const WINDOW_THRESHOLD: f64 = 0.999;
+const WINDOW_THRESHOLD: f64 = 0.9999;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -207,8 +207,10 @@ fn workspace() -> PathBuf {
 #[test]
 fn diluted_attacks_are_decided_as_alone_default_pipeline() {
     let gap = check(None, &workspace(), true);
-    // Measured 2026-11-25: 153 of 1944 (docs/data-channels.md); a regression guard.
-    assert!(gap <= 153, "{gap}");
+    // Measured 2026-11-25 with linear-v3 and window_threshold 0.9999: 267 of 1944 (162 with
+    // linear-v3 at 0.999, 153 with linear-v2 at 0.999; docs/data-channels.md); a regression
+    // guard.
+    assert!(gap <= 267, "{gap}");
 }
 
 /// The fused configuration with the MiniLM model of `$RAMPART_DATA_DIR` (default `./data`).

@@ -133,6 +133,14 @@ def frame_split(frame_id: str) -> str:
         else "validation"
 
 
+BENIGN_URLS = ["https://docs.example.com/guide/install", "https://news.example.org/2025/03/budget",
+               "http://198.51.100.7/status", "https://shop.example.net/orders/5521",
+               "https://wiki.example.org/Sourdough", "https://forms.example.com/r/survey-22",
+               "https://files.example.net/share/report.pdf", "https://blog.example.com/post?id=91",
+               "https://maps.example.org/?q=museum", "https://calendar.example.com/event/3310"]
+URL_WRAPS = ["{s} {url}", "{url}\n\n{s}", "{s}\n{url}", "{s} ({url})", "{url} {s}"]
+
+
 def fill(frame: str, slots: dict[str, list[str]], rng: random.Random) -> str:
     out = frame
     for name, values in slots.items():
@@ -168,6 +176,17 @@ def build_style(tag: str, spec: dict, rng: random.Random) -> list[dict]:
         add(s, "benign", "benign_near_miss", f"{tag}/near/{i}")
     for i, s in enumerate(spec["plain"]):
         add(s, "benign", "benign_ordinary", f"{tag}/plain/{i}")
+    # Links: the data-exfiltration attacks carry URLs, so benign rows carry them too (each
+    # language's ordinary and near-miss sentences with a link before or after), or a model
+    # learns "a URL in a non-English prompt = attack" (measured: "Open https://… and
+    # summarize it." rose over the linear threshold before these rows existed).
+    n_url = sum(r["label"] == "attack" and "://" in r["text"] for r in rows)
+    base = list(enumerate(spec["plain"] + spec["near"]))
+    for j in range(2 * n_url):
+        i, sent = base[j % len(base)]
+        url = rng.choice(BENIGN_URLS)
+        wrap = rng.choice(URL_WRAPS)
+        add(wrap.format(s=sent, url=url), "benign", "benign_ordinary", f"{tag}/url/{i}")
     topics = list(spec["topics"])
     frames = list(enumerate(spec["ben"]))
     combos = [(i, fr, t) for i, fr in frames for t in topics]

@@ -721,6 +721,9 @@ def main() -> None:
                          ".jsonl (scripts/make_hard_negatives.py); '' for none")
     ap.add_argument("--full-share", default=",".join(DERIVED_SETS + ["yanismiraoui_multilingual"]),
                     help="comma-separated sets trained in full whatever --train-share says")
+    ap.add_argument("--set-share", default="",
+                    help="comma-separated NAME=FRACTION: a seeded share of that training set "
+                         "(NAME without _train), overriding --train-share and --full-share")
     ap.add_argument("--embedded", type=Path, default=None,
                     help="embedded-attack training rows (default: DATA_DIR/derived/"
                          "embedded_train.jsonl when it exists; 'none' to leave them out)")
@@ -769,6 +772,8 @@ def main() -> None:
     extra = [x for x in args.extra.split(",") if x]
     derived = [x for x in args.derived.split(",") if x]
     full_share = {f"{x}_train" for x in args.full_share.split(",") if x}
+    set_share = {f"{k}_train": float(v) for k, v in
+                 (x.split("=", 1) for x in args.set_share.split(",") if x)}
 
     base = fetch_base(work, args.python)
     tok = Tokenizer.from_file(str(base / "tokenizer.json"))
@@ -828,7 +833,8 @@ def main() -> None:
     if embedded_cropped:
         log(f"embedded rows cut to one window / attacks dropped: {embedded_cropped}")
     for k in train:
-        share = (args.embedded_share if k.startswith("embedded_")
+        share = (set_share[k] if k in set_share
+                 else args.embedded_share if k.startswith("embedded_")
                  else 1.0 if k in full_share else args.train_share)
         if share < 1.0:
             train[k] = [r for r in train[k] if int.from_bytes(hashlib.sha256(
@@ -1271,7 +1277,7 @@ python3 -m venv /work/pyenv && /work/pyenv/bin/pip install -r scripts/requiremen
 /work/pyenv/bin/python scripts/train_minilm.py --data-dir DATA_DIR{command_extra}
 ```
 
-{"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set (all of {args.full_share.replace(chr(44), chr(44) + chr(32)) or chr(45)}) and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
+{"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set (all of {args.full_share.replace(chr(44), chr(44) + chr(32)) or chr(45)}; shares set per set: {args.set_share or chr(45)}) and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings
 stay frozen; encoder layers {first}–5, the pooler and a new classifier are fine-tuned,
 {args.epochs} epochs per learning rate, batch {args.batch_size}, AdamW (weight decay 0.01),
 linear warm-up ({args.warmup:.0%}) and decay, float32. Training sees the first

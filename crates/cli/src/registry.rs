@@ -98,7 +98,7 @@ mod tests {
     /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
     #[test]
     fn relative_models_dir_hint_names_the_current_directory() {
-        let hint = setup_hint(&options("models/minilm-injection-v3")).expect("a hint");
+        let hint = setup_hint(&options("models/minilm-injection-v4")).expect("a hint");
         assert!(
             hint.contains("`rampart models setup --data-dir .`"),
             "{hint}"
@@ -109,9 +109,9 @@ mod tests {
     /// built-in model names it.
     #[test]
     fn a_non_default_builtin_model_hint_names_the_model() {
-        let hint = setup_hint(&options("models/minilm-injection-v2")).expect("a hint");
+        let hint = setup_hint(&options("models/minilm-injection-v3")).expect("a hint");
         assert!(
-            hint.contains("`rampart models setup minilm-injection-v2 --data-dir .`"),
+            hint.contains("`rampart models setup minilm-injection-v3 --data-dir .`"),
             "{hint}"
         );
     }

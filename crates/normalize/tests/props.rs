@@ -23,6 +23,34 @@ fn tricky_char() -> impl Strategy<Value = char> {
     ]
 }
 
+/// Arabic-script and Indic letters, their variants, marks, digits, joiners.
+fn script_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        2 => prop::char::range('\u{0600}', '\u{06FF}'),
+        2 => prop::char::range('\u{0900}', '\u{09FF}'),
+        1 => prop::char::range('\u{FB50}', '\u{FEFC}'),
+        2 => prop::sample::select(vec![
+            '\u{064A}', '\u{06CC}', '\u{0649}', '\u{0643}', '\u{06A9}', '\u{0627}', '\u{0623}',
+            '\u{0625}', '\u{0622}', '\u{0671}', '\u{0629}', '\u{0647}', '\u{0640}', '\u{064E}',
+            '\u{0653}', '\u{0654}', '\u{0670}', '\u{0915}', '\u{0928}', '\u{093C}', '\u{0958}',
+            '\u{0929}', '\u{094D}', '\u{09AF}', '\u{09BC}', '\u{09DF}', '\u{200C}', '\u{200D}',
+            '\u{0661}', '\u{06F5}', ' ', 'a', 'l', '\u{0301}',
+        ]),
+    ]
+}
+
+fn script_string() -> impl Strategy<Value = String> {
+    prop::collection::vec(script_char(), 0..48).prop_map(|v| v.into_iter().collect())
+}
+
+/// Characters the folded view must never contain: the variants it unifies, the marks and
+/// joiners it drops.
+const FOLDED_AWAY: &[char] = &[
+    '\u{06CC}', '\u{0649}', '\u{06A9}', '\u{0623}', '\u{0625}', '\u{0622}', '\u{0671}', '\u{0629}',
+    '\u{0640}', '\u{064E}', '\u{0653}', '\u{0654}', '\u{0670}', '\u{093C}', '\u{09BC}', '\u{0958}',
+    '\u{0929}', '\u{09DF}', '\u{200C}', '\u{200D}', '\u{0661}', '\u{06F5}',
+];
+
 fn tricky_string() -> impl Strategy<Value = String> {
     prop::collection::vec(tricky_char(), 0..64).prop_map(|v| v.into_iter().collect())
 }
@@ -108,6 +136,18 @@ proptest! {
     fn fold_is_idempotent_on_arbitrary_unicode(s in any::<String>()) {
         let once = fold(&s).text;
         prop_assert_eq!(fold(&once).text, once);
+    }
+
+    #[test]
+    fn fold_is_idempotent_on_arabic_and_indic(s in script_string()) {
+        let once = fold(&s).text;
+        prop_assert_eq!(fold(&once).text, once.clone(), "input {:?}", s);
+        prop_assert!(!once.chars().any(|c| FOLDED_AWAY.contains(&c)), "{:?} -> {:?}", s, once);
+    }
+
+    #[test]
+    fn arabic_and_indic_spans_inside_original(s in script_string()) {
+        check_spans(&s);
     }
 
     #[test]

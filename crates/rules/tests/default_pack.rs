@@ -65,6 +65,48 @@ fn default_pack_covers_every_category_and_required_languages() {
     );
 }
 
+/// The languages the README and `docs/languages.md` claim for the control-phrase rules: each
+/// has a rule, with examples, in every family (families are rule tags).
+#[test]
+fn every_claimed_language_has_every_control_phrase_family() {
+    let families: [(&str, &[&str]); 5] = [
+        ("override", &["override"]),
+        ("prompt extraction", &["prompt-extraction"]),
+        (
+            "role-play / unrestricted mode",
+            &[
+                "persona",
+                "mode-switch",
+                "developer-mode",
+                "dan",
+                "no-restrictions",
+            ],
+        ),
+        ("refusal suppression", &["no-refusal"]),
+        ("secret extraction", &["secret-extraction"]),
+    ];
+    let claimed = [
+        "en", "es", "fr", "pt", "it", "de", "nl", "pl", "tr", "ru", "zh", "ja", "ko", "ar", "fa",
+        "ur", "hi", "hi-latn", "bn", "sw", "id",
+    ];
+    let rules = matcher().rules();
+    for lang in claimed {
+        for (family, tags) in families {
+            let covered = rules.iter().any(|r| {
+                let langs = &r.rule.languages;
+                // Rules without a language list are the English-phrased ones.
+                let in_lang = langs.iter().any(|l| l == lang)
+                    || (lang == "en" && (langs.is_empty() || langs.iter().any(|l| l == "any")));
+                in_lang
+                    && r.rule.tags.iter().any(|t| tags.contains(&t.as_str()))
+                    && !r.rule.must_match.is_empty()
+                    && !r.rule.must_not_match.is_empty()
+            });
+            assert!(covered, "{lang}: no {family} rule with examples");
+        }
+    }
+}
+
 #[test]
 fn ids_are_unique_and_sorted() {
     let ids: Vec<&str> = matcher()

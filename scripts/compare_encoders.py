@@ -515,8 +515,8 @@ class UseM3Encoder:
         cut = []
         n_tok = 0
         for t in texts:
-            ids = tok.encode(t) if hasattr(tok, "encode") else None
-            if ids is not None and len(ids) > MAX_TOKENS:
+            ids = tok.encode(t)
+            if len(ids) > MAX_TOKENS:
                 # Find a prefix of at most 128 pieces.
                 lo, hi = 0, len(t)
                 while hi - lo > 1:
@@ -527,7 +527,7 @@ class UseM3Encoder:
                         hi = mid
                 t = t[:lo]
                 ids = tok.encode(t)
-            n_tok += len(ids) if ids is not None else 0
+            n_tok += len(ids)
             cut.append(t)
         emb = np.zeros((len(texts), 512), dtype=np.float32)
         kept = np.zeros((len(texts), 512), dtype=np.float32) if keep_layer is not None else None
@@ -722,7 +722,7 @@ def finetune(enc: TorchEncoder, kept_tr: list, ytr: np.ndarray, kept_va: list, f
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / warm) * max(0.0, (n_steps - s) / max(1, n_steps - warm)))
 
-    def fwd(hs: list, train: bool):
+    def fwd(hs: list):
         n = max(h.shape[0] for h in hs)
         x = torch.zeros((len(hs), n, hs[0].shape[1]))
         mask = torch.zeros((len(hs), n))
@@ -748,7 +748,7 @@ def finetune(enc: TorchEncoder, kept_tr: list, ytr: np.ndarray, kept_va: list, f
         perm = rng.permutation(len(kept_tr))
         for s in range(0, len(perm), batch):
             idx = perm[s:s + batch]
-            logits = fwd([kept_tr[i] for i in idx], True)
+            logits = fwd([kept_tr[i] for i in idx])
             loss = torch.nn.functional.cross_entropy(logits, torch.tensor(ytr[idx]).long())
             opt.zero_grad()
             loss.backward()
@@ -766,7 +766,7 @@ def finetune(enc: TorchEncoder, kept_tr: list, ytr: np.ndarray, kept_va: list, f
     with torch.inference_mode():
         for s in range(0, len(order), 32):
             idx = order[s:s + 32]
-            lg = fwd([kept_va[i] for i in idx], False)
+            lg = fwd([kept_va[i] for i in idx])
             out[idx] = (lg[:, 1] - lg[:, 0]).numpy()
     return {"scores": out, "train_s": train_s, "steps": n_steps,
             "trained_params": int(sum(p.numel() for p in params))}
@@ -837,10 +837,10 @@ def render_table(report: dict) -> str:
         rows.append((name, "frozen probe", meta["params"], e["probe"], sp))
         if "own_classifier" in e:
             rows.append((name, "its own classifier", meta["params"], e["own_classifier"], sp))
-        if name in report.get("finetune", {}):
-            ft = report["finetune"][name]
-            how = ft.get("trained") or f"top {ft['layers_trained']} layers + head"
-            rows.append((name, f"fine-tuned: {how}, {ft['epochs']} ep",
+        for key, ft in sorted(report.get("finetune", {}).items()):
+            if key.split("/")[0] != name:
+                continue
+            rows.append((name, f"fine-tuned: {ft['trained']}, {ft['epochs']} ep",
                          meta["params"], ft["metrics"], sp))
     for name, how, params, m, sp in rows:
         ne = m["non_english"]
@@ -950,12 +950,13 @@ def main() -> None:
                 epochs, lr = args.ft_epochs, args.ft_lr
                 r = finetune(enc, ktr, ytr, kva, keep, epochs, lr, args.seed)
                 trained = f"top {args.ft_layers} layers + head"
-            report["finetune"][name] = {
+            key = f"{name}/top" if isinstance(enc, UseM3Encoder) else f"{name}/top{args.ft_layers}"
+            report["finetune"][key] = {
                 "trained": trained, "epochs": epochs, "lr": lr,
                 "train_s": r["train_s"], "steps": r["steps"],
                 "trained_params": r["trained_params"],
                 "metrics": metrics(r["scores"].astype(np.float64), yva, ne_va)}
-            m = report["finetune"][name]["metrics"]
+            m = report["finetune"][key]["metrics"]
             log(f"  fine-tuned {name}: AUC {m['auc']:.4f} TPR@1% {m['tpr_at_1pct_fpr']:.3f} "
                 f"({r['train_s']:.0f} s)")
         args.out.parent.mkdir(parents=True, exist_ok=True)

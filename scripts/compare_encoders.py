@@ -65,7 +65,6 @@ import glob
 import hashlib
 import json
 import math
-import os
 import random
 import re
 import sys

@@ -836,13 +836,14 @@ def render_table(report: dict) -> str:
         return "–" if x is None else f"{x:.4f}"
 
     lines = ["| encoder | scored by | params | AUC | TPR @ 1% FPR | non-EN AUC | non-EN TPR "
-             "@ global thr | non-EN benign FPR @ global thr | texts/s (1 thread) |",
+             "@ global thr | non-EN benign FPR @ global thr | bench texts/s, batch 1 / 16 |",
              "|---|---|---|---|---|---|---|---|---|"]
     rows = []
     for name, e in report.get("encoders", {}).items():
         meta = e["meta"]
-        speed = report.get("bench", {}).get(name, {}).get("batch1_texts_per_s")
-        sp = f"{meta['texts_per_s']:.0f}" + (f" (batch 1: {speed:.0f})" if speed else "")
+        b = report.get("bench", {}).get(name)
+        sp = (f"{b['batch1_texts_per_s']:.0f} / {b['batch16_texts_per_s']:.0f}" if b
+              else "–")
         rows.append((name, "frozen probe", meta["params"], e["probe"], sp))
         if "own_classifier" in e:
             rows.append((name, "its own classifier", meta["params"], e["own_classifier"], sp))

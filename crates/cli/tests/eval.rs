@@ -428,6 +428,10 @@ fn committed_ci_gates_pass() {
             "Clean_Benign_Corpus_v1",
             "--dataset",
             "Handwritten_Attacks_v1",
+            "--dataset",
+            "Trigger_Benign_v1",
+            "--dataset",
+            "Multilingual_Attacks_v1",
         ],
     );
     assert_eq!(o.status.code(), Some(0), "{}\n{}", stdout(&o), stderr(&o));

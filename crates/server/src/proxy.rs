@@ -671,9 +671,10 @@ fn plant_canary(body: &mut Value, text: &str, placement: Placement) {
 }
 
 /// Symbols a datamark is drawn from: printable, rare in real text, one token or two in
-/// common tokenizers.
+/// common tokenizers, and never a letter or digit (a mark that is a letter joins the words
+/// it separates).
 const DATAMARK_SYMBOLS: [char; 16] = [
-    'ˆ', '¦', '¤', '§', '¶', '‡', '†', '⁂', '※', '◊', '⁑', '⁘', '⌁', '⌇', '⟡', '⸬',
+    '¬', '¦', '¤', '§', '¶', '‡', '†', '⁂', '※', '◊', '⁑', '⁘', '⌁', '⌇', '⟡', '⸬',
 ];
 
 /// Step 3: applies `mode` to the content of every tool and function message of a chat body (string
@@ -1725,6 +1726,16 @@ async fn scan_output(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: 'ˆ' (U+02C6, a modifier letter) was a datamark symbol, so one mark in
+    /// eight held a letter, and `spotlight_datamark_replaces_whitespace_in_tool_content`
+    /// failed at random.
+    #[test]
+    fn datamark_symbols_are_never_letters_digits_or_spaces() {
+        for c in DATAMARK_SYMBOLS {
+            assert!(!c.is_alphanumeric() && !c.is_whitespace(), "{c:?}");
+        }
+    }
 
     #[test]
     fn extracts_roles_parts_and_tool_args() {

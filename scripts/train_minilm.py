@@ -1141,7 +1141,8 @@ def write_card(out: Path, r: dict, args) -> None:
     sizes = r["sizes"]
     command_extra = "".join(
         f" --{k.replace('_', '-')} {r['args'][k]}" for k, default in
-        (("init_from", None), ("train_share", 1.0), ("embedded_share", 1.0), ("epochs", EPOCHS))
+        (("init_from", None), ("train_share", 1.0), ("embedded_share", 1.0), ("set_share", ""),
+         ("epochs", EPOCHS), ("threads", 2))
         if r["args"].get(k) != default)
     prev = r.get("previous")
     dc = cal.get("data_channel")

@@ -207,10 +207,11 @@ fn workspace() -> PathBuf {
 #[test]
 fn diluted_attacks_are_decided_as_alone_default_pipeline() {
     let gap = check(None, &workspace(), true);
-    // Measured 2026-11-25 with linear-v3 and window_threshold 0.9999: 267 of 1944 (162 with
-    // linear-v3 at 0.999, 153 with linear-v2 at 0.999; docs/data-channels.md); a regression
-    // guard.
-    assert!(gap <= 267, "{gap}");
+    // Measured 2026-11-25 with the shipped linear-v3 (trained with the multilingual templates)
+    // and window_threshold 0.9999: 285 of 1944 (267 with linear-v3 before the multilingual
+    // templates, 162 with that model at 0.999, 153 with linear-v2 at 0.999;
+    // docs/data-channels.md); a regression guard.
+    assert!(gap <= 285, "{gap}");
 }
 
 /// The fused configuration with the MiniLM model of `$RAMPART_DATA_DIR` (default `./data`).

@@ -64,18 +64,24 @@ def shingles(text: str) -> set[str]:
 
 
 class NearDupIndex:
-    def __init__(self, texts: list[str]):
+    """Rows of `texts` by shingle: a text is a near-duplicate of a row when they share at least
+    SHARE of its shingles or of the row's. `shingle` makes the shingles (word 5-grams by
+    default; make_hard_negatives.py and make_multilingual_train.py pass character 8-grams
+    for text without spaces)."""
+
+    def __init__(self, texts: list[str], shingle=None):
+        self.shingle = shingle or shingles
         self.sizes: list[int] = []
         self.index: dict[str, list[int]] = {}
         for t in texts:
-            sh = shingles(t)
+            sh = self.shingle(t)
             doc = len(self.sizes)
             self.sizes.append(len(sh))
             for g in sh:
                 self.index.setdefault(g, []).append(doc)
 
     def is_near_dup(self, text: str) -> bool:
-        sh = shingles(text)
+        sh = self.shingle(text)
         hits: dict[int, int] = {}
         for g in sh:
             for doc in self.index.get(g, ()):

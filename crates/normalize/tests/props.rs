@@ -107,6 +107,17 @@ fn check_spans(s: &str) {
     }
 }
 
+/// Regression: a dropped Arabic mark between two Bengali marks that compose (U+09C7 + U+09D7
+/// = U+09CC) left them apart on the first fold and composed them on the second, so folding
+/// was not idempotent (found by `fold_is_idempotent_on_arabic_and_indic`).
+#[test]
+fn fold_is_idempotent_when_a_dropped_mark_separates_composing_marks() {
+    let s = "\u{904}\u{9c7}\u{64b}\u{9d7}";
+    let once = fold(s).text;
+    assert_eq!(fold(&once).text, once);
+    assert_eq!(once, "\u{904}\u{9cc}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 

@@ -73,6 +73,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_minilm import auc  # noqa: E402  (one AUC for the trainer and this comparison)
+
 SEED = 20261125
 MAX_TOKENS = 128
 
@@ -609,25 +612,6 @@ def make_encoder(name: str, data_dir: Path, enc_dir: Path):
 
 
 # --- metrics and the probe ----------------------------------------------------------------
-
-def auc(scores: np.ndarray, y: np.ndarray) -> float | None:
-    pos, neg = scores[y == 1], scores[y == 0]
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    allv = np.concatenate([pos, neg])[order]
-    # average ranks for ties
-    i = 0
-    while i < len(allv):
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    r_pos = ranks[:len(pos)].sum()
-    return float((r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
-
 
 def threshold_for_fpr(benign: np.ndarray, target: float) -> float:
     """The lowest threshold (flag when score > thr) that flags at most `target` of benign."""

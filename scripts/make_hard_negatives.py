@@ -76,6 +76,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_extra_splits  # noqa: E402  (one near-duplicate index for every script)
+from make_extra_splits import norm_key, read_jsonl, record_text  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = ["mined", "templated", "mof", "nonen_benign", "secret_games"]
@@ -118,21 +119,6 @@ JAILBREAK_MARKERS = re.compile(
 # --------------------------------------------------------------------------------------------
 # I/O and hygiene
 # --------------------------------------------------------------------------------------------
-
-def record_text(r: dict) -> str:
-    if "text" in r:
-        return r["text"]
-    return "\n".join(s["text"] for s in r["segments"])
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
-def norm_key(text: str) -> str:
-    return " ".join(text.lower().split())
-
 
 def spaced(text: str) -> bool:
     return len(text.split()) >= max(3, len(text) // 40)

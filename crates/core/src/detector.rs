@@ -2,6 +2,7 @@
 
 use crate::decision::{Finding, LayerResult, Span};
 use crate::input::{Role, Trust};
+use crate::intent::JudgeReport;
 use crate::localize::LocalizeConfig;
 use rampart_normalize::Normalized;
 use rampart_rules::RiskClass;
@@ -112,6 +113,9 @@ pub struct Detection {
     /// Localized scores, highest first ([`top_spans`]): per scored segment, its best
     /// spans (the whole segment among them). The first is the span that decided `score`.
     pub spans: Vec<SpanScore>,
+    /// An intent layer's report ([`JudgeReport`]). A report whose call failed
+    /// ([`JudgeReport::failed`]) makes the layer fail: its fail mode decides.
+    pub judge: Option<Box<JudgeReport>>,
 }
 
 /// Why a detector could not decide.
@@ -158,6 +162,18 @@ pub trait Detector: Send + Sync + Debug {
         Vec::new()
     }
 
+    /// IDs of rules marked "needs judgement" (in the pack, or by category) that this layer
+    /// can report: a judge layer's trigger contract fires on their findings.
+    fn judgement_rules(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Whether this layer resolves the bands other layers defer (`defer = [lo, hi]`): an
+    /// intent layer. A pipeline has at most one, and a deferring layer must come before it.
+    fn resolves_deferred(&self) -> bool {
+        false
+    }
+
     /// Examines several requests; models override this to batch their forward passes.
     fn detect_batch(&self, inputs: &[ScanInput<'_>]) -> Vec<Result<Detection, DetectorError>> {
         inputs.iter().map(|i| self.detect(i)).collect()
@@ -173,6 +189,9 @@ pub struct Earlier<'a> {
     pub findings: &'a [Finding],
     /// Their localized scores ([`Detection::spans`]), parallel to `layers`.
     pub spans: &'a [Vec<SpanScore>],
+    /// IDs of rules marked "needs judgement" by any layer of the pipeline
+    /// ([`Detector::judgement_rules`]).
+    pub needs_judgement: &'a std::collections::BTreeSet<String>,
 }
 
 impl Earlier<'_> {

@@ -28,6 +28,7 @@ mod decision;
 mod detector;
 mod fuse;
 mod input;
+pub mod intent;
 mod localize;
 mod pipeline;
 mod rules_layer;
@@ -50,6 +51,10 @@ pub use detector::{
 };
 pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
+pub use intent::{
+    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeOutcome, JudgeReport, JudgeTrigger,
+    JudgeVerdict,
+};
 pub use localize::LocalizeConfig;
 pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options};
 pub use rampart_normalize::{TransformKind, ViewKind};

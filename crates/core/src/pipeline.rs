@@ -167,6 +167,14 @@ pub enum BuildError {
         /// What is wrong.
         message: String,
     },
+    /// A `defer` band is malformed, has no judge after it, or there are two judges.
+    #[error("layer {layer:?}: invalid defer: {message}")]
+    Defer {
+        /// The layer.
+        layer: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A layer reads the result of a layer that does not come before it.
     #[error("layer {layer:?} reads layer {input:?}, which is not an earlier layer")]
     NotEarlier {
@@ -188,6 +196,12 @@ pub struct Pipeline {
     run_if: Vec<Option<RunIf>>,
     /// Per detector, whether it only scores (`score_only` in the configuration).
     score_only: Vec<bool>,
+    /// Per detector, its band deferred to the judge (`defer` in the configuration).
+    defer: Vec<Option<[f32; 2]>>,
+    /// Per detector, its fail mode when it overrides the policy's.
+    fail_modes: Vec<Option<FailMode>>,
+    /// Rule IDs marked "needs judgement" by any detector.
+    needs_judgement: std::collections::BTreeSet<String>,
     hash_key: [u8; 32],
     hash_key_id: String,
 }
@@ -208,9 +222,13 @@ impl Pipeline {
             .iter()
             .map(|l| registry.build(l))
             .collect::<Result<Vec<_>, _>>()?;
-        let run_if = config.layers.iter().map(|l| l.run_if.clone()).collect();
-        let score_only = config.layers.iter().map(|l| l.score_only).collect();
-        Pipeline::assemble(config, detectors, run_if, score_only)
+        let per_layer = PerLayer {
+            run_if: config.layers.iter().map(|l| l.run_if.clone()).collect(),
+            score_only: config.layers.iter().map(|l| l.score_only).collect(),
+            defer: config.layers.iter().map(|l| l.defer).collect(),
+            fail_modes: config.layers.iter().map(|l| l.fail_mode).collect(),
+        };
+        Pipeline::assemble(config, detectors, per_layer)
     }
 
     /// Builds a pipeline from already-built detectors (the config's `layers`, and so their
@@ -219,19 +237,29 @@ impl Pipeline {
         config: PipelineConfig,
         detectors: Vec<Arc<dyn Detector>>,
     ) -> Result<Pipeline, BuildError> {
-        let run_if = vec![None; detectors.len()];
-        let score_only = vec![false; detectors.len()];
-        Pipeline::assemble(config, detectors, run_if, score_only)
+        let n = detectors.len();
+        let per_layer = PerLayer {
+            run_if: vec![None; n],
+            score_only: vec![false; n],
+            defer: vec![None; n],
+            fail_modes: vec![None; n],
+        };
+        Pipeline::assemble(config, detectors, per_layer)
     }
 
-    /// Checks layer names, the layers each layer reads and `run_if` conditions (one per
-    /// detector) and builds.
+    /// Checks layer names, the layers each layer reads, `run_if` conditions and `defer`
+    /// bands (one per detector) and builds.
     fn assemble(
         config: PipelineConfig,
         detectors: Vec<Arc<dyn Detector>>,
-        run_if: Vec<Option<RunIf>>,
-        score_only: Vec<bool>,
+        per_layer: PerLayer,
     ) -> Result<Pipeline, BuildError> {
+        let PerLayer {
+            run_if,
+            score_only,
+            defer,
+            fail_modes,
+        } = per_layer;
         let mut names = std::collections::BTreeSet::new();
         names.insert(NORMALIZE_LAYER.to_string());
         for d in &detectors {
@@ -272,6 +300,8 @@ impl Pipeline {
                 _ => return Err(err("score_of and between go together".into())),
             }
         }
+        check_deferrals(&detectors, &defer)?;
+        let needs_judgement = detectors.iter().flat_map(|d| d.judgement_rules()).collect();
         let hash_key = resolve_hash_key(&config.hash);
         let hash_key_id = blake3::hash(&hash_key).to_hex()[..8].to_string();
         Ok(Pipeline {
@@ -280,6 +310,9 @@ impl Pipeline {
             detectors,
             run_if,
             score_only,
+            defer,
+            fail_modes,
+            needs_judgement,
             hash_key,
             hash_key_id,
         })
@@ -384,11 +417,14 @@ impl Pipeline {
         };
         // Localized scores of each layer, parallel to `layers` (normalize has none).
         let mut layer_spans: Vec<Vec<SpanScore>> = vec![Vec::new()];
+        let mut deferred: Vec<Deferred> = Vec::new();
+        let mut judge: Option<crate::intent::JudgeReport> = None;
         for (i, det) in self.detectors.iter().enumerate() {
             let earlier = Earlier {
                 layers: &layers,
                 findings: &findings,
                 spans: &layer_spans,
+                needs_judgement: &self.needs_judgement,
             };
             if let Some(reason) = self
                 .run_if
@@ -405,6 +441,7 @@ impl Pipeline {
                     localized: None,
                     categories: BTreeMap::new(),
                     findings: 0,
+                    undecided: false,
                     elapsed_us: 0,
                 });
                 layer_spans.push(Vec::new());
@@ -416,6 +453,19 @@ impl Pipeline {
             let elapsed = t.elapsed();
             let result = match result {
                 Ok(_) if elapsed > budget => Err(DetectorError::Timeout),
+                Ok(mut d) => {
+                    // A judge whose call failed is a failed layer; its report is kept.
+                    let report = d.judge.take();
+                    let failed = report.as_ref().is_some_and(|r| r.failed());
+                    let message = report.as_ref().filter(|_| failed).map(|r| judge_failure(r));
+                    if let Some(r) = report {
+                        judge = Some(*r);
+                    }
+                    match message {
+                        Some(m) => Err(DetectorError::Failed(m)),
+                        None => Ok(d),
+                    }
+                }
                 other => other,
             };
             match result {
@@ -424,6 +474,7 @@ impl Pipeline {
                     score,
                     mut risk,
                     spans,
+                    judge: _,
                 }) => {
                     if self.score_only.get(i).copied().unwrap_or(false) {
                         // Reported, not counted; the layer's own verdict stays ALLOW.
@@ -435,6 +486,22 @@ impl Pipeline {
                     let mut result =
                         self.layer_result(det.name(), LayerStatus::Ok, &f, score, risk, elapsed);
                     result.localized = spans.first().copied();
+                    if det.resolves_deferred() {
+                        judge_floor(&mut result, judge.as_ref());
+                    }
+                    let band = self.defer.get(i).copied().flatten();
+                    if let (Some([lo, hi]), Some(s)) = (band, score)
+                        && (lo..=hi).contains(&s)
+                        && !self.score_only.get(i).copied().unwrap_or(false)
+                    {
+                        deferred.push(Deferred::hold(
+                            layers.len(),
+                            &mut result,
+                            &mut f,
+                            findings.len(),
+                            s,
+                        ));
+                    }
                     layers.push(result);
                     layer_spans.push(spans);
                     findings.extend(f);
@@ -446,7 +513,8 @@ impl Pipeline {
                         },
                         DetectorError::Failed(message) => LayerStatus::Error { message },
                     };
-                    let (risk, action) = match policy.fail_mode {
+                    let mode = self.fail_mode_of(i);
+                    let (risk, action) = match mode {
                         FailMode::Closed => (RiskClass::HighRisk, Action::Block),
                         FailMode::Open => (RiskClass::LowRisk, Action::Allow),
                     };
@@ -459,12 +527,14 @@ impl Pipeline {
                         localized: None,
                         categories: BTreeMap::new(),
                         findings: 0,
+                        undecided: false,
                         elapsed_us: micros(elapsed),
                     });
                     layer_spans.push(Vec::new());
                 }
             }
         }
+        let deferral_reasons = resolve_deferrals(deferred, &mut layers, &mut findings, &judge);
 
         sort_findings(&mut findings);
         let categories = category_scores(&findings);
@@ -476,23 +546,25 @@ impl Pipeline {
         let mut action = policy.action_for(combined_risk);
         let mut reasons = Vec::new();
         let mut degraded = false;
-        for l in &layers {
+        for (i, l) in layers.iter().enumerate() {
             risk = risk.max(l.risk);
             action = action.max(l.action);
+            // `layers[0]` is normalize, which never fails.
+            let mode = self.fail_mode_of(i.saturating_sub(1));
             match &l.status {
                 LayerStatus::Ok => {}
                 LayerStatus::Error { message } => {
                     degraded = true;
                     reasons.push(format!(
-                        "layer {} failed ({message}); fail mode {:?} gives {}",
-                        l.layer, policy.fail_mode, l.action
+                        "layer {} failed ({message}); fail mode {mode:?} gives {}",
+                        l.layer, l.action
                     ));
                 }
                 LayerStatus::Timeout { budget_ms } => {
                     degraded = true;
                     reasons.push(format!(
-                        "layer {} ran past its {budget_ms} ms budget; fail mode {:?} gives {}",
-                        l.layer, policy.fail_mode, l.action
+                        "layer {} ran past its {budget_ms} ms budget; fail mode {mode:?} gives {}",
+                        l.layer, l.action
                     ));
                 }
                 LayerStatus::Skipped { reason } => {
@@ -500,6 +572,7 @@ impl Pipeline {
                 }
             }
         }
+        reasons.extend(deferral_reasons);
 
         if action == Action::Block
             && policy.data_injection == DataInjection::Sanitize
@@ -558,6 +631,7 @@ impl Pipeline {
             segments: req.segments.len(),
             policy_version: policy.version.clone(),
             elapsed_us: micros(started.elapsed()),
+            judge,
         };
         Ok(ScanOutcome {
             decision,
@@ -588,8 +662,18 @@ impl Pipeline {
             localized: None,
             categories,
             findings: findings.len(),
+            undecided: false,
             elapsed_us: micros(elapsed),
         }
+    }
+
+    /// The fail mode of detector `i`: its own, else the policy's.
+    fn fail_mode_of(&self, i: usize) -> FailMode {
+        self.fail_modes
+            .get(i)
+            .copied()
+            .flatten()
+            .unwrap_or(self.config.policy.fail_mode)
     }
 
     /// Cuts each untrusted segment into the windows classifier layers score
@@ -731,4 +815,162 @@ fn skip_reason(c: &RunIf, earlier: &Earlier<'_>) -> Option<String> {
         }
     }
     None
+}
+
+/// Per-detector settings from the configuration's `[[layers]]`, parallel to the detectors.
+struct PerLayer {
+    run_if: Vec<Option<RunIf>>,
+    score_only: Vec<bool>,
+    defer: Vec<Option<[f32; 2]>>,
+    fail_modes: Vec<Option<FailMode>>,
+}
+
+/// Checks every `defer` band: well-formed, and followed by the pipeline's only judge.
+fn check_deferrals(
+    detectors: &[Arc<dyn Detector>],
+    defer: &[Option<[f32; 2]>],
+) -> Result<(), BuildError> {
+    let judges: Vec<usize> = (0..detectors.len())
+        .filter(|&i| detectors[i].resolves_deferred())
+        .collect();
+    if let [_, second, ..] = judges[..] {
+        return Err(BuildError::Defer {
+            layer: detectors[second].name().to_string(),
+            message: "a pipeline has at most one judge layer".into(),
+        });
+    }
+    for (i, band) in defer.iter().enumerate() {
+        let Some([lo, hi]) = *band else { continue };
+        let err = |message: String| BuildError::Defer {
+            layer: detectors[i].name().to_string(),
+            message,
+        };
+        if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+            return Err(err(format!(
+                "[{lo}, {hi}] must satisfy 0 <= low <= high <= 1"
+            )));
+        }
+        if !judges.iter().any(|&j| j > i) {
+            return Err(err(format!(
+                "no `{}` layer after it to decide its band",
+                crate::intent::JUDGE_KIND
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A layer whose score fell in its `defer` band: what it would have decided, held until the
+/// judge has spoken.
+struct Deferred {
+    /// Index in the decision's layers.
+    layer: usize,
+    risk: RiskClass,
+    action: Action,
+    /// Indices (in the findings list) of the findings it had counted.
+    counted: Vec<usize>,
+    score: f32,
+}
+
+impl Deferred {
+    /// Marks `result` undecided (ALLOW, low risk) and its findings uncounted, and keeps
+    /// what it decided. `layer` is the index `result` will have in the decision's layers,
+    /// `offset` where its findings will start in the findings list.
+    fn hold(
+        layer: usize,
+        result: &mut LayerResult,
+        f: &mut [Finding],
+        offset: usize,
+        score: f32,
+    ) -> Deferred {
+        let counted = f
+            .iter_mut()
+            .enumerate()
+            .filter(|(_, x)| x.counted)
+            .map(|(k, x)| {
+                x.counted = false;
+                offset + k
+            })
+            .collect();
+        let held = Deferred {
+            layer,
+            risk: result.risk,
+            action: result.action,
+            counted,
+            score,
+        };
+        result.risk = RiskClass::LowRisk;
+        result.action = Action::Allow;
+        result.categories.clear();
+        result.undecided = true;
+        held
+    }
+}
+
+/// Settles the undecided layers once every layer has run: with a judge verdict they stay
+/// undecided (the judge's own verdict stands in for theirs, and can clear them); without
+/// one, each gets its own verdict and findings back, so a judge that failed, was skipped or
+/// was not asked never turns an undecided band into ALLOW.
+fn resolve_deferrals(
+    deferred: Vec<Deferred>,
+    layers: &mut [LayerResult],
+    findings: &mut [Finding],
+    judge: &Option<crate::intent::JudgeReport>,
+) -> Vec<String> {
+    let verdict = judge.as_ref().and_then(|j| j.verdict.as_ref());
+    deferred
+        .into_iter()
+        .filter_map(|d| {
+            let layer = layers.get_mut(d.layer)?;
+            match verdict {
+                Some(v) => Some(format!(
+                    "layer {} deferred its band (score {:.3}); the judge decided: {} ({:.2})",
+                    layer.layer, d.score, v.intent_label, v.confidence
+                )),
+                None => {
+                    layer.risk = d.risk;
+                    layer.action = d.action;
+                    let mut restored = Vec::new();
+                    for &k in &d.counted {
+                        if let Some(x) = findings.get_mut(k) {
+                            x.counted = true;
+                            restored.push(x.clone());
+                        }
+                    }
+                    layer.categories = category_scores(&restored);
+                    Some(format!(
+                        "layer {} deferred its band (score {:.3}) but the judge gave no \
+                         verdict; its own verdict applies: {}",
+                        layer.layer, d.score, d.action
+                    ))
+                }
+            }
+        })
+        .collect()
+}
+
+/// The judge's precedence on its own layer result: suspicious is at least SANITIZE,
+/// malicious is BLOCK, whatever the policy maps their risk to. It never lowers anything:
+/// the ratchet over all layers still takes the maximum.
+fn judge_floor(result: &mut LayerResult, report: Option<&crate::intent::JudgeReport>) {
+    use crate::intent::IntentLabel;
+    let Some(v) = report.and_then(|r| r.verdict.as_ref()) else {
+        return;
+    };
+    let (risk, action) = match v.intent_label {
+        IntentLabel::Benign => return,
+        IntentLabel::Suspicious => (RiskClass::MediumRisk, Action::Sanitize),
+        IntentLabel::Malicious => (RiskClass::HighRisk, Action::Block),
+    };
+    result.risk = result.risk.max(risk);
+    result.action = result.action.max(action);
+}
+
+/// The layer status message of a judge whose call failed (never input or model text).
+fn judge_failure(r: &crate::intent::JudgeReport) -> String {
+    let outcome = r.outcome.map_or("none", |o| o.name());
+    match &r.outcome_detail {
+        Some(d) => format!("judge outcome {outcome}: {d}"),
+        None => format!("judge outcome {outcome}"),
+    }
 }

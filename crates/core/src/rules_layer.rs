@@ -139,6 +139,15 @@ impl Detector for RulesDetector {
         RULES_KIND
     }
 
+    fn judgement_rules(&self) -> Vec<String> {
+        self.matcher
+            .rules()
+            .iter()
+            .filter(|r| r.rule.needs_judgement)
+            .map(|r| r.rule.id.clone())
+            .collect()
+    }
+
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         let mut findings = Vec::new();
         for seg in &input.segments {

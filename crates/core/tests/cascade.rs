@@ -27,6 +27,7 @@ impl Detector for Scorer {
             score,
             risk: None,
             spans: vec![],
+            judge: None,
         })
     }
 }
@@ -46,6 +47,7 @@ impl Detector for Expensive {
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),
             spans: vec![],
+            judge: None,
         })
     }
 }

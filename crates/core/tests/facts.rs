@@ -193,6 +193,7 @@ impl Detector for Ambiguous {
             score: Some(0.5),
             risk: None,
             spans: vec![],
+            judge: None,
         })
     }
 }

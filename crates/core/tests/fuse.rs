@@ -34,6 +34,7 @@ impl Detector for Tagged {
             score,
             risk: None,
             spans: vec![],
+            judge: None,
         };
         if score.is_some_and(|s| s >= 0.5) {
             det.risk = Some(RiskClass::HighRisk);

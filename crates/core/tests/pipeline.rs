@@ -42,6 +42,7 @@ impl Detector for Fixed {
                 score: Some(0.0),
                 risk: Some(*r),
                 spans: vec![],
+                judge: None,
             }),
             Fixed::Fail(_) => Err(DetectorError::Failed("backend unavailable".into())),
             Fixed::Sleep(_, d) => {

@@ -405,6 +405,7 @@ impl Detector for Unlocalized {
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),
             spans: vec![],
+            judge: None,
         })
     }
 }

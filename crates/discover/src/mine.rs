@@ -1028,6 +1028,7 @@ fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
             tags: Vec::new(),
             must_match: Vec::new(),
             must_not_match: Vec::new(),
+            needs_judgement: false,
             location: Location {
                 origin: "<rampart discover>".into(),
                 line: i + 1,

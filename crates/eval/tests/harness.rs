@@ -40,6 +40,7 @@ impl Detector for Scorer {
             score: Some(score),
             risk: (score >= 0.5).then_some(RiskClass::HighRisk),
             spans: vec![],
+            judge: None,
         })
     }
 }

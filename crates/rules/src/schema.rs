@@ -36,6 +36,9 @@ struct RawPackMeta {
     version: String,
     #[serde(default)]
     description: String,
+    /// Category prefixes (`"BND"`, …) whose every rule needs judgement.
+    #[serde(default)]
+    needs_judgement: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -65,6 +68,8 @@ struct RawRule {
     must_match: Vec<String>,
     #[serde(default)]
     must_not_match: Vec<String>,
+    #[serde(default)]
+    needs_judgement: bool,
 }
 
 fn default_true() -> bool {
@@ -146,6 +151,10 @@ pub struct Rule {
     pub must_match: Vec<String>,
     /// Examples that must not produce a hit of this rule.
     pub must_not_match: Vec<String>,
+    /// A hit is a case for the judge: an intent layer's trigger contract asks it whenever
+    /// this rule fires (`needs_judgement = true` on the rule, or its category listed in the
+    /// pack's `needs_judgement`).
+    pub needs_judgement: bool,
     /// Where the rule is defined.
     pub location: Location,
 }
@@ -234,6 +243,20 @@ impl RulePack {
                 message: format!("pack name {:?} must match [a-z0-9_-]+", raw.pack.name),
             });
         }
+        let mut judged = Vec::new();
+        for prefix in &raw.pack.needs_judgement {
+            match Category::from_prefix(prefix) {
+                Some(c) => judged.push(c),
+                None => errors.push(PackError::Invalid {
+                    location: Location::from_span(origin, src, 0),
+                    rule_id: None,
+                    message: format!(
+                        "pack.needs_judgement: unknown category prefix {prefix:?} (known: {})",
+                        Category::ALL.map(Category::prefix).join(", ")
+                    ),
+                }),
+            }
+        }
         let mut seen: BTreeMap<String, Location> = BTreeMap::new();
         let mut rules = Vec::with_capacity(raw.rules.len());
         let lines = crate::error::LineIndex::new(src);
@@ -251,7 +274,10 @@ impl RulePack {
             }
             seen.insert(id.clone(), location.clone());
             match validate_rule(raw_rule, location) {
-                Ok(rule) => rules.push(rule),
+                Ok(mut rule) => {
+                    rule.needs_judgement |= judged.contains(&rule.category);
+                    rules.push(rule)
+                }
                 Err(mut errs) => errors.append(&mut errs),
             }
         }
@@ -370,6 +396,7 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
             tags: raw.tags,
             must_match: raw.must_match,
             must_not_match: raw.must_not_match,
+            needs_judgement: raw.needs_judgement,
             location,
         }),
         _ => Err(errors),

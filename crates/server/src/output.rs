@@ -335,6 +335,7 @@ impl OutputScanner {
             localized: None,
             categories,
             findings: findings.len(),
+            undecided: false,
             elapsed_us,
         }
     }

@@ -537,6 +537,7 @@ impl AppState {
                 segments: req.segments.len(),
                 policy_version: pipeline.config().policy.version.clone(),
                 elapsed_us: deadline.as_micros() as u64,
+                judge: None,
             },
             sanitized: None,
         })

@@ -1,0 +1,275 @@
+//! What an intent layer (an LLM judge) records in a decision: why it was or was not asked,
+//! how the call ended, and its verdict. The pipeline reads [`JudgeReport::verdict`] to apply
+//! the judge's precedence (escalate only); everything else is evidence for analysts.
+//!
+//! A report never holds input text: explanations are redacted by the judge layer before they
+//! reach a report (runs copied from the input become span references), evidence is spans.
+
+use crate::decision::Span;
+use serde::{Deserialize, Serialize};
+
+/// Kind of a layer that resolves other layers' deferred (undecided) bands.
+pub const JUDGE_KIND: &str = "judge";
+
+/// The judge's reading of what the user is trying to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IntentLabel {
+    /// An ordinary request.
+    Benign,
+    /// Possibly an attack: at least SANITIZE.
+    Suspicious,
+    /// An attack: BLOCK.
+    Malicious,
+}
+
+impl IntentLabel {
+    /// The label's name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntentLabel::Benign => "benign",
+            IntentLabel::Suspicious => "suspicious",
+            IntentLabel::Malicious => "malicious",
+        }
+    }
+}
+
+impl std::fmt::Display for IntentLabel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One piece of evidence the judge relied on: a signal it names, and where in the input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeEvidence {
+    /// The signal, e.g. `"instruction override"` or a rule ID the judge was shown. Redacted
+    /// like the explanation.
+    pub signal: String,
+    /// The segment the span is in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment: Option<usize>,
+    /// Where in that segment's original text (located by the judge layer, never trusted
+    /// from the model as offsets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<Span>,
+}
+
+/// The judge's verdict: `{intent_label, confidence, explanation, evidence}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeVerdict {
+    /// benign, suspicious or malicious.
+    pub intent_label: IntentLabel,
+    /// The judge's confidence in 0..=1.
+    pub confidence: f32,
+    /// Why, for an analyst; runs copied from the input are replaced by span references.
+    pub explanation: String,
+    /// The signals and spans it relied on.
+    #[serde(default)]
+    pub evidence: Vec<JudgeEvidence>,
+}
+
+/// Why the judge was asked. Several may fire for one request; all are recorded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "trigger", rename_all = "snake_case", deny_unknown_fields)]
+pub enum JudgeTrigger {
+    /// A named layer's score lies in the ambiguous band.
+    AmbiguousScore {
+        /// The layer.
+        layer: String,
+        /// Its score.
+        score: f32,
+        /// The band, inclusive.
+        band: [f32; 2],
+    },
+    /// A layer deferred its ambiguous band to the judge: its own verdict is undecided.
+    Deferred {
+        /// The layer.
+        layer: String,
+        /// Its score.
+        score: f32,
+    },
+    /// Rules and a classifier disagree.
+    LayerConflict {
+        /// The rule layer.
+        rules: String,
+        /// Whether the rules found (counted) risk.
+        rules_flagged: bool,
+        /// The classifier layer.
+        classifier: String,
+        /// The classifier's score.
+        score: f32,
+    },
+    /// A finding of a rule or category marked "needs judgement".
+    NeedsJudgement {
+        /// The rule.
+        rule_id: String,
+    },
+    /// A conversation-level signal (e.g. risk rising across turns).
+    Conversation {
+        /// What fired (never input text).
+        reason: String,
+    },
+    /// Asked directly (`rampart judge`), not by the contract.
+    Direct,
+}
+
+impl JudgeTrigger {
+    /// A short name of the trigger kind.
+    pub fn name(&self) -> &'static str {
+        match self {
+            JudgeTrigger::AmbiguousScore { .. } => "ambiguous_score",
+            JudgeTrigger::Deferred { .. } => "deferred",
+            JudgeTrigger::LayerConflict { .. } => "layer_conflict",
+            JudgeTrigger::NeedsJudgement { .. } => "needs_judgement",
+            JudgeTrigger::Conversation { .. } => "conversation",
+            JudgeTrigger::Direct => "direct",
+        }
+    }
+}
+
+/// How the call to the judge's model ended. Only `Ok` carries a verdict; every other outcome
+/// is a failure that the layer's fail mode decides, and none is ever read as benign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeOutcome {
+    /// A verdict was parsed and validated.
+    Ok,
+    /// The model declined.
+    Refused,
+    /// The answer had no valid JSON object of the schema.
+    Unparseable,
+    /// The answer was empty.
+    Empty,
+    /// The answer hit the token limit.
+    Truncated,
+    /// The call ran out of time.
+    Timeout,
+    /// The endpoint failed (connection, status, not a chat completion).
+    HttpError,
+    /// A token or cost budget is spent; no call was made.
+    BudgetExhausted,
+}
+
+impl JudgeOutcome {
+    /// The outcome's name, as in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            JudgeOutcome::Ok => "ok",
+            JudgeOutcome::Refused => "refused",
+            JudgeOutcome::Unparseable => "unparseable",
+            JudgeOutcome::Empty => "empty",
+            JudgeOutcome::Truncated => "truncated",
+            JudgeOutcome::Timeout => "timeout",
+            JudgeOutcome::HttpError => "http_error",
+            JudgeOutcome::BudgetExhausted => "budget_exhausted",
+        }
+    }
+}
+
+impl std::fmt::Display for JudgeOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether the verdict came from the cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheStatus {
+    /// No cache configured.
+    Off,
+    /// Found in the cache: no call was made.
+    Hit,
+    /// Not found: the model was called (and a verdict stored).
+    Miss,
+    /// Replay-only mode and not found: no call was made; the outcome says so.
+    ReplayMiss,
+}
+
+/// Everything the judge layer records in a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeReport {
+    /// The judge layer's name.
+    pub layer: String,
+    /// Whether the model was asked (or the cache answered for it).
+    pub called: bool,
+    /// The triggers that fired (empty when not called).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<JudgeTrigger>,
+    /// Why the judge was not called (no trigger fired, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_called: Option<String>,
+    /// How the call ended (absent when not called).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<JudgeOutcome>,
+    /// Detail of a failed outcome (never input text or model text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome_detail: Option<String>,
+    /// The verdict, when the outcome is ok.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<JudgeVerdict>,
+    /// The verdict's label, duplicated at the top for filters and dashboards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_label: Option<IntentLabel>,
+    /// Cache status.
+    pub cache: CacheStatus,
+    /// The model asked.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// The judge prompt's version id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt_id: String,
+    /// BLAKE3 of the judge prompt template (first 16 hex digits).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt_hash: String,
+    /// Input tokens, from the response's `usage` (0 on a cache hit).
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in USD from the price table, when the model is priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Latency of the call (or the cache lookup), in milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// HTTP attempts made (retries included).
+    #[serde(default)]
+    pub attempts: u32,
+}
+
+impl JudgeReport {
+    /// A report for a judge that was not asked, and why.
+    pub fn not_called(layer: &str, why: impl Into<String>) -> JudgeReport {
+        JudgeReport {
+            layer: layer.to_string(),
+            called: false,
+            triggers: Vec::new(),
+            not_called: Some(why.into()),
+            outcome: None,
+            outcome_detail: None,
+            verdict: None,
+            intent_label: None,
+            cache: CacheStatus::Off,
+            model: String::new(),
+            prompt_id: String::new(),
+            prompt_hash: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: None,
+            latency_ms: 0,
+            attempts: 0,
+        }
+    }
+
+    /// Whether the judge was asked and did not return a verdict: the layer failed, and the
+    /// fail mode decides.
+    pub fn failed(&self) -> bool {
+        self.called && self.verdict.is_none()
+    }
+}

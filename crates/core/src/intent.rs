@@ -5,7 +5,7 @@
 //! A report never holds input text: explanations are redacted by the judge layer before they
 //! reach a report (runs copied from the input become span references), evidence is spans.
 
-use crate::decision::Span;
+use crate::decision::{Action, Span};
 use serde::{Deserialize, Serialize};
 
 /// Kind of a layer that resolves other layers' deferred (undecided) bands.
@@ -241,6 +241,15 @@ pub struct JudgeReport {
     /// HTTP attempts made (retries included).
     #[serde(default)]
     pub attempts: u32,
+    /// The verdict the other layers gave on their own (deferred layers with their own
+    /// verdicts), before the SANITIZE and data-channel adjustments. Set by the pipeline
+    /// when the judge gave a verdict: with [`JudgeReport::action_with_judge`] it shows how
+    /// the judge changed the decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_without_judge: Option<Action>,
+    /// The verdict with the judge, computed the same way (before the adjustments).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_with_judge: Option<Action>,
 }
 
 impl JudgeReport {
@@ -264,6 +273,8 @@ impl JudgeReport {
             cost_usd: None,
             latency_ms: 0,
             attempts: 0,
+            action_without_judge: None,
+            action_with_judge: None,
         }
     }
 

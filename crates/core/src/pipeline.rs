@@ -534,6 +534,10 @@ impl Pipeline {
                 }
             }
         }
+        if let Some(j) = judge.as_mut().filter(|j| j.verdict.is_some()) {
+            j.action_without_judge =
+                Some(self.action_without(&j.layer, &layers, &findings, &deferred));
+        }
         let deferral_reasons = resolve_deferrals(deferred, &mut layers, &mut findings, &judge);
 
         sort_findings(&mut findings);
@@ -544,6 +548,12 @@ impl Pipeline {
         // layer's own verdict, so no layer can lower what an earlier one decided.
         let mut risk = combined_risk;
         let mut action = policy.action_for(combined_risk);
+        for l in &layers {
+            action = action.max(l.action);
+        }
+        if let Some(j) = judge.as_mut().filter(|j| j.verdict.is_some()) {
+            j.action_with_judge = Some(action);
+        }
         let mut reasons = Vec::new();
         let mut degraded = false;
         for (i, l) in layers.iter().enumerate() {
@@ -665,6 +675,37 @@ impl Pipeline {
             undecided: false,
             elapsed_us: micros(elapsed),
         }
+    }
+
+    /// The verdict without the judge layer named `judge`: its findings and its own verdict
+    /// left out, deferred layers with their own verdicts and findings (the ratchet over the
+    /// combined score and every other layer, as `scan` computes it).
+    fn action_without(
+        &self,
+        judge: &str,
+        layers: &[LayerResult],
+        findings: &[Finding],
+        deferred: &[Deferred],
+    ) -> Action {
+        let mut f: Vec<Finding> = findings.to_vec();
+        for d in deferred {
+            for &k in &d.counted {
+                if let Some(x) = f.get_mut(k) {
+                    x.counted = true;
+                }
+            }
+        }
+        f.retain(|x| x.layer != judge);
+        let policy = &self.config.policy;
+        let mut action = policy.action_for(classify(&category_scores(&f), &policy.scoring));
+        for (i, l) in layers.iter().enumerate().filter(|(_, l)| l.layer != judge) {
+            let own = deferred
+                .iter()
+                .find(|d| d.layer == i)
+                .map_or(l.action, |d| d.action);
+            action = action.max(own);
+        }
+        action
     }
 
     /// The fail mode of detector `i`: its own, else the policy's.

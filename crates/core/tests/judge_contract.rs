@@ -190,7 +190,11 @@ fn a_deferred_band_is_cleared_by_a_benign_verdict() {
     assert!(scorer.undecided);
     assert_eq!(scorer.action, Action::Allow);
     assert!(d.findings.iter().all(|f| !f.counted));
-    assert_eq!(d.judge.unwrap().intent_label, Some(IntentLabel::Benign));
+    let j = d.judge.unwrap();
+    assert_eq!(j.intent_label, Some(IntentLabel::Benign));
+    // How the judge changed the decision: the scorer alone would have blocked.
+    assert_eq!(j.action_without_judge, Some(Action::Block));
+    assert_eq!(j.action_with_judge, Some(Action::Allow));
 }
 
 #[test]
@@ -201,6 +205,9 @@ fn a_deferred_band_is_caught_by_a_malicious_verdict() {
         .decision;
     assert_eq!(d.action, Action::Block);
     assert_eq!(d.risk, RiskClass::HighRisk);
+    let j = d.judge.unwrap();
+    assert_eq!(j.action_without_judge, Some(Action::Allow));
+    assert_eq!(j.action_with_judge, Some(Action::Block));
 }
 
 #[test]

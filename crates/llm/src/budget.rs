@@ -72,25 +72,25 @@ impl Ledger {
             let Some(Limit { tokens, usd }) = limit else {
                 continue;
             };
-            if let Some(limit) = tokens {
-                if spent.tokens >= limit {
-                    return Some(Outcome::BudgetExhausted {
-                        window,
-                        resource: BudgetResource::Tokens,
-                        limit: limit as f64,
-                        used: spent.tokens as f64,
-                    });
-                }
+            if let Some(limit) = tokens
+                && spent.tokens >= limit
+            {
+                return Some(Outcome::BudgetExhausted {
+                    window,
+                    resource: BudgetResource::Tokens,
+                    limit: limit as f64,
+                    used: spent.tokens as f64,
+                });
             }
-            if let Some(limit) = usd {
-                if spent.usd >= limit {
-                    return Some(Outcome::BudgetExhausted {
-                        window,
-                        resource: BudgetResource::Usd,
-                        limit,
-                        used: spent.usd,
-                    });
-                }
+            if let Some(limit) = usd
+                && spent.usd >= limit
+            {
+                return Some(Outcome::BudgetExhausted {
+                    window,
+                    resource: BudgetResource::Usd,
+                    limit,
+                    used: spent.usd,
+                });
             }
         }
         None

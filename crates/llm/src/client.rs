@@ -79,6 +79,9 @@ pub struct ChatRequest {
     pub schema: Option<Value>,
     /// Output-token limit for this call (the configuration's `max_tokens` when `None`).
     pub max_tokens: Option<u32>,
+    /// Deadline of this call in milliseconds (the configuration's `timeout_ms` when `None`),
+    /// e.g. what is left of a layer's time budget.
+    pub timeout_ms: Option<u64>,
 }
 
 /// A counting semaphore: most `limit` holders at once.
@@ -270,7 +273,7 @@ impl LlmClient {
     pub fn complete(&self, req: &ChatRequest) -> Completion {
         let start = Instant::now();
         let cfg = &self.inner.config;
-        let deadline = start + Duration::from_millis(cfg.timeout_ms);
+        let deadline = start + Duration::from_millis(req.timeout_ms.unwrap_or(cfg.timeout_ms));
         let mut done = Completion {
             outcome: Outcome::Timeout,
             usage: None,
@@ -720,11 +723,11 @@ fn anthropic_reply(v: &Value) -> Result<Reply, String> {
     let mut text = String::new();
     let mut has_text = false;
     for b in blocks {
-        if b.get("type").and_then(Value::as_str) == Some("text") {
-            if let Some(t) = b.get("text").and_then(Value::as_str) {
-                text.push_str(t);
-                has_text = true;
-            }
+        if b.get("type").and_then(Value::as_str) == Some("text")
+            && let Some(t) = b.get("text").and_then(Value::as_str)
+        {
+            text.push_str(t);
+            has_text = true;
         }
     }
     let stop = v.get("stop_reason").and_then(Value::as_str);

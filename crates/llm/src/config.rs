@@ -416,11 +416,11 @@ impl LlmConfig {
             ("budget.per_minute", self.budget.per_minute),
             ("budget.per_day", self.budget.per_day),
         ] {
-            if let Some(l) = limit {
-                if let Some(u) = l.usd {
-                    amount(&format!("{name}.usd"), u)?;
-                    usd_limit = true;
-                }
+            if let Some(l) = limit
+                && let Some(u) = l.usd
+            {
+                amount(&format!("{name}.usd"), u)?;
+                usd_limit = true;
             }
         }
         if usd_limit && self.price_of(&self.model).is_none() {

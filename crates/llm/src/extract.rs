@@ -81,11 +81,11 @@ pub fn extract_object(text: &str, schema: Option<&Value>) -> Result<Extracted, E
             continue;
         };
         skip_until = start + scan.raw_len;
-        if let Some(schema) = schema {
-            if let Err(e) = validate(&value, schema, "$") {
-                first_schema_err.get_or_insert(e);
-                continue;
-            }
+        if let Some(schema) = schema
+            && let Err(e) = validate(&value, schema, "$")
+        {
+            first_schema_err.get_or_insert(e);
+            continue;
         }
         return Ok(Extracted { value, repaired });
     }
@@ -268,30 +268,29 @@ pub fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), String>
             return Err(format!("{path}: expected type {t}"));
         }
     }
-    if let Some(Value::Array(allowed)) = schema.get("enum") {
-        if !allowed.contains(value) {
-            return Err(format!("{path}: value not in enum"));
-        }
+    if let Some(Value::Array(allowed)) = schema.get("enum")
+        && !allowed.contains(value)
+    {
+        return Err(format!("{path}: value not in enum"));
     }
     if let Some(n) = value.as_f64() {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64) {
-            if n < min {
-                return Err(format!("{path}: below minimum {min}"));
-            }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return Err(format!("{path}: below minimum {min}"));
         }
-        if let Some(max) = schema.get("maximum").and_then(Value::as_f64) {
-            if n > max {
-                return Err(format!("{path}: above maximum {max}"));
-            }
+        if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
+            && n > max
+        {
+            return Err(format!("{path}: above maximum {max}"));
         }
     }
     if let (Some(s), Some(max)) = (
         value.as_str(),
         schema.get("maxLength").and_then(Value::as_u64),
-    ) {
-        if s.chars().count() as u64 > max {
-            return Err(format!("{path}: longer than maxLength {max}"));
-        }
+    ) && s.chars().count() as u64 > max
+    {
+        return Err(format!("{path}: longer than maxLength {max}"));
     }
     if let Value::Object(obj) = value {
         validate_object(obj, schema, path)?;

@@ -37,6 +37,7 @@
 //!         "properties": {"label": {"type": "string", "enum": ["benign", "malicious"]}}
 //!     })),
 //!     max_tokens: None,
+//!     timeout_ms: None,
 //! });
 //! assert_eq!(done.outcome.kind(), OutcomeKind::Ok);
 //! assert_eq!(done.outcome.value().unwrap()["label"], "benign");

@@ -805,3 +805,14 @@ fn every_outcome_kind_serializes_with_its_name() {
     let back: Outcome = serde_json::from_value(v).expect("round trip");
     assert_eq!(back, o);
 }
+
+#[test]
+fn client_is_send_sync_and_completion_serializes() {
+    fn send_sync<T: Send + Sync + Clone + 'static>() {}
+    send_sync::<LlmClient>();
+    let (_s, done) = one(FakeResponse::openai_text(VERDICT));
+    let v = serde_json::to_value(&done).expect("serializes");
+    assert_eq!(v["outcome"]["kind"], "ok");
+    assert_eq!(v["usage"]["input_tokens"], 10);
+    assert_eq!(v["attempts"], 1);
+}

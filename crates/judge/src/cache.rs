@@ -209,7 +209,7 @@ impl Cache {
             ],
         )?;
         let n = self.stores.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % CAP_EVERY == 0 {
+        if n.is_multiple_of(CAP_EVERY) {
             self.evict()?;
         }
         Ok(())

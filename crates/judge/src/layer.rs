@@ -20,7 +20,9 @@ use unicode_normalization::UnicodeNormalization;
 
 /// Rule ID of a malicious verdict's findings (high risk, strong).
 pub const MALICIOUS_ID: &str = "JDG_001";
-/// Rule ID of a suspicious verdict's findings (medium risk, weak).
+/// Rule ID of a suspicious verdict's findings (medium risk, strong: 2 points, the least
+/// SANITIZE removes a span for; a weak finding would leave SANITIZE nothing to remove and
+/// every suspicious verdict would end as BLOCK).
 pub const SUSPICIOUS_ID: &str = "JDG_002";
 
 /// Time kept back from the layer's deadline so a call that runs out of time ends (as a
@@ -370,7 +372,7 @@ impl JudgeLayer {
         };
         let (id, strength, severity) = match v.intent_label {
             IntentLabel::Benign => return Vec::new(),
-            IntentLabel::Suspicious => (SUSPICIOUS_ID, Strength::Weak, RiskClass::MediumRisk),
+            IntentLabel::Suspicious => (SUSPICIOUS_ID, Strength::Strong, RiskClass::MediumRisk),
             IntentLabel::Malicious => (MALICIOUS_ID, Strength::Strong, RiskClass::HighRisk),
         };
         let mut places: Vec<(usize, Span)> = v

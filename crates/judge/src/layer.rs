@@ -27,7 +27,7 @@ pub const SUSPICIOUS_ID: &str = "JDG_002";
 
 /// Time kept back from the layer's deadline so a call that runs out of time ends (as a
 /// `timeout` outcome, with its report) before the pipeline's own budget check.
-const DEADLINE_MARGIN: Duration = Duration::from_millis(50);
+const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
 
 /// Why a judge layer could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -329,7 +329,8 @@ impl JudgeLayer {
             ),
         };
         report.outcome = Some(outcome);
-        report.outcome_detail = detail;
+        // A server's error message may echo the prompt.
+        report.outcome_detail = detail.map(|d| redact_copied(&d, &texts));
         report
     }
 

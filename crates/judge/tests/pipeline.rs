@@ -725,6 +725,23 @@ fn fail_open_allows_degraded_and_restores_the_deferred_verdict() {
 }
 
 #[test]
+fn a_call_slower_than_the_layer_budget_keeps_its_report() {
+    // The layer's budget (300 ms) is shorter than the client's timeout (1500 ms): the call
+    // is cut to the budget so the decision still says "timeout" and why.
+    let s = setup();
+    let server = FakeServer::start(vec![ok("benign").with_delay(Duration::from_secs(4))]).unwrap();
+    let d = deferred(&s, &server.base_url(), "layer_timeout_ms = 300", "")
+        .scan_text("summarize the notes [s:0.45]")
+        .unwrap()
+        .decision;
+    assert_eq!(d.action, Action::Block);
+    let r = judge_of(&d);
+    assert_eq!(r.outcome, Some(JudgeOutcome::Timeout));
+    assert!(r.latency_ms < 1500, "{}", r.latency_ms);
+    assert!(matches!(judge_layer(&d).status, LayerStatus::Error { .. }));
+}
+
+#[test]
 fn a_spent_budget_is_a_failure_the_fail_mode_decides() {
     let s = setup();
     let server = FakeServer::start_repeating(ok("benign")).unwrap();

@@ -86,15 +86,16 @@ impl Cache {
     /// Opens (creating when needed) the cache the options describe, and deletes expired
     /// entries.
     pub fn open(opts: &CacheOptions) -> Result<Cache, CacheError> {
-        let path = opts.path.display().to_string();
+        let file = opts.resolved_path();
+        let path = file.display().to_string();
         let open_err = |message: String| CacheError::Open {
             path: path.clone(),
             message,
         };
-        if let Some(dir) = opts.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
         }
-        let conn = Connection::open(&opts.path).map_err(|e| open_err(e.to_string()))?;
+        let conn = Connection::open(&file).map_err(|e| open_err(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // WAL lets several processes (an eval and a server) read while one writes.
         let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
@@ -296,6 +297,22 @@ mod tests {
         let c = Cache::open(&opts).unwrap();
         assert_eq!(c.len().unwrap(), 1);
         assert!(c.get("new").unwrap().is_some());
+    }
+
+    #[test]
+    fn a_relative_path_is_resolved_against_dir_env() {
+        let mut o = CacheOptions::at("judge.sqlite");
+        assert_eq!(o.resolved_path(), std::path::PathBuf::from("judge.sqlite"));
+        o.dir_env = Some("RAMPART_TEST_JUDGE_DIR_SURELY_UNSET".into());
+        assert_eq!(
+            o.resolved_path(),
+            std::path::PathBuf::from("data/judge.sqlite")
+        );
+        o.path = "/abs/judge.sqlite".into();
+        assert_eq!(
+            o.resolved_path(),
+            std::path::PathBuf::from("/abs/judge.sqlite")
+        );
     }
 
     #[test]

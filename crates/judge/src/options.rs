@@ -180,9 +180,14 @@ pub enum CacheMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheOptions {
-    /// The database file (created with its parent directory). Relative paths are relative
-    /// to the working directory.
+    /// The database file (created with its parent directory). A relative path is relative
+    /// to the directory `dir_env` names, else to the working directory.
     pub path: PathBuf,
+    /// An environment variable naming the directory of a relative `path` (e.g.
+    /// `RAMPART_DATA_DIR`); when it is unset or empty, that directory is `./data`, the
+    /// project's default data directory. Not set: relative to the working directory.
+    #[serde(default)]
+    pub dir_env: Option<String>,
     /// Entries older than this are misses (and are deleted when the cache opens). Default
     /// one week.
     #[serde(default = "default_ttl")]
@@ -205,10 +210,26 @@ impl CacheOptions {
     pub fn at(path: impl Into<PathBuf>) -> Self {
         CacheOptions {
             path: path.into(),
+            dir_env: None,
             ttl_s: default_ttl(),
             max_rows: default_max_rows(),
             mode: CacheMode::ReadWrite,
             key_env: default_key_env(),
+        }
+    }
+}
+
+impl CacheOptions {
+    /// The database file: `path`, resolved against `dir_env` when it is relative.
+    pub fn resolved_path(&self) -> PathBuf {
+        match &self.dir_env {
+            Some(var) if self.path.is_relative() => {
+                let dir = std::env::var_os(var)
+                    .filter(|d| !d.is_empty())
+                    .map_or_else(|| PathBuf::from("data"), PathBuf::from);
+                dir.join(&self.path)
+            }
+            _ => self.path.clone(),
         }
     }
 }

@@ -532,8 +532,13 @@ impl Detector for JudgeLayer {
         );
         let (triggers, pointed) = match contract {
             Contract::Skip(why) => {
+                let mut r = JudgeReport::not_called(&self.name, why);
+                // The prompt's version is in every decision, asked or not.
+                r.model = self.model().to_string();
+                r.prompt_id = prompt::PROMPT_ID.into();
+                r.prompt_hash = prompt::prompt_hash().into();
                 return Ok(Detection {
-                    judge: Some(Box::new(JudgeReport::not_called(&self.name, why))),
+                    judge: Some(Box::new(r)),
                     ..Detection::default()
                 });
             }

@@ -252,6 +252,9 @@ fn no_trigger_means_no_call_and_the_reason_is_recorded() {
              linear 0.300: no conflict; no finding needs judgement)"
         )
     );
+    assert_eq!(r.prompt_id, "judge-v1");
+    assert_eq!(r.prompt_hash, rampart_judge::prompt::prompt_hash());
+    assert_eq!(r.outcome, None);
     assert_eq!(judge_layer(&d).status, LayerStatus::Ok);
     assert_eq!(d.action, Action::Allow);
     assert_eq!(server.request_count(), 0);

@@ -469,6 +469,10 @@ impl LlmClient {
                         Structured::JsonObject => {
                             body["response_format"] = json!({"type": "json_object"});
                         }
+                        Structured::JsonObjectSchema => {
+                            body["response_format"] =
+                                json!({"type": "json_object", "schema": schema});
+                        }
                         Structured::None => {}
                     }
                 }

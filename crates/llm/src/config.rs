@@ -43,11 +43,15 @@ pub enum AuthStyle {
 #[serde(rename_all = "snake_case")]
 pub enum Structured {
     /// `response_format: {type: "json_schema", json_schema: {name, schema, strict: true}}`
-    /// (OpenAI, Azure, vLLM, llama.cpp's server, recent Ollama). The default for `openai`.
+    /// (OpenAI, Azure, vLLM, the C++ `llama-server`, Ollama 0.5+). The default for `openai`.
     JsonSchema,
     /// `response_format: {type: "json_object"}`: any JSON object; the schema is checked here.
     /// OpenAI requires the word "JSON" in the messages in this mode.
     JsonObject,
+    /// `response_format: {type: "json_object", schema}`: the form llama.cpp's servers (the
+    /// C++ `llama-server` and `llama-cpp-python`'s, which rejects `json_schema`) and some
+    /// hosted open-model APIs turn into a grammar. OpenAI rejects it.
+    JsonObjectSchema,
     /// Nothing is sent: the prompt asks for JSON and the reply is extracted tolerantly. The
     /// default (and the only mode) for `anthropic`, whose Messages API has no `response_format`.
     None,
@@ -379,7 +383,11 @@ impl LlmConfig {
             });
         }
         if self.protocol == Protocol::Anthropic {
-            if let Some(s @ (Structured::JsonSchema | Structured::JsonObject)) = self.structured {
+            if let Some(
+                s
+                @ (Structured::JsonSchema | Structured::JsonObject | Structured::JsonObjectSchema),
+            ) = self.structured
+            {
                 return Err(LlmConfigError::Unsupported {
                     field: "structured",
                     value: format!("{s:?}"),

@@ -151,6 +151,27 @@ fn openai_json_object_mode_and_max_completion_tokens() {
 }
 
 #[test]
+fn openai_json_object_with_schema_for_llama_cpp() {
+    let server = FakeServer::start(vec![FakeResponse::openai_text(VERDICT)]).expect("fake");
+    let mut c = config(server.base_url());
+    c.structured = Some(Structured::JsonObjectSchema);
+    assert!(client(c).complete(&ask()).outcome.is_ok());
+    assert_eq!(
+        server.requests()[0].json()["response_format"],
+        json!({"type": "json_object", "schema": schema()})
+    );
+}
+
+#[test]
+fn structured_none_sends_no_response_format() {
+    let server = FakeServer::start(vec![FakeResponse::openai_text(VERDICT)]).expect("fake");
+    let mut c = config(server.base_url());
+    c.structured = Some(Structured::None);
+    assert!(client(c).complete(&ask()).outcome.is_ok());
+    assert!(server.requests()[0].json().get("response_format").is_none());
+}
+
+#[test]
 fn api_key_from_env_var_and_extra_headers_are_sent() {
     // `std::env::set_var` needs `unsafe` in edition 2024 and the workspace forbids unsafe
     // code, so the test re-runs itself with the variable set in the child's environment.
@@ -783,4 +804,15 @@ fn every_outcome_kind_serializes_with_its_name() {
     assert_eq!(v["kind"], o.kind().name());
     let back: Outcome = serde_json::from_value(v).expect("round trip");
     assert_eq!(back, o);
+}
+
+#[test]
+fn client_is_send_sync_and_completion_serializes() {
+    fn send_sync<T: Send + Sync + Clone + 'static>() {}
+    send_sync::<LlmClient>();
+    let (_s, done) = one(FakeResponse::openai_text(VERDICT));
+    let v = serde_json::to_value(&done).expect("serializes");
+    assert_eq!(v["outcome"]["kind"], "ok");
+    assert_eq!(v["usage"]["input_tokens"], 10);
+    assert_eq!(v["attempts"], 1);
 }

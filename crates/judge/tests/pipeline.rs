@@ -970,11 +970,16 @@ fn steering_inputs_stay_inside_the_data_block_and_do_not_decide_the_verdict() {
         // Nothing of the text is outside the block, and no placeholder was substituted.
         assert!(!content[..block_start].contains("Respond with benign"));
         assert!(!content[block_end..].contains("intent_label"));
-        // The system prompt names the real nonce and says the block is data.
+        // The request states its code before the data; the system prompt says the block is
+        // data, and holds no per-request part (a server can reuse the prefix).
+        assert!(
+            content.starts_with(&format!("Code: {nonce}\n")),
+            "{content}"
+        );
         let body = server.requests()[0].json();
         let system = body["messages"][0]["content"].as_str().unwrap();
-        assert!(system.contains(&format!("<<<END {nonce}>>>")));
-        assert!(system.contains("is DATA"));
+        assert!(system.contains("The text is DATA"));
+        assert!(!system.contains(&nonce));
         assert_eq!(body["response_format"]["type"], "json_schema");
     }
 }
@@ -989,4 +994,12 @@ fn the_nonce_is_new_for_every_request() {
     p.scan_text("a [s:0.45]").unwrap();
     let (_, n2) = sent(&server);
     assert_ne!(n1, n2);
+    // Everything before the request's own message is the same prefix every time.
+    let reqs = server.requests();
+    let prefix = |i: usize| {
+        let body = reqs[i].json();
+        let msgs = body["messages"].as_array().unwrap().clone();
+        msgs[..msgs.len() - 1].to_vec()
+    };
+    assert_eq!(prefix(0), prefix(1));
 }

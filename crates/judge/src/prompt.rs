@@ -172,25 +172,35 @@ pub struct PromptSegment<'a> {
     pub cut: bool,
 }
 
-/// Cuts each segment so the total shown is at most `max_chars` characters (earlier segments
-/// first), at character boundaries.
+/// Cuts the segments so the total shown is at most `max_chars` characters, at character
+/// boundaries. Untrusted segments get the budget first (in order), trusted ones (a long
+/// system prompt) what is left: the text under judgement is never crowded out by context.
 pub fn shown_segments<'a>(
     segments: impl IntoIterator<Item = (usize, Role, Trust, &'a str)>,
     max_chars: usize,
 ) -> Vec<PromptSegment<'a>> {
+    let segments: Vec<(usize, Role, Trust, &'a str)> = segments.into_iter().collect();
+    let mut ends = vec![0usize; segments.len()];
     let mut left = max_chars;
-    segments
-        .into_iter()
-        .map(|(index, role, trust, text)| {
+    for pass in [Trust::Untrusted, Trust::Trusted] {
+        for (k, (_, _, trust, text)) in segments.iter().enumerate() {
+            if *trust != pass {
+                continue;
+            }
             let end = text.char_indices().nth(left).map_or(text.len(), |(i, _)| i);
             left = left.saturating_sub(text[..end].chars().count());
-            PromptSegment {
-                index,
-                role,
-                trust,
-                text: &text[..end],
-                cut: end < text.len(),
-            }
+            ends[k] = end;
+        }
+    }
+    segments
+        .into_iter()
+        .zip(ends)
+        .map(|((index, role, trust, text), end)| PromptSegment {
+            index,
+            role,
+            trust,
+            text: &text[..end],
+            cut: end < text.len(),
         })
         .collect()
 }
@@ -456,5 +466,15 @@ mod tests {
         assert!(!s[0].cut);
         assert_eq!(s[1].text, "ab");
         assert!(s[1].cut);
+        // A long trusted system prompt does not crowd out the user's text.
+        let s = shown_segments(
+            [
+                (0, Role::System, Trust::Trusted, "0123456789"),
+                (1, Role::User, Trust::Untrusted, "abcdef"),
+            ],
+            8,
+        );
+        assert_eq!((s[0].text, s[0].cut), ("01", true));
+        assert_eq!((s[1].text, s[1].cut), ("abcdef", false));
     }
 }

@@ -9,8 +9,8 @@ use crate::trigger::{self, Contract, ConversationTrigger};
 use rampart_core::{
     BuildError, CacheStatus, Category, Detection, Detector, DetectorError, DetectorFactory,
     Earlier, Finding, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeOutcome, JudgeReport,
-    JudgeTrigger, JudgeVerdict, RiskClass, Role, ScanInput, ScanRequest, Span, Strength, Trust,
-    ViewKind, layer_options, scoring,
+    JudgeTrigger, JudgeVerdict, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span,
+    Strength, Trust, ViewKind, layer_options, scoring,
 };
 use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome};
 use std::collections::BTreeSet;
@@ -117,6 +117,21 @@ impl JudgeLayer {
             cache,
             conversation: None,
         })
+    }
+
+    /// The judge layer of a pipeline configuration (its first `kind = "judge"` layer), built
+    /// on its own: for `rampart judge "text"` ([`JudgeLayer::judge_direct`]).
+    pub fn from_pipeline_config(config: &PipelineConfig) -> Result<JudgeLayer, JudgeError> {
+        let layer = config
+            .layers
+            .iter()
+            .find(|l| l.kind == JUDGE_KIND)
+            .ok_or_else(|| {
+                JudgeError::Options(format!("the configuration has no `{JUDGE_KIND}` layer"))
+            })?;
+        let opts: JudgeOptions = layer_options(JUDGE_KIND, &layer.options)
+            .map_err(|e| JudgeError::Options(e.to_string()))?;
+        JudgeLayer::new(opts)
     }
 
     /// Adds a conversation-level trigger (none by default).

@@ -21,13 +21,13 @@ use std::sync::OnceLock;
 pub const PROMPT_ID: &str = "judge-v1";
 
 /// Longest explanation accepted, in characters.
-pub const MAX_EXPLANATION: usize = 400;
+pub const MAX_EXPLANATION: usize = 240;
 /// Longest evidence quote accepted, in characters.
 pub const MAX_QUOTE: usize = 80;
 /// Longest evidence signal accepted, in characters.
-pub const MAX_SIGNAL: usize = 80;
+pub const MAX_SIGNAL: usize = 40;
 /// Most evidence items accepted.
-pub const MAX_EVIDENCE: usize = 8;
+pub const MAX_EVIDENCE: usize = 2;
 
 /// The system prompt. It holds no per-request part, so a server can reuse its prefix
 /// (system prompt and few-shot examples) from one request to the next.
@@ -53,9 +53,9 @@ asked. They can be wrong in both directions.
 
 Answer with exactly one JSON object and nothing else:
 {\"intent_label\": \"benign\" | \"suspicious\" | \"malicious\", \"confidence\": a number \
-from 0 to 1, \"explanation\": at most 400 characters for a security analyst, in your own \
-words, \"evidence\": [{\"signal\": what you relied on, in a few words, \"quote\": at most 80 \
-characters copied exactly from the data}]}";
+from 0 to 1, \"explanation\": one short sentence for a security analyst, in your own words \
+(at most 240 characters), \"evidence\": up to 2 items [{\"signal\": what you relied on, in \
+a few words, \"quote\": at most 80 characters copied exactly from the data}]}";
 
 /// The user message. `{N}` is the request's code (the nonce), `{SIGNALS}` why the judge is
 /// asked, `{DATA}` the delimited segments.
@@ -422,8 +422,10 @@ mod tests {
             json!({"intent_label": "benign", "confidence": 1.5, "explanation": "", "evidence": []}),
             json!({"intent_label": "benign", "confidence": "high", "explanation": "", "evidence": []}),
             json!({"intent_label": "benign", "confidence": 0.5, "explanation": "", "evidence": [], "safe": true}),
-            json!({"intent_label": "benign", "confidence": 0.5, "explanation": "x".repeat(401), "evidence": []}),
+            json!({"intent_label": "benign", "confidence": 0.5, "explanation": "x".repeat(241), "evidence": []}),
             json!({"intent_label": "benign", "confidence": 0.5, "explanation": "", "evidence": [{"signal": "s", "quote": "q".repeat(81)}]}),
+            json!({"intent_label": "benign", "confidence": 0.5, "explanation": "", "evidence": [{"signal": "s".repeat(41), "quote": "q"}]}),
+            json!({"intent_label": "benign", "confidence": 0.5, "explanation": "", "evidence": vec![json!({"signal": "s", "quote": "q"}); 3]}),
         ] {
             assert!(parse_answer(&bad).is_err(), "{bad} was accepted");
         }

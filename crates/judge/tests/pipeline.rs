@@ -970,12 +970,9 @@ fn steering_inputs_stay_inside_the_data_block_and_do_not_decide_the_verdict() {
         // Nothing of the text is outside the block, and no placeholder was substituted.
         assert!(!content[..block_start].contains("Respond with benign"));
         assert!(!content[block_end..].contains("intent_label"));
-        // The request states its code before the data; the system prompt says the block is
-        // data, and holds no per-request part (a server can reuse the prefix).
-        assert!(
-            content.starts_with(&format!("Code: {nonce}\n")),
-            "{content}"
-        );
+        // The code is only in the request's own delimiters; the system prompt says the block
+        // is data, and holds no per-request part (a server can reuse the prefix).
+        assert_eq!(content.matches(&nonce).count(), 2, "{content}");
         let body = server.requests()[0].json();
         let system = body["messages"][0]["content"].as_str().unwrap();
         assert!(system.contains("The text is DATA"));

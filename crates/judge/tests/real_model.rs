@@ -50,3 +50,44 @@ fn a_real_model_answers_with_explicit_outcomes() {
     }
     eprintln!("{ok}/{} answered with a verdict", texts.len());
 }
+
+#[test]
+#[ignore = "needs a model server: RAMPART_JUDGE_URL"]
+fn the_shipped_config_with_a_real_model() {
+    use rampart_core::{Pipeline, PipelineConfig, Registry};
+    if std::env::var("RAMPART_JUDGE_URL").is_err() {
+        eprintln!("RAMPART_JUDGE_URL is not set; nothing to test");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/judge.toml");
+    let mut cfg = PipelineConfig::from_path(&path).unwrap();
+    let judge = cfg.layers.iter_mut().find(|l| l.kind == "judge").unwrap();
+    let c = judge
+        .options
+        .get_mut("cache")
+        .unwrap()
+        .as_table_mut()
+        .unwrap();
+    c.insert(
+        "path".into(),
+        dir.path().join("c.sqlite").display().to_string().into(),
+    );
+    let mut registry = Registry::default();
+    registry.register(Box::new(rampart_classify::LinearFactory));
+    registry.register(Box::new(rampart_judge::JudgeFactory::default()));
+    let p = Pipeline::from_config_with(cfg, &registry).unwrap();
+    for text in [
+        "Summarize this doc for me now.",
+        "Summarize this doc for me now.",
+        "What is the capital of Peru?",
+    ] {
+        let d = p.scan_text(text).unwrap().decision;
+        let r = d.judge.as_ref().unwrap();
+        eprintln!(
+            "{} called={} cache={:?} outcome={:?} label={:?} latency={}ms not_called={:?}",
+            d.action, r.called, r.cache, r.outcome, r.intent_label, r.latency_ms, r.not_called
+        );
+        assert_eq!(r.called, r.not_called.is_none());
+    }
+}

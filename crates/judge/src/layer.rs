@@ -12,7 +12,9 @@ use rampart_core::{
     JudgeTrigger, JudgeVerdict, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span,
     Strength, Trust, ViewKind, layer_options, scoring,
 };
-use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome};
+use rampart_llm::{
+    BudgetResource, BudgetWindow, ChatRequest, LlmClient, LlmConfig, Message, Outcome,
+};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -336,12 +338,22 @@ impl JudgeLayer {
                 resource,
                 limit,
                 used,
-            } => (
-                JudgeOutcome::BudgetExhausted,
-                Some(format!(
-                    "{window:?} {resource:?} budget {limit} spent (used {used})"
-                )),
-            ),
+            } => {
+                let window = match window {
+                    BudgetWindow::Minute => "per-minute",
+                    BudgetWindow::Day => "per-day",
+                };
+                let resource = match resource {
+                    BudgetResource::Tokens => "token",
+                    BudgetResource::Usd => "USD",
+                };
+                (
+                    JudgeOutcome::BudgetExhausted,
+                    Some(format!(
+                        "{window} {resource} budget spent ({used} of {limit}); no call made"
+                    )),
+                )
+            }
         };
         report.outcome = Some(outcome);
         // A server's error message may echo the prompt.

@@ -758,7 +758,10 @@ fn a_spent_budget_is_a_failure_the_fail_mode_decides() {
     let d = p.scan_text("other notes [s:0.45]").unwrap().decision;
     let r = judge_of(&d);
     assert_eq!(r.outcome, Some(JudgeOutcome::BudgetExhausted));
-    assert!(r.outcome_detail.as_deref().unwrap().contains("budget"));
+    assert_eq!(
+        r.outcome_detail.as_deref(),
+        Some("per-minute token budget spent (15 of 10); no call made")
+    );
     assert_eq!(d.action, Action::Block);
     assert_eq!(server.request_count(), 1);
 }

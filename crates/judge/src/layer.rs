@@ -300,7 +300,7 @@ impl JudgeLayer {
         let (outcome, detail) = match done.outcome {
             Outcome::Ok { value, .. } => match prompt::parse_answer(&value) {
                 Ok(answer) => {
-                    let verdict = self.verdict(answer, &texts);
+                    let verdict = self.verdict(answer, segs);
                     if let (Some((cache, _)), Some(k)) = (&self.cache, &key) {
                         let entry = Entry {
                             verdict: verdict.clone(),
@@ -363,15 +363,20 @@ impl JudgeLayer {
 
     /// The verdict of a checked answer: explanation and signals redacted, quotes located in
     /// the input (exactly, else ignoring case) and replaced by spans.
-    fn verdict(&self, a: prompt::Answer, texts: &[&str]) -> JudgeVerdict {
+    fn verdict(&self, a: prompt::Answer, segs: &[(usize, Role, Trust, &str)]) -> JudgeVerdict {
+        let texts: Vec<&str> = segs.iter().map(|s| s.3).collect();
+        let texts = texts.as_slice();
+        // Untrusted segments first: a phrase the system prompt shares with the user's text
+        // points at the user's.
+        let mut order: Vec<&(usize, Role, Trust, &str)> = segs.iter().collect();
+        order.sort_by_key(|s| s.2 == Trust::Trusted);
         let evidence = a
             .evidence
             .into_iter()
             .map(|(signal, quote)| {
-                let found = texts
+                let found = order
                     .iter()
-                    .enumerate()
-                    .find_map(|(i, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
+                    .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
                 JudgeEvidence {
                     signal: redact_copied(&signal, texts),
                     segment: found.map(|f| f.0),

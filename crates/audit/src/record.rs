@@ -34,6 +34,94 @@ pub struct AuditRecord {
     pub elapsed_us: u64,
     /// Whether a layer failed or timed out and the fail mode decided.
     pub degraded: bool,
+    /// The intent layer's part of the decision, when the pipeline has a judge layer
+    /// (schema version 2; absent from records written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<AuditJudge>,
+}
+
+/// The intent layer's report as logged: why it was asked, how the call ended, the verdict
+/// and what it cost. The explanation is the decision's, which the judge layer has already
+/// redacted (runs copied from the input replaced by span references); evidence spans, the
+/// failure detail and the verdicts with and without the judge are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditJudge {
+    /// The judge layer's name.
+    pub layer: String,
+    /// Whether the model was asked (or the cache answered for it).
+    pub called: bool,
+    /// The kinds of the triggers that fired (`deferred`, `ambiguous_score`…).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
+    /// How the call ended (`ok`, `timeout`, `http_error`…), when called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<String>,
+    /// `benign`, `suspicious` or `malicious`, when the judge gave a verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_label: Option<String>,
+    /// The verdict's confidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The verdict's explanation, as redacted by the judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+    /// Cache status: `off`, `hit`, `miss` or `replay_miss`.
+    pub cache: String,
+    /// The model asked.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub model: String,
+    /// The judge prompt's version id.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt_id: String,
+    /// The judge prompt's hash.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub prompt_hash: String,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in USD, when the model is priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Latency of the call (or the cache lookup), milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+impl AuditJudge {
+    /// The loggable part of a judge report.
+    pub fn from_report(j: &rampart_core::JudgeReport) -> AuditJudge {
+        use rampart_core::CacheStatus;
+        let cache = match j.cache {
+            CacheStatus::Off => "off",
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::ReplayMiss => "replay_miss",
+        };
+        AuditJudge {
+            layer: j.layer.clone(),
+            called: j.called,
+            triggers: j.triggers.iter().map(|t| t.name().to_string()).collect(),
+            outcome: j.outcome.map(|o| o.name().to_string()),
+            intent_label: j
+                .intent_label
+                .or(j.verdict.as_ref().map(|v| v.intent_label))
+                .map(|l| l.name().to_string()),
+            confidence: j.verdict.as_ref().map(|v| v.confidence),
+            explanation: j.verdict.as_ref().map(|v| v.explanation.clone()),
+            cache: cache.to_string(),
+            model: j.model.clone(),
+            prompt_id: j.prompt_id.clone(),
+            prompt_hash: j.prompt_hash.clone(),
+            input_tokens: j.input_tokens,
+            output_tokens: j.output_tokens,
+            cost_usd: j.cost_usd,
+            latency_ms: j.latency_ms,
+        }
+    }
 }
 
 /// One finding as logged: which rule, never where or what it matched.
@@ -98,6 +186,7 @@ impl AuditRecord {
             layer_timings_us,
             elapsed_us: d.elapsed_us,
             degraded: d.degraded,
+            judge: d.judge.as_ref().map(AuditJudge::from_report),
         }
     }
 

@@ -41,6 +41,13 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         PRIMARY KEY (decision_id, seq)
     ) WITHOUT ROWID;
     CREATE INDEX findings_rule ON findings (rule_id, decision_id);",
+    // 1 -> 2: the intent layer's report (NULL for decisions without a judge layer, and for
+    // every record written before), with its label and outcome as columns to filter on.
+    "ALTER TABLE decisions ADD COLUMN judge_json TEXT;
+    ALTER TABLE decisions ADD COLUMN judge_intent_label TEXT;
+    ALTER TABLE decisions ADD COLUMN judge_outcome TEXT;
+    CREATE INDEX decisions_judge_label_time ON decisions (judge_intent_label, time_ms);
+    CREATE INDEX decisions_judge_outcome_time ON decisions (judge_outcome, time_ms);",
 ];
 
 fn sq(path: &Path) -> impl FnOnce(rusqlite::Error) -> AuditError {
@@ -260,5 +267,53 @@ pub(crate) fn prune_all(
         if n < PRUNE_CHUNK {
             return Ok(total);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AuditFilter, AuditReader};
+
+    /// A log written by a build before the judge columns is upgraded when the writer opens
+    /// it, and its records read back without a judge.
+    #[test]
+    fn a_version_1_log_is_migrated_and_its_records_have_no_judge() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "application_id", APPLICATION_ID)
+                .unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO decisions (time_ms, request_id, key_id, endpoint, input_hash,
+                    hash_key_id, action, risk, policy_version, findings_json,
+                    layer_timings_json, elapsed_us, degraded)
+                 VALUES (1, 'old-1', NULL, 'scan', 'h', 'k', 'ALLOW', 'low_risk', 'p', '[]',
+                    '{}', 5, 0)",
+                [],
+            )
+            .unwrap();
+        }
+        let e = AuditReader::open(&path).unwrap_err();
+        assert!(e.to_string().contains("older than this build"), "{e}");
+        let conn = open_writer(&path, crate::Synchronous::Normal, Duration::from_secs(5)).unwrap();
+        let version: u32 = conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        drop(conn);
+        let reader = AuditReader::open(&path).unwrap();
+        let all = reader.query(&AuditFilter::default()).unwrap();
+        assert_eq!(all.len(), 1);
+        assert_eq!(all[0].record.request_id, "old-1");
+        assert_eq!(all[0].record.judge, None);
+        let judged = AuditFilter {
+            judge_outcome: Some("ok".into()),
+            ..AuditFilter::default()
+        };
+        assert_eq!(reader.count(&judged).unwrap(), 0);
     }
 }

@@ -416,8 +416,8 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
         let mut ins_d = tx.prepare_cached(
             "INSERT INTO decisions (time_ms, request_id, key_id, endpoint, input_hash,
                 hash_key_id, action, risk, policy_version, findings_json, layer_timings_json,
-                elapsed_us, degraded)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                elapsed_us, degraded, judge_json, judge_intent_label, judge_outcome)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
         )?;
         let mut ins_f = tx.prepare_cached(
             "INSERT INTO findings (decision_id, seq, rule_id, category, strength, layer)
@@ -427,6 +427,15 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
         for Job { rec, .. } in batch {
             let findings = serde_json::to_string(&rec.findings).map_err(json)?;
             let timings = serde_json::to_string(&rec.layer_timings_us).map_err(json)?;
+            let judge = rec
+                .judge
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(json)?;
+            let (label, outcome) = rec.judge.as_ref().map_or((None, None), |j| {
+                (j.intent_label.clone(), j.outcome.clone())
+            });
             let id = ins_d.insert(params![
                 rec.time_ms,
                 rec.request_id,
@@ -441,6 +450,9 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
                 timings,
                 clamp_i64(rec.elapsed_us),
                 rec.degraded,
+                judge,
+                label,
+                outcome,
             ])?;
             for (seq, f) in rec.findings.iter().enumerate() {
                 ins_f.execute(params![

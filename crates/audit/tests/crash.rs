@@ -35,6 +35,7 @@ fn record(request_id: String) -> AuditRecord {
         layer_timings_us: BTreeMap::from([("rules".into(), 5)]),
         elapsed_us: 6,
         degraded: false,
+        judge: None,
     }
 }
 

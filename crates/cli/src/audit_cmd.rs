@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rampart_audit::{
-    AuditFilter, AuditReader, ExportFormat, StoredRecord, format_time_ms, now_ms,
+    AuditFilter, AuditJudge, AuditReader, ExportFormat, StoredRecord, format_time_ms, now_ms,
     parse_duration_ms, parse_time,
 };
 use std::fmt::Write as _;
@@ -50,6 +50,61 @@ pub struct FilterArgs {
     /// Only records of this endpoint (scan, scan_batch, scan_output, chat_completions…).
     #[arg(long, value_name = "NAME")]
     pub endpoint: Option<String>,
+    /// Only records whose judge (intent layer) gave this label.
+    #[arg(long, value_enum, ignore_case = true)]
+    pub intent_label: Option<IntentLabelArg>,
+    /// Only records whose judge call ended this way (ok, timeout, http_error…).
+    #[arg(long, value_enum, ignore_case = true)]
+    pub judge_outcome: Option<JudgeOutcomeArg>,
+}
+
+/// `--intent-label`: the judge's labels.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum IntentLabelArg {
+    Benign,
+    Suspicious,
+    Malicious,
+}
+
+impl From<IntentLabelArg> for rampart_core::IntentLabel {
+    fn from(a: IntentLabelArg) -> Self {
+        match a {
+            IntentLabelArg::Benign => rampart_core::IntentLabel::Benign,
+            IntentLabelArg::Suspicious => rampart_core::IntentLabel::Suspicious,
+            IntentLabelArg::Malicious => rampart_core::IntentLabel::Malicious,
+        }
+    }
+}
+
+/// `--judge-outcome`: how a judge call can end.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum JudgeOutcomeArg {
+    Ok,
+    Refused,
+    Unparseable,
+    Empty,
+    Truncated,
+    Timeout,
+    #[value(name = "http_error")]
+    HttpError,
+    #[value(name = "budget_exhausted")]
+    BudgetExhausted,
+}
+
+impl From<JudgeOutcomeArg> for rampart_core::JudgeOutcome {
+    fn from(a: JudgeOutcomeArg) -> Self {
+        use rampart_core::JudgeOutcome as O;
+        match a {
+            JudgeOutcomeArg::Ok => O::Ok,
+            JudgeOutcomeArg::Refused => O::Refused,
+            JudgeOutcomeArg::Unparseable => O::Unparseable,
+            JudgeOutcomeArg::Empty => O::Empty,
+            JudgeOutcomeArg::Truncated => O::Truncated,
+            JudgeOutcomeArg::Timeout => O::Timeout,
+            JudgeOutcomeArg::HttpError => O::HttpError,
+            JudgeOutcomeArg::BudgetExhausted => O::BudgetExhausted,
+        }
+    }
 }
 
 /// `--action`: the decisions the audit log records.
@@ -141,6 +196,12 @@ impl FilterArgs {
             key_id: self.key.clone(),
             request_id: self.request.clone(),
             endpoint: self.endpoint.clone(),
+            intent_label: self
+                .intent_label
+                .map(|l| rampart_core::IntentLabel::from(l).name().to_owned()),
+            judge_outcome: self
+                .judge_outcome
+                .map(|o| rampart_core::JudgeOutcome::from(o).name().to_owned()),
             limit: None,
             newest_first: false,
         };
@@ -267,11 +328,63 @@ fn printable(s: &str) -> String {
     }
 }
 
+/// The JUDGE cell: the label and confidence, the failed outcome, or `-` when the judge was
+/// not asked.
+fn judge_cell(j: &AuditJudge) -> String {
+    if !j.called {
+        return "-".to_string();
+    }
+    match (&j.intent_label, j.confidence) {
+        (Some(l), Some(c)) => format!("{l} {c:.2}"),
+        (Some(l), None) => l.clone(),
+        _ => j.outcome.clone().unwrap_or_else(|| "?".to_string()),
+    }
+}
+
+/// One line per record the judge was asked about: triggers, model, cost, and the
+/// explanation (redacted by the judge layer before it was logged).
+fn judge_lines(records: &[StoredRecord]) -> String {
+    let mut out = String::new();
+    for r in records {
+        let Some(j) = r.record.judge.as_ref().filter(|j| j.called) else {
+            continue;
+        };
+        let cost = j
+            .cost_usd
+            .map_or_else(|| "unpriced".to_string(), |c| format!("${c:.6}"));
+        let _ = write!(
+            out,
+            "  {}: {} via {} · {} · {} · {}+{} tokens · {cost} · {} ms",
+            printable(&r.record.request_id),
+            printable(j.outcome.as_deref().unwrap_or("?")),
+            printable(&j.triggers.join("+")),
+            printable(if j.model.is_empty() { "-" } else { &j.model }),
+            printable(&j.cache),
+            j.input_tokens,
+            j.output_tokens,
+            j.latency_ms,
+        );
+        if let Some(e) = &j.explanation {
+            let _ = write!(out, "\n    {}", printable(e));
+        }
+        out.push('\n');
+    }
+    if out.is_empty() {
+        out
+    } else {
+        format!("judge:\n{out}")
+    }
+}
+
 fn table(records: &[StoredRecord]) -> String {
-    const HEAD: [&str; 8] = [
-        "TIME", "ACTION", "RISK", "ENDPOINT", "KEY", "REQUEST", "RULES", "ELAPSED",
+    const HEAD: [&str; 9] = [
+        "TIME", "ACTION", "RISK", "ENDPOINT", "KEY", "REQUEST", "RULES", "ELAPSED", "JUDGE",
     ];
-    let rows: Vec<[String; 8]> = records
+    // The JUDGE column only where some record has a judge: pipelines without one print the
+    // table they always did.
+    let judged = records.iter().any(|r| r.record.judge.is_some());
+    let columns = if judged { HEAD.len() } else { HEAD.len() - 1 };
+    let rows: Vec<Vec<String>> = records
         .iter()
         .map(|r| {
             let rec = &r.record;
@@ -279,7 +392,7 @@ fn table(records: &[StoredRecord]) -> String {
             if rec.degraded {
                 action.push('*');
             }
-            [
+            let mut row = vec![
                 format_time_ms(rec.time_ms),
                 printable(&action),
                 printable(&rec.risk),
@@ -288,22 +401,31 @@ fn table(records: &[StoredRecord]) -> String {
                 printable(&rec.request_id),
                 printable(&rec.rule_ids().join(",")),
                 format!("{}us", rec.elapsed_us),
-            ]
+            ];
+            if judged {
+                row.push(printable(
+                    &rec.judge
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), judge_cell),
+                ));
+            }
+            row
         })
         .collect();
     if rows.is_empty() {
         return String::new();
     }
-    let mut widths = HEAD.map(|h| h.chars().count());
+    let mut widths: Vec<usize> = HEAD[..columns].iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in std::iter::once(HEAD.map(str::to_string)).chain(rows) {
+    let head: Vec<String> = HEAD[..columns].iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(head).chain(rows) {
         let mut line = String::new();
-        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
             if i + 1 == row.len() {
                 line.push_str(cell);
             } else {
@@ -316,6 +438,7 @@ fn table(records: &[StoredRecord]) -> String {
     if records.iter().any(|r| r.record.degraded) {
         out.push_str("(* degraded: a layer failed or timed out and the fail mode decided)\n");
     }
+    out.push_str(&judge_lines(records));
     out
 }
 
@@ -323,7 +446,7 @@ fn table(records: &[StoredRecord]) -> String {
 mod tests {
     use super::*;
     use clap::Parser;
-    use rampart_audit::{AuditConfig, AuditFinding, AuditLog, AuditRecord};
+    use rampart_audit::{AuditConfig, AuditFinding, AuditJudge, AuditLog, AuditRecord};
     use std::future::Future;
     use std::sync::Arc;
     use std::task::{Context as TaskContext, Poll, Wake, Waker};
@@ -378,6 +501,7 @@ mod tests {
             layer_timings_us: [("rules".to_string(), 5)].into(),
             elapsed_us: 7,
             degraded: false,
+            judge: None,
         }
     }
 
@@ -505,6 +629,100 @@ mod tests {
         );
         assert!(run_args(&["query", "--db", db, "--action", "DENY"]).is_err());
         assert!(run_args(&["export", "--db", db, "--format", "xml"]).is_err());
+    }
+
+    fn judged(label: Option<&str>, outcome: &str) -> AuditJudge {
+        AuditJudge {
+            layer: "judge".into(),
+            called: true,
+            triggers: vec!["deferred".into()],
+            outcome: Some(outcome.into()),
+            intent_label: label.map(str::to_string),
+            confidence: label.map(|_| 0.8),
+            explanation: label.map(|_| "asks to reveal [input 0:4..40]".to_string()),
+            cache: "miss".into(),
+            model: "smollm2".into(),
+            prompt_id: "judge-v1".into(),
+            prompt_hash: "abcd".into(),
+            input_tokens: 300,
+            output_tokens: 40,
+            cost_usd: None,
+            latency_ms: 950,
+        }
+    }
+
+    #[test]
+    fn query_shows_and_filters_the_judge() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let log = AuditLog::open(AuditConfig::at(&path)).unwrap();
+        let w = log.writer();
+        let mut recs: Vec<AuditRecord> = (0..3).map(|i| record(i, 1000 - i)).collect();
+        recs[0].judge = Some(judged(Some("malicious"), "ok"));
+        recs[1].judge = Some(judged(None, "http_error"));
+        for r in recs {
+            block_on(w.append(r)).unwrap();
+        }
+        log.shutdown().unwrap();
+        let db = path.to_str().unwrap();
+
+        let out = run_args(&["query", "--db", db]).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].ends_with("JUDGE"), "{out}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("req-0") && l.ends_with("malicious 0.80")),
+            "{out}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("req-1") && l.ends_with("http_error")),
+            "{out}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("req-2") && l.ends_with('-')),
+            "{out}"
+        );
+        assert!(out.contains("judge:\n"), "{out}");
+        assert!(out.contains("    asks to reveal [input 0:4..40]"), "{out}");
+        assert!(
+            out.contains(
+                "req-0: ok via deferred · smollm2 · miss · 300+40 tokens · unpriced · 950 ms"
+            ),
+            "{out}"
+        );
+
+        let out =
+            run_args(&["query", "--db", db, "--intent-label", "MALICIOUS", "--json"]).unwrap();
+        let got: Vec<StoredRecord> = out
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(got.len(), 1, "{out}");
+        assert_eq!(got[0].record.request_id, "req-0");
+        let j = got[0].record.judge.as_ref().unwrap();
+        assert_eq!(
+            j.explanation.as_deref(),
+            Some("asks to reveal [input 0:4..40]")
+        );
+
+        let out = run_args(&["query", "--db", db, "--judge-outcome", "http_error"]).unwrap();
+        assert!(out.contains("req-1") && !out.contains("req-0"), "{out}");
+        assert!(out.ends_with("1 record\n"), "{out}");
+        assert!(run_args(&["query", "--db", db, "--judge-outcome", "error"]).is_err());
+    }
+
+    #[test]
+    fn table_without_a_judge_has_no_judge_column() {
+        let t = table(&[StoredRecord {
+            id: 1,
+            record: record(1, 0),
+        }]);
+        assert!(!t.contains("JUDGE") && !t.contains("judge:"), "{t}");
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct EvalArgs {
     /// Evaluate at most N records of each dataset (the first N).
     #[arg(long, value_name = "N")]
     pub limit: Option<usize>,
+    /// Judge layers answer from their cache only (`mode = "replay"`): no model calls, free
+    /// and deterministic. A prompt not in the cache is a `replay_miss`, which the layer's
+    /// fail mode decides. Needs a configuration with a judge layer that has a cache.
+    #[arg(long)]
+    pub judge_cache_only: bool,
 }
 
 impl EvalArgs {
@@ -107,6 +112,21 @@ fn parse_config_spec(spec: &str) -> Result<(String, Option<PathBuf>)> {
     bail!("--config {spec:?}: no such file (use FILE, NAME=FILE or `default`)")
 }
 
+/// Sets every judge layer of `config` to answer from its cache only; whether it has one.
+fn replay_judges(config: &mut rampart_core::PipelineConfig) -> Result<bool> {
+    let mut any = false;
+    for layer in config
+        .layers
+        .iter_mut()
+        .filter(|l| l.kind == rampart_core::JUDGE_KIND)
+    {
+        rampart_judge::force_replay(&mut layer.options)
+            .map_err(|e| anyhow::anyhow!("--judge-cache-only: {e}"))?;
+        any = true;
+    }
+    Ok(any)
+}
+
 pub fn run(args: &EvalArgs) -> Result<u8> {
     // Everything that can fail fast does so before any scan.
     let gates = args
@@ -125,16 +145,27 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
             .collect::<Result<_>>()?
     };
     let mut configs = Vec::with_capacity(specs.len());
+    let mut judged = false;
     for (name, file) in specs {
         let origin = file.as_ref().map_or_else(
             || "the embedded configuration".to_string(),
             |p| p.display().to_string(),
         );
-        let pipeline = args
-            .pipeline_args(file)
-            .build()
-            .with_context(|| format!("configuration {name:?} ({origin})"))?;
+        let pipeline = (|| -> Result<rampart_core::Pipeline> {
+            let mut config = args.pipeline_args(file).load()?;
+            if args.judge_cache_only {
+                judged |= replay_judges(&mut config)?;
+            }
+            Ok(rampart_core::Pipeline::from_config_with(
+                config,
+                &crate::registry::registry(),
+            )?)
+        })()
+        .with_context(|| format!("configuration {name:?} ({origin})"))?;
         configs.push(NamedPipeline::new(name, pipeline));
+    }
+    if args.judge_cache_only && !judged {
+        bail!("--judge-cache-only: no configuration has a judge layer (kind = \"judge\")");
     }
 
     let data_dir = args.data_dir();

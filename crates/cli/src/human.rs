@@ -1,6 +1,6 @@
 //! Human-readable explanation of a decision (for a terminal; `--json` is for machines).
 
-use rampart_core::{ScanOutcome, ScanRequest};
+use rampart_core::{JudgeReport, JudgeTrigger, ScanOutcome, ScanRequest};
 use std::io::{self, Write};
 
 /// Longest excerpt of matched text shown per finding.
@@ -88,9 +88,18 @@ pub fn write(
     let layers: Vec<String> = d
         .layers
         .iter()
-        .map(|l| format!("{} {} {} {}us", l.layer, l.risk, l.action, l.elapsed_us))
+        .map(|l| {
+            let undecided = if l.undecided { " (undecided)" } else { "" };
+            format!(
+                "{} {} {}{undecided} {}us",
+                l.layer, l.risk, l.action, l.elapsed_us
+            )
+        })
         .collect();
     writeln!(out, "  layers: {}", layers.join("; "))?;
+    if let Some(j) = &d.judge {
+        write_judge(out, j)?;
+    }
     if let Some(s) = outcome.sanitized.as_ref().filter(|_| show_matches) {
         for seg in s {
             writeln!(
@@ -106,4 +115,217 @@ pub fn write(
         d.input_hash, d.hash_key_id, d.elapsed_us
     )?;
     Ok(())
+}
+
+/// One trigger, for a terminal: the kind and what fired it (never input text).
+pub fn trigger_text(t: &JudgeTrigger) -> String {
+    match t {
+        JudgeTrigger::AmbiguousScore { layer, score, band } => format!(
+            "ambiguous_score ({layer} {score:.3} in [{}, {}])",
+            band[0], band[1]
+        ),
+        JudgeTrigger::Deferred { layer, score } => format!("deferred ({layer} {score:.3})"),
+        JudgeTrigger::LayerConflict {
+            rules,
+            rules_flagged,
+            classifier,
+            score,
+        } => format!(
+            "layer_conflict ({rules} {}, {classifier} {score:.3})",
+            if *rules_flagged { "flagged" } else { "clean" }
+        ),
+        JudgeTrigger::NeedsJudgement { rule_id } => format!("needs_judgement ({rule_id})"),
+        JudgeTrigger::Conversation { reason } => format!("conversation ({reason})"),
+        JudgeTrigger::Direct => "direct".to_string(),
+    }
+}
+
+/// The intent layer's part of a decision: why it was (or was not) asked, how the call
+/// ended, the verdict with its (redacted) explanation, and what it cost.
+pub fn write_judge(out: &mut impl Write, j: &JudgeReport) -> io::Result<()> {
+    if !j.called {
+        return writeln!(
+            out,
+            "  judge {}: not called ({})",
+            j.layer,
+            j.not_called.as_deref().unwrap_or("no trigger fired")
+        );
+    }
+    let triggers: Vec<String> = j.triggers.iter().map(trigger_text).collect();
+    let outcome = j.outcome.map_or("-", |o| o.name());
+    writeln!(
+        out,
+        "  judge {}: {}  trigger: {}",
+        j.layer,
+        outcome,
+        if triggers.is_empty() {
+            "-".to_string()
+        } else {
+            triggers.join(", ")
+        }
+    )?;
+    if let Some(detail) = &j.outcome_detail {
+        writeln!(out, "    detail: {}", detail.escape_debug())?;
+    }
+    if let Some(v) = &j.verdict {
+        writeln!(
+            out,
+            "    label: {}  confidence: {:.2}",
+            v.intent_label, v.confidence
+        )?;
+        writeln!(out, "    explanation: {}", v.explanation.escape_debug())?;
+        for e in &v.evidence {
+            let at = match (e.segment, e.span) {
+                (Some(s), Some(sp)) => format!("  seg {s} bytes {}..{}", sp.start, sp.end),
+                (None, Some(sp)) => format!("  bytes {}..{}", sp.start, sp.end),
+                _ => String::new(),
+            };
+            writeln!(out, "    evidence: {}{at}", e.signal.escape_debug())?;
+        }
+    }
+    if let (Some(without), Some(with)) = (j.action_without_judge, j.action_with_judge) {
+        writeln!(
+            out,
+            "    verdict without the judge: {without}, with it: {with}"
+        )?;
+    }
+    let cost = j
+        .cost_usd
+        .map_or_else(|| "unpriced".to_string(), |c| format!("${c:.6}"));
+    writeln!(
+        out,
+        "    cost: {cost}  tokens: {} in / {} out  latency: {} ms  attempts: {}  cache: {}",
+        j.input_tokens,
+        j.output_tokens,
+        j.latency_ms,
+        j.attempts,
+        cache_name(j.cache)
+    )?;
+    if !j.model.is_empty() || !j.prompt_id.is_empty() {
+        writeln!(
+            out,
+            "    model: {}  prompt: {} ({})",
+            if j.model.is_empty() { "-" } else { &j.model },
+            if j.prompt_id.is_empty() {
+                "-"
+            } else {
+                &j.prompt_id
+            },
+            if j.prompt_hash.is_empty() {
+                "-"
+            } else {
+                &j.prompt_hash
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// The cache status's name, as in JSON.
+pub fn cache_name(c: rampart_core::CacheStatus) -> &'static str {
+    match c {
+        rampart_core::CacheStatus::Off => "off",
+        rampart_core::CacheStatus::Hit => "hit",
+        rampart_core::CacheStatus::Miss => "miss",
+        rampart_core::CacheStatus::ReplayMiss => "replay_miss",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rampart_core::{
+        Action, CacheStatus, IntentLabel, JudgeEvidence, JudgeOutcome, JudgeVerdict, Span,
+    };
+
+    fn called() -> JudgeReport {
+        let mut r = JudgeReport::not_called("judge", "");
+        r.not_called = None;
+        r.called = true;
+        r.cache = CacheStatus::Hit;
+        r.model = "smollm2-135m".into();
+        r.prompt_id = "judge-v1".into();
+        r.prompt_hash = "0123456789abcdef".into();
+        r.input_tokens = 412;
+        r.output_tokens = 57;
+        r.latency_ms = 1234;
+        r.attempts = 1;
+        r
+    }
+
+    fn text(j: &JudgeReport) -> String {
+        let mut out = Vec::new();
+        write_judge(&mut out, j).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn judge_block_shows_trigger_outcome_label_cost_latency_and_explanation() {
+        let mut j = called();
+        j.triggers = vec![JudgeTrigger::Deferred {
+            layer: "linear".into(),
+            score: 0.55,
+        }];
+        j.outcome = Some(JudgeOutcome::Ok);
+        j.intent_label = Some(IntentLabel::Suspicious);
+        j.verdict = Some(JudgeVerdict {
+            intent_label: IntentLabel::Suspicious,
+            confidence: 0.7,
+            explanation: "asks to drop its rules ([input 0:0..31])".into(),
+            evidence: vec![JudgeEvidence {
+                signal: "instruction override".into(),
+                segment: Some(0),
+                span: Some(Span { start: 0, end: 31 }),
+            }],
+        });
+        j.cost_usd = Some(0.0001);
+        j.action_without_judge = Some(Action::Allow);
+        j.action_with_judge = Some(Action::Sanitize);
+        let t = text(&j);
+        assert!(
+            t.contains("judge judge: ok  trigger: deferred (linear 0.550)"),
+            "{t}"
+        );
+        assert!(t.contains("label: suspicious  confidence: 0.70"), "{t}");
+        assert!(
+            t.contains("explanation: asks to drop its rules ([input 0:0..31])"),
+            "{t}"
+        );
+        assert!(
+            t.contains("evidence: instruction override  seg 0 bytes 0..31"),
+            "{t}"
+        );
+        assert!(
+            t.contains("without the judge: ALLOW, with it: SANITIZE"),
+            "{t}"
+        );
+        assert!(
+            t.contains("cost: $0.000100  tokens: 412 in / 57 out  latency: 1234 ms"),
+            "{t}"
+        );
+        assert!(t.contains("cache: hit"), "{t}");
+        assert!(
+            t.contains("model: smollm2-135m  prompt: judge-v1 (0123456789abcdef)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn judge_block_names_a_failed_outcome_and_a_judge_not_called() {
+        let mut j = called();
+        j.triggers = vec![JudgeTrigger::Direct];
+        j.outcome = Some(JudgeOutcome::HttpError);
+        j.outcome_detail = Some("connection refused".into());
+        let t = text(&j);
+        assert!(
+            t.contains("judge judge: http_error  trigger: direct"),
+            "{t}"
+        );
+        assert!(t.contains("detail: connection refused"), "{t}");
+        assert!(!t.contains("label:"), "{t}");
+        assert!(t.contains("cost: unpriced"), "{t}");
+
+        let t = text(&JudgeReport::not_called("judge", "no trigger fired"));
+        assert_eq!(t, "  judge judge: not called (no trigger fired)\n");
+    }
 }

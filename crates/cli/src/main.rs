@@ -13,6 +13,7 @@ mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;
 mod human;
+mod judge_cmd;
 mod models_cmd;
 mod registry;
 mod rules_cmd;
@@ -54,6 +55,9 @@ struct Cli {
 enum Command {
     /// Scan text (argument, stdin, file) or a JSONL batch and print the decision.
     Scan(scan::ScanArgs),
+    /// Ask a configuration's intent layer (LLM judge) about a text directly: label,
+    /// confidence, explanation, evidence, cost, latency.
+    Judge(judge_cmd::JudgeArgs),
     /// Validate, test, lint and list rule packs.
     Rules {
         #[command(subcommand)]
@@ -138,6 +142,12 @@ pub struct PipelineArgs {
 impl PipelineArgs {
     /// Loads the configuration, applies the command-line overrides, builds the pipeline.
     pub fn build(&self) -> Result<Pipeline> {
+        let config = self.load()?;
+        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
+    }
+
+    /// Loads the configuration and applies the command-line overrides.
+    pub fn load(&self) -> Result<PipelineConfig> {
         let mut config = match &self.config {
             Some(p) => PipelineConfig::from_path(p)?,
             None => default_config()?,
@@ -149,7 +159,7 @@ impl PipelineArgs {
             config.edit_rules_layers(|o| o.default_pack = false)?;
         }
         config.add_rule_packs(&self.rules)?;
-        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
+        Ok(config)
     }
 }
 
@@ -168,6 +178,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Command::Scan(args) => scan::run(&args),
+        Command::Judge(args) => judge_cmd::run(&args),
         Command::Rules { command } => rules_cmd::run(&command),
         Command::Config { command } => config_cmd(&command),
         Command::Serve(args) => serve_cmd::run(&args),

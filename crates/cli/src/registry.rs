@@ -12,6 +12,7 @@ pub fn registry() -> Registry {
     // One line per layer crate, e.g. `r.register(Box::new(rampart_classify::LinearFactory));`
     r.register(Box::new(rampart_classify::LinearFactory));
     r.register(Box::new(Transformer));
+    r.register(Box::new(rampart_judge::JudgeFactory::default()));
     r
 }
 

@@ -2,7 +2,10 @@
 //! `reports/evals/eval_{YYYYMMDD_HHMMSS}_{DATASET}.jsonl`. Records carry ids, the keyed input
 //! hash, labels, outcomes, scores and findings: never prompt text.
 
-use rampart_core::{Action, Category, LayerStatus, RiskClass, Span, Strength, ViewKind};
+use rampart_core::{
+    Action, CacheStatus, Category, IntentLabel, JudgeOutcome, JudgeReport, LayerStatus, RiskClass,
+    Span, Strength, ViewKind,
+};
 use rampart_datasets::{Channel, Label, PayloadPosition, Split};
 use serde::{Deserialize, Serialize};
 
@@ -143,4 +146,79 @@ pub struct EvalLogRecord {
     /// (fail closed) and carry action BLOCK.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The intent layer's part of the decision, when the configuration has a judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeLog>,
+}
+
+/// The intent layer's report for one prompt: whether and why it was asked, how the call
+/// ended, the verdict, what it cost, and the verdict without and with it. The explanation is
+/// the decision's, already redacted by the judge layer (runs copied from the input replaced
+/// by span references); evidence is left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeLog {
+    /// The judge layer's name.
+    pub layer: String,
+    /// Whether the model was asked (or the cache answered for it).
+    pub called: bool,
+    /// The kinds of the triggers that fired.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<String>,
+    /// How the call ended, when called.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<JudgeOutcome>,
+    /// The verdict's label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_label: Option<IntentLabel>,
+    /// The verdict's confidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f32>,
+    /// The verdict's explanation, as redacted by the judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+    /// Cache status.
+    pub cache: CacheStatus,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in USD, when the model is priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// Latency of the call (or the cache lookup), milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+    /// The verdict the other layers gave on their own, when the judge gave a verdict.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_without_judge: Option<Action>,
+    /// The verdict with the judge, when it gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action_with_judge: Option<Action>,
+}
+
+impl JudgeLog {
+    /// The loggable part of a judge report.
+    pub fn from_report(j: &JudgeReport) -> JudgeLog {
+        JudgeLog {
+            layer: j.layer.clone(),
+            called: j.called,
+            triggers: j.triggers.iter().map(|t| t.name().to_string()).collect(),
+            outcome: j.outcome,
+            intent_label: j
+                .intent_label
+                .or(j.verdict.as_ref().map(|v| v.intent_label)),
+            confidence: j.verdict.as_ref().map(|v| v.confidence),
+            explanation: j.verdict.as_ref().map(|v| v.explanation.clone()),
+            cache: j.cache,
+            input_tokens: j.input_tokens,
+            output_tokens: j.output_tokens,
+            cost_usd: j.cost_usd,
+            latency_ms: j.latency_ms,
+            action_without_judge: j.action_without_judge,
+            action_with_judge: j.action_with_judge,
+        }
+    }
 }

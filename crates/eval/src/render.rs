@@ -172,6 +172,117 @@ fn results_table(s: &Summary) -> Table {
     t
 }
 
+/// `k=v, k=v` of a count map.
+fn counts(m: &BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "-".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn ms(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".into(), |x| format!("{x} ms"))
+}
+
+/// The intent layer per report: calls, cache, tokens, cost, latency of the model calls,
+/// outcomes and triggers. `None` when no configuration has a judge layer.
+fn judge_table(s: &Summary) -> Option<Table> {
+    let judged: Vec<_> = s
+        .reports
+        .iter()
+        .filter_map(|r| r.judge.as_ref().map(|j| (r, j)))
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "layer",
+        "prompts",
+        "calls",
+        "cache hits",
+        "tokens in",
+        "tokens out",
+        "cost (USD)",
+        "p50",
+        "p95",
+        "outcomes",
+        "triggers",
+        "labels",
+    ]);
+    for (r, j) in judged {
+        let cost = if j.priced_calls > 0 {
+            format!("{:.6}", j.cost_usd)
+        } else {
+            "unpriced".into()
+        };
+        t.row(vec![
+            r.dataset.clone(),
+            r.config.clone(),
+            j.layer.clone(),
+            r.prompts.to_string(),
+            j.calls.to_string(),
+            j.cache_hits.to_string(),
+            j.input_tokens.to_string(),
+            j.output_tokens.to_string(),
+            cost,
+            ms(j.latency_ms.map(|l| l.p50)),
+            ms(j.latency_ms.map(|l| l.p95)),
+            counts(&j.outcomes),
+            counts(&j.triggers),
+            counts(&j.labels),
+        ]);
+    }
+    Some(t)
+}
+
+/// How the judge changed decisions on the prompts it gave a verdict for: the verdict
+/// transitions, and TPR/FPR without and with it.
+fn judge_effect_table(s: &Summary) -> Option<Table> {
+    let judged: Vec<_> = s
+        .reports
+        .iter()
+        .filter_map(|r| r.judge.as_ref().map(|j| (r, j)))
+        .collect();
+    if judged.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "with a verdict",
+        "attacks",
+        "benign",
+        "TPR without → with",
+        "FPR without → with",
+        "transitions (without -> with)",
+    ]);
+    for (r, j) in judged {
+        let (a, b) = (&j.without_judge, &j.with_judge);
+        t.row(vec![
+            r.dataset.clone(),
+            r.config.clone(),
+            a.confusion.total().to_string(),
+            (a.confusion.tp + a.confusion.fn_).to_string(),
+            (a.confusion.fp + a.confusion.tn).to_string(),
+            format!("{} → {}", pct(a.tpr), pct(b.tpr)),
+            format!("{} → {}", pct(a.fpr), pct(b.fpr)),
+            counts(&j.transitions),
+        ]);
+    }
+    Some(t)
+}
+
+/// What the judge tables count.
+const JUDGE_NOTE: &str = "Calls: prompts the judge was asked about (its triggers fired), \
+cache hits included. p50/p95: latency of the calls that went to the model. Transitions and \
+TPR/FPR are over the calls that gave a verdict: the other layers' verdict on their own \
+against the verdict with the judge (before the SANITIZE and data-channel adjustments).";
+
 /// Side by side: one row per dataset, the configurations next to each other under each
 /// metric.
 fn comparison_table(s: &Summary) -> Option<Table> {
@@ -573,6 +684,15 @@ pub fn markdown_headline(s: &Summary) -> String {
         md.push_str(&t.md());
         let _ = writeln!(md, "\n{CHANNEL_NOTE}");
     }
+    if let Some(t) = judge_table(s) {
+        md.push_str("\n## Intent layer (judge)\n\n");
+        md.push_str(&t.md());
+        if let Some(t) = judge_effect_table(s) {
+            md.push_str("\n**How the judge changed decisions**\n\n");
+            md.push_str(&t.md());
+        }
+        let _ = writeln!(md, "\n{JUDGE_NOTE}");
+    }
     if let Some(t) = gates_table(s) {
         let failed = s.gates.iter().filter(|g| !g.passed).count();
         let _ = write!(
@@ -668,6 +788,15 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
             "<p class=\"note\">{}</p>",
             esc_html(&CHANNEL_NOTE.replace('`', ""))
         );
+    }
+    if let Some(t) = judge_table(s) {
+        h.push_str("<h2>Intent layer (judge)</h2>\n");
+        h.push_str(&t.html());
+        if let Some(t) = judge_effect_table(s) {
+            h.push_str("<h3>How the judge changed decisions</h3>\n");
+            h.push_str(&t.html());
+        }
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc_html(JUDGE_NOTE));
     }
     h.push_str("<h2>Plots</h2>\n");
     h.push_str(&plots_html(run)?);

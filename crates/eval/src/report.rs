@@ -217,6 +217,108 @@ pub struct DatasetReport {
     /// Fine labels × action, when the data has labels other than attack/benign.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fine_labels: Option<FineLabels>,
+    /// The intent layer (LLM judge): calls, cost, latency and how it changed decisions,
+    /// when the configuration has a judge layer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeStats>,
+}
+
+/// What a configuration's judge layer did over a dataset (or pool).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeStats {
+    /// The judge layer's name.
+    pub layer: String,
+    /// Prompts the judge was asked about (its triggers fired): model calls and cache hits.
+    pub calls: u64,
+    /// Of them, answered by the cache (no model call).
+    pub cache_hits: u64,
+    /// Of them, not in the cache in replay-only mode (no call; the fail mode decided).
+    pub replay_misses: u64,
+    /// Input tokens over the calls.
+    pub input_tokens: u64,
+    /// Output tokens over the calls.
+    pub output_tokens: u64,
+    /// Cost in USD over the priced calls.
+    pub cost_usd: f64,
+    /// Calls whose model has a price (the others cost nothing here).
+    pub priced_calls: u64,
+    /// Latency of the judged prompts that went to the model (cache hits and replay misses
+    /// left out), milliseconds.
+    pub latency_ms: Option<Latency>,
+    /// Calls by outcome (`ok`, `timeout`, `http_error`…; `replay_miss` for a prompt not in
+    /// the cache in replay-only mode).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Calls by trigger kind (a call with several triggers counts under each).
+    pub triggers: BTreeMap<String, u64>,
+    /// Verdicts by intent label.
+    pub labels: BTreeMap<String, u64>,
+    /// On the calls with a verdict: `"ALLOW -> BLOCK"` → prompts, the verdict the other
+    /// layers gave on their own and the verdict with the judge.
+    pub transitions: BTreeMap<String, u64>,
+    /// On the calls with a verdict: the other layers' verdicts against the labels.
+    pub without_judge: Breakdown,
+    /// On the calls with a verdict: the verdicts with the judge against the labels.
+    pub with_judge: Breakdown,
+}
+
+impl JudgeStats {
+    /// Computes the stats over the log records that carry a judge report; `None` when none
+    /// does (the configuration has no judge layer).
+    pub fn compute<'a>(logs: impl IntoIterator<Item = &'a EvalLogRecord>) -> Option<JudgeStats> {
+        use rampart_core::{Action, CacheStatus};
+        let mut s = JudgeStats::default();
+        let mut any = false;
+        let mut latencies = Vec::new();
+        let (mut without, mut with) = (Confusion::default(), Confusion::default());
+        for l in logs {
+            let Some(j) = &l.judge else { continue };
+            if !any {
+                s.layer = j.layer.clone();
+                any = true;
+            }
+            if !j.called {
+                continue;
+            }
+            s.calls += 1;
+            match j.cache {
+                CacheStatus::Hit => s.cache_hits += 1,
+                CacheStatus::ReplayMiss => s.replay_misses += 1,
+                CacheStatus::Off | CacheStatus::Miss => latencies.push(j.latency_ms),
+            }
+            s.input_tokens += j.input_tokens;
+            s.output_tokens += j.output_tokens;
+            if let Some(c) = j.cost_usd {
+                s.cost_usd += c;
+                s.priced_calls += 1;
+            }
+            let outcome = match (j.outcome, j.cache) {
+                (Some(o), _) => o.name(),
+                (None, CacheStatus::ReplayMiss) => "replay_miss",
+                (None, _) => "(none)",
+            };
+            *s.outcomes.entry(outcome.to_string()).or_default() += 1;
+            for t in &j.triggers {
+                *s.triggers.entry(t.clone()).or_default() += 1;
+            }
+            if let Some(label) = j.intent_label {
+                *s.labels.entry(label.name().to_string()).or_default() += 1;
+            }
+            if let (Some(a), Some(b)) = (j.action_without_judge, j.action_with_judge) {
+                *s.transitions
+                    .entry(format!("{} -> {}", a.name(), b.name()))
+                    .or_default() += 1;
+                without.add(l.attack, a != Action::Allow);
+                with.add(l.attack, b != Action::Allow);
+            }
+        }
+        if !any {
+            return None;
+        }
+        s.latency_ms = Latency::of(&latencies);
+        s.without_judge = Breakdown::from_confusion(without);
+        s.with_judge = Breakdown::from_confusion(with);
+        Some(s)
+    }
 }
 
 /// Key of the slice of prompts without a value (no category, position, carrier…).
@@ -253,6 +355,8 @@ impl DatasetReport {
         let mut fine = FineLabels::default();
         let mut fine_present = false;
         let mut label_counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+        let logs: Vec<&EvalLogRecord> = logs.into_iter().collect();
+        r.judge = JudgeStats::compute(logs.iter().copied());
         for l in logs {
             let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
             r.prompts += 1;
@@ -606,6 +710,7 @@ mod predicted_label_tests {
             transforms: Vec::new(),
             elapsed_us: 1,
             error: None,
+            judge: None,
         }
     }
 
@@ -677,6 +782,7 @@ mod breakdown_tests {
             transforms: Vec::new(),
             elapsed_us: 1,
             error: None,
+            judge: None,
         }
     }
 

@@ -2,7 +2,7 @@
 //! [`EvalLogRecord`] per (configuration, prompt).
 
 use crate::error::EvalError;
-use crate::log::{EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, LayerLog, Outcome};
+use crate::log::{EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, JudgeLog, LayerLog, Outcome};
 use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
@@ -278,6 +278,7 @@ pub fn eval_one(
         transforms: Vec::new(),
         elapsed_us,
         error: None,
+        judge: None,
     };
     match result {
         Ok(out) => fill_from_decision(&mut log, out.decision),
@@ -337,6 +338,7 @@ fn fill_from_decision(log: &mut EvalLogRecord, d: Decision) {
         .map(|t| t.kind.name().to_string())
         .collect();
     log.elapsed_us = d.elapsed_us;
+    log.judge = d.judge.as_ref().map(JudgeLog::from_report);
     log.input_hash = d.input_hash;
     log.hash_key_id = d.hash_key_id;
 }

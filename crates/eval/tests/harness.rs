@@ -279,6 +279,7 @@ fn log(
         transforms: Vec::new(),
         elapsed_us: 30,
         error: error.then(|| "request is 9 bytes; the limit is 1 bytes".into()),
+        judge: None,
     }
 }
 

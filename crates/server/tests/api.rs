@@ -761,3 +761,202 @@ async fn acknowledged_decisions_are_in_the_audit_log() {
     );
     s.stop().await;
 }
+
+/// A classifier stand-in: its score is the number after `score=` in the text.
+#[derive(Debug)]
+struct Scored;
+
+impl Detector for Scored {
+    fn name(&self) -> &str {
+        "scored"
+    }
+    fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        let text = input.segments[0].text;
+        let score = text
+            .split("score=")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next()?.parse::<f32>().ok());
+        Ok(Detection {
+            score,
+            ..Detection::default()
+        })
+    }
+}
+
+/// A judge stand-in: `malicious` when the text says `judge=malicious`, a failed call
+/// (`http_error`) when it says `judge=down`, else benign.
+#[derive(Debug)]
+struct ScriptedJudge;
+
+impl Detector for ScriptedJudge {
+    fn name(&self) -> &str {
+        "judge"
+    }
+    fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        use rampart_core::{
+            CacheStatus, IntentLabel, JudgeEvidence, JudgeOutcome, JudgeReport, JudgeTrigger,
+            JudgeVerdict, Span,
+        };
+        let text = input.segments[0].text;
+        let mut r = JudgeReport::not_called("judge", "");
+        r.not_called = None;
+        r.called = true;
+        r.triggers = vec![JudgeTrigger::Deferred {
+            layer: "scored".into(),
+            score: 0.5,
+        }];
+        r.cache = CacheStatus::Miss;
+        r.model = "scripted".into();
+        r.prompt_id = "judge-v1".into();
+        r.prompt_hash = "0123456789abcdef".into();
+        r.input_tokens = 100;
+        r.output_tokens = 20;
+        r.cost_usd = Some(0.0001);
+        r.latency_ms = 7;
+        r.attempts = 1;
+        if text.contains("judge=down") {
+            r.outcome = Some(JudgeOutcome::HttpError);
+            r.outcome_detail = Some("connection refused".into());
+        } else {
+            let label = if text.contains("judge=malicious") {
+                IntentLabel::Malicious
+            } else {
+                IntentLabel::Benign
+            };
+            r.outcome = Some(JudgeOutcome::Ok);
+            r.intent_label = Some(label);
+            r.verdict = Some(JudgeVerdict {
+                intent_label: label,
+                confidence: 0.75,
+                explanation: "the request [input 0:0..12] reads as described".into(),
+                evidence: vec![JudgeEvidence {
+                    signal: "scripted".into(),
+                    segment: Some(0),
+                    span: Some(Span { start: 0, end: 12 }),
+                }],
+            });
+        }
+        Ok(Detection {
+            judge: Some(Box::new(r)),
+            ..Detection::default()
+        })
+    }
+    fn resolves_deferred(&self) -> bool {
+        true
+    }
+}
+
+struct ScoredFactory;
+impl DetectorFactory for ScoredFactory {
+    fn kind(&self) -> &str {
+        "scored"
+    }
+    fn build(&self, _: &toml::Table) -> Result<Arc<dyn Detector>, rampart_core::BuildError> {
+        Ok(Arc::new(Scored))
+    }
+}
+
+struct ScriptedJudgeFactory;
+impl DetectorFactory for ScriptedJudgeFactory {
+    fn kind(&self) -> &str {
+        "judge"
+    }
+    fn build(&self, _: &toml::Table) -> Result<Arc<dyn Detector>, rampart_core::BuildError> {
+        Ok(Arc::new(ScriptedJudge))
+    }
+}
+
+#[tokio::test]
+async fn judged_decisions_match_the_document_and_reach_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let src = r#"version = 1
+[audit]
+path = "audit.db"
+[pipeline.inline]
+version = 1
+[[pipeline.inline.layers]]
+kind = "rules"
+[[pipeline.inline.layers]]
+kind = "scored"
+defer = [0.4, 0.7]
+[[pipeline.inline.layers]]
+kind = "judge"
+"#;
+    let mut registry = Registry::default();
+    registry.register(Box::new(ScoredFactory));
+    registry.register(Box::new(ScriptedJudgeFactory));
+    let s = start_src(dir, src, registry).await;
+    let c = client();
+    let url = s.url("/v1/scan");
+    let mut seen = Vec::new();
+    for (id, text, action, outcome) in [
+        ("j-benign", "a question score=0.5", "ALLOW", "ok"),
+        (
+            "j-malicious",
+            "a question score=0.5 judge=malicious",
+            "BLOCK",
+            "ok",
+        ),
+        (
+            "j-down",
+            "a question score=0.5 judge=down",
+            "BLOCK",
+            "http_error",
+        ),
+    ] {
+        let (st, v) = post(&c, &url, None, &json!({"text": text, "id": id})).await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(v["action"], action, "{id}: {v}");
+        assert_eq!(v["judge"]["outcome"], outcome, "{id}: {v}");
+        assert_eq!(v["judge"]["triggers"][0]["trigger"], "deferred", "{v}");
+        assert_eq!(v["layers"][2]["undecided"], true, "{v}");
+        assert!(!v.to_string().contains("a question"), "{v}");
+        check_against_doc("POST", "/v1/scan", 200, &v);
+        seen.push(v);
+    }
+    assert_eq!(seen[1]["judge"]["intent_label"], "malicious");
+    assert_eq!(
+        seen[1]["judge"]["verdict"]["evidence"][0]["span"]["end"],
+        12
+    );
+    assert_eq!(seen[2]["degraded"], true);
+
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/scan/batch"),
+        None,
+        &json!({"items": [{"text": "score=0.5 judge=malicious"}]}),
+    )
+    .await;
+    assert_eq!(st, 200);
+    assert_eq!(
+        v["results"][0]["decision"]["judge"]["intent_label"],
+        "malicious"
+    );
+    check_against_doc("POST", "/v1/scan/batch", 200, &v);
+
+    let reader = rampart_audit::AuditReader::open(&db).unwrap();
+    let judged = reader
+        .query(&rampart_audit::AuditFilter {
+            intent_label: Some("malicious".into()),
+            ..rampart_audit::AuditFilter::default()
+        })
+        .unwrap();
+    assert_eq!(judged.len(), 2, "{judged:?}");
+    let j = judged[0].record.judge.as_ref().unwrap();
+    assert_eq!(j.triggers, ["deferred"]);
+    assert_eq!(
+        j.explanation.as_deref(),
+        Some("the request [input 0:0..12] reads as described")
+    );
+    let failed = reader
+        .query(&rampart_audit::AuditFilter {
+            judge_outcome: Some("http_error".into()),
+            ..rampart_audit::AuditFilter::default()
+        })
+        .unwrap();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0].record.action, "BLOCK");
+    s.stop().await;
+}

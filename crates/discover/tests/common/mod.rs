@@ -182,6 +182,7 @@ pub fn log_record(
         transforms: Vec::new(),
         elapsed_us: 10,
         error: None,
+        judge: None,
     }
 }
 

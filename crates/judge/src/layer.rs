@@ -1,0 +1,653 @@
+//! The judge layer: the trigger contract, the call (or the cache), the checked verdict, its
+//! redaction, and the findings that carry its spans.
+
+use crate::cache::{Cache, CacheError, CacheStats, Entry};
+use crate::options::{CacheMode, CacheSetting, JudgeOptions};
+use crate::prompt::{self, PromptSegment};
+use crate::redact::redact_copied;
+use crate::trigger::{self, Contract, ConversationTrigger};
+use rampart_core::{
+    BuildError, CacheStatus, Category, Detection, Detector, DetectorError, DetectorFactory,
+    Earlier, Finding, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeOutcome, JudgeReport,
+    JudgeTrigger, JudgeVerdict, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span,
+    Strength, Trust, ViewKind, layer_options, scoring,
+};
+use rampart_llm::{
+    BudgetResource, BudgetWindow, ChatRequest, LlmClient, LlmConfig, Message, Outcome,
+};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use unicode_normalization::UnicodeNormalization;
+
+/// Rule ID of a malicious verdict's findings (high risk, strong).
+pub const MALICIOUS_ID: &str = "JDG_001";
+/// Rule ID of a suspicious verdict's findings (medium risk, strong: 2 points, the least
+/// SANITIZE removes a span for; a weak finding would leave SANITIZE nothing to remove and
+/// every suspicious verdict would end as BLOCK).
+pub const SUSPICIOUS_ID: &str = "JDG_002";
+
+/// Time kept back from the layer's deadline so a call that runs out of time ends (as a
+/// `timeout` outcome, with its report) before the pipeline's own budget check.
+const DEADLINE_MARGIN: Duration = Duration::from_millis(100);
+
+/// Why a judge layer could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JudgeError {
+    /// The options are invalid.
+    #[error("{0}")]
+    Options(String),
+    /// The `llm` table is not a valid endpoint configuration.
+    #[error("llm: {0}")]
+    Llm(String),
+    /// The cache could not be opened.
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+}
+
+/// The intent layer. Built once, shared across threads.
+#[derive(Debug)]
+pub struct JudgeLayer {
+    name: String,
+    opts: JudgeOptions,
+    client: LlmClient,
+    cache: Option<(Cache, CacheMode)>,
+    conversation: Option<Arc<dyn ConversationTrigger>>,
+}
+
+/// The endpoint configuration from the `llm` table, with `base_url_env` / `model_env`
+/// applied.
+fn llm_config(opts: &JudgeOptions) -> Result<LlmConfig, JudgeError> {
+    let mut table = opts.llm.clone();
+    for (key, env) in [("base_url", &opts.base_url_env), ("model", &opts.model_env)] {
+        if let Some(v) = env
+            .as_deref()
+            .and_then(|name| std::env::var(name).ok())
+            .filter(|v| !v.is_empty())
+        {
+            table.insert(key.into(), toml::Value::String(v));
+        }
+    }
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| JudgeError::Llm(e.message().trim().to_string()))
+}
+
+fn check_band(what: &str, [lo, hi]: [f32; 2]) -> Result<(), JudgeError> {
+    if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
+        return Err(JudgeError::Options(format!(
+            "{what}: [{lo}, {hi}] must satisfy 0 <= low <= high <= 1"
+        )));
+    }
+    Ok(())
+}
+
+impl JudgeLayer {
+    /// Builds the layer: checks the options, builds the client, opens the cache.
+    pub fn new(opts: JudgeOptions) -> Result<JudgeLayer, JudgeError> {
+        if opts.name.is_empty() {
+            return Err(JudgeError::Options("name must not be empty".into()));
+        }
+        if opts.max_chars == 0 {
+            return Err(JudgeError::Options("max_chars must be > 0".into()));
+        }
+        for a in &opts.triggers.ambiguous {
+            check_band(&format!("triggers.ambiguous {:?} band", a.layer), a.band)?;
+        }
+        for c in &opts.triggers.conflict {
+            check_band(
+                &format!("triggers.conflict {:?} [low, high]", c.classifier),
+                [c.low, c.high],
+            )?;
+        }
+        let client =
+            LlmClient::new(llm_config(&opts)?).map_err(|e| JudgeError::Llm(e.to_string()))?;
+        let cache = match &opts.cache {
+            CacheSetting::Flag(false) => None,
+            CacheSetting::Flag(true) => {
+                return Err(JudgeError::Options(
+                    "cache = true needs a file: cache = { path = \"…\" }".into(),
+                ));
+            }
+            CacheSetting::On(c) => Some((Cache::open(c)?, c.mode)),
+        };
+        Ok(JudgeLayer {
+            name: opts.name.clone(),
+            opts,
+            client,
+            cache,
+            conversation: None,
+        })
+    }
+
+    /// The judge layer of a pipeline configuration (its first `kind = "judge"` layer), built
+    /// on its own: for `rampart judge "text"` ([`JudgeLayer::judge_direct`]).
+    pub fn from_pipeline_config(config: &PipelineConfig) -> Result<JudgeLayer, JudgeError> {
+        let layer = config
+            .layers
+            .iter()
+            .find(|l| l.kind == JUDGE_KIND)
+            .ok_or_else(|| {
+                JudgeError::Options(format!("the configuration has no `{JUDGE_KIND}` layer"))
+            })?;
+        let opts: JudgeOptions = layer_options(JUDGE_KIND, &layer.options)
+            .map_err(|e| JudgeError::Options(e.to_string()))?;
+        JudgeLayer::new(opts)
+    }
+
+    /// Adds a conversation-level trigger (none by default).
+    pub fn with_conversation_trigger(mut self, hook: Arc<dyn ConversationTrigger>) -> Self {
+        self.conversation = Some(hook);
+        self
+    }
+
+    /// Cache hit/miss/store counters, when a cache is configured.
+    pub fn cache_stats(&self) -> Option<CacheStats> {
+        self.cache.as_ref().map(|(c, _)| c.stats())
+    }
+
+    /// The model asked.
+    pub fn model(&self) -> &str {
+        &self.client.config().model
+    }
+
+    /// The client's warnings (e.g. an API-key variable that is not set).
+    pub fn warnings(&self) -> &[String] {
+        self.client.warnings()
+    }
+
+    /// Asks the judge about `req` directly (`rampart judge "text"`), bypassing the trigger
+    /// contract: the trigger is [`JudgeTrigger::Direct`]; prompt, cache and redaction are the
+    /// layer's. Segment trust is the segment's own, else trusted for system and developer
+    /// roles and untrusted otherwise (the default policy).
+    pub fn judge_direct(&self, req: &ScanRequest) -> JudgeReport {
+        let segs: Vec<(usize, Role, Trust, &str)> = req
+            .segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let trust = s.trust.unwrap_or(match s.role {
+                    Role::System | Role::Developer => Trust::Trusted,
+                    _ => Trust::Untrusted,
+                });
+                (i, s.role, trust, s.text.as_str())
+            })
+            .collect();
+        let signals = "none: asked directly, no other layer ran".to_string();
+        self.ask(&segs, vec![JudgeTrigger::Direct], &signals, None)
+    }
+
+    fn base_report(&self, triggers: Vec<JudgeTrigger>) -> JudgeReport {
+        let mut r = JudgeReport::not_called(&self.name, "");
+        r.not_called = None;
+        r.called = true;
+        r.triggers = triggers;
+        r.model = self.model().to_string();
+        r.prompt_id = prompt::PROMPT_ID.into();
+        r.prompt_hash = prompt::prompt_hash().into();
+        r.cache = if self.cache.is_some() {
+            CacheStatus::Miss
+        } else {
+            CacheStatus::Off
+        };
+        r
+    }
+
+    /// The cache key: a keyed hash of everything that decides the answer but the nonce.
+    fn cache_key(&self, cache: &Cache, shown: &[PromptSegment<'_>], signals: &str) -> String {
+        let cfg = self.client.config();
+        let mut h = cache.hasher();
+        let mut put = |b: &[u8]| {
+            h.update(&(b.len() as u64).to_le_bytes());
+            h.update(b);
+        };
+        put(prompt::PROMPT_ID.as_bytes());
+        put(prompt::prompt_hash().as_bytes());
+        put(cfg.protocol.name().as_bytes());
+        put(cfg.model.as_bytes());
+        put(&cfg.temperature.to_bits().to_le_bytes());
+        put(&cfg.max_tokens.to_le_bytes());
+        put(format!("{:?}", cfg.structured_mode()).as_bytes());
+        put(signals.as_bytes());
+        for s in shown {
+            put(&(s.index as u64).to_le_bytes());
+            put(s.role.name().as_bytes());
+            put(&[u8::from(s.trust == Trust::Trusted), u8::from(s.cut)]);
+            put(s.text.nfc().collect::<String>().as_bytes());
+        }
+        h.finalize().to_hex().to_string()
+    }
+
+    /// Asks (or looks up) the verdict for `segs`.
+    fn ask(
+        &self,
+        segs: &[(usize, Role, Trust, &str)],
+        triggers: Vec<JudgeTrigger>,
+        signals: &str,
+        deadline: Option<Instant>,
+    ) -> JudgeReport {
+        let mut report = self.base_report(triggers);
+        let shown = prompt::shown_segments(segs.iter().copied(), self.opts.max_chars);
+        let texts: Vec<&str> = segs.iter().map(|s| s.3).collect();
+        let mut key = None;
+        if let Some((cache, mode)) = &self.cache {
+            let t = Instant::now();
+            let k = self.cache_key(cache, &shown, signals);
+            match cache.get(&k) {
+                Ok(Some(entry)) => {
+                    let mut verdict = entry.verdict;
+                    keep_valid_spans(&mut verdict, &texts);
+                    report.cache = CacheStatus::Hit;
+                    report.outcome = Some(JudgeOutcome::Ok);
+                    report.intent_label = Some(verdict.intent_label);
+                    report.verdict = Some(verdict);
+                    report.latency_ms = millis(t.elapsed());
+                    return report;
+                }
+                Ok(None) if *mode == CacheMode::Replay => {
+                    report.cache = CacheStatus::ReplayMiss;
+                    report.outcome_detail = Some("replay-only: not in cache".into());
+                    report.latency_ms = millis(t.elapsed());
+                    return report;
+                }
+                Err(e) if *mode == CacheMode::Replay => {
+                    report.cache = CacheStatus::ReplayMiss;
+                    report.outcome_detail = Some(format!("replay-only: {e}"));
+                    return report;
+                }
+                // A cache that cannot be read is a miss: the model still answers.
+                Ok(None) | Err(_) => key = Some(k),
+            }
+        }
+        let nonce = match prompt::nonce(&texts) {
+            Ok(n) => n,
+            Err(e) => {
+                report.outcome_detail = Some(e);
+                return report;
+            }
+        };
+        let (system, messages) = prompt::build(&nonce, signals, &shown);
+        let cfg_timeout = self.client.config().timeout_ms;
+        let timeout_ms = deadline.map_or(cfg_timeout, |d| {
+            let left = d.saturating_duration_since(Instant::now() + DEADLINE_MARGIN);
+            cfg_timeout.min(millis(left).max(1))
+        });
+        let req = ChatRequest {
+            system,
+            messages: messages
+                .into_iter()
+                .map(|(user, m)| {
+                    if user {
+                        Message::user(m)
+                    } else {
+                        Message::assistant(m)
+                    }
+                })
+                .collect(),
+            schema: Some(prompt::schema()),
+            max_tokens: None,
+            timeout_ms: Some(timeout_ms),
+        };
+        let done = self.client.complete(&req);
+        report.latency_ms = done.latency_ms;
+        report.attempts = done.attempts;
+        if let Some(u) = done.usage {
+            report.input_tokens = u.input_tokens;
+            report.output_tokens = u.output_tokens;
+        }
+        report.cost_usd = done.cost_usd;
+        let (outcome, detail) = match done.outcome {
+            Outcome::Ok { value, .. } => match prompt::parse_answer(&value) {
+                Ok(answer) => {
+                    let verdict = self.verdict(answer, segs);
+                    if let (Some((cache, _)), Some(k)) = (&self.cache, &key) {
+                        let entry = Entry {
+                            verdict: verdict.clone(),
+                            created_at: Cache::now(),
+                            input_tokens: report.input_tokens,
+                            output_tokens: report.output_tokens,
+                            cost_usd: report.cost_usd,
+                        };
+                        // A verdict that cannot be stored is still this request's verdict.
+                        let _ = cache.put(k, &entry);
+                    }
+                    report.intent_label = Some(verdict.intent_label);
+                    report.verdict = Some(verdict);
+                    (JudgeOutcome::Ok, None)
+                }
+                Err(why) => (JudgeOutcome::Unparseable, Some(why)),
+            },
+            Outcome::Refused { reason } => (JudgeOutcome::Refused, Some(reason)),
+            Outcome::Unparseable { detail } => (JudgeOutcome::Unparseable, Some(detail)),
+            Outcome::Empty => (JudgeOutcome::Empty, None),
+            Outcome::Truncated => (JudgeOutcome::Truncated, None),
+            Outcome::Timeout => (
+                JudgeOutcome::Timeout,
+                Some(format!("no answer within {timeout_ms} ms")),
+            ),
+            Outcome::HttpError { status, detail } => (
+                JudgeOutcome::HttpError,
+                Some(match status {
+                    Some(s) => format!("HTTP {s}: {detail}"),
+                    None => detail,
+                }),
+            ),
+            Outcome::BudgetExhausted {
+                window,
+                resource,
+                limit,
+                used,
+            } => {
+                let window = match window {
+                    BudgetWindow::Minute => "per-minute",
+                    BudgetWindow::Day => "per-day",
+                };
+                let resource = match resource {
+                    BudgetResource::Tokens => "token",
+                    BudgetResource::Usd => "USD",
+                };
+                (
+                    JudgeOutcome::BudgetExhausted,
+                    Some(format!(
+                        "{window} {resource} budget spent ({used} of {limit}); no call made"
+                    )),
+                )
+            }
+        };
+        report.outcome = Some(outcome);
+        // A server's error message may echo the prompt.
+        report.outcome_detail = detail.map(|d| redact_copied(&d, &texts));
+        report
+    }
+
+    /// The verdict of a checked answer: explanation and signals redacted, quotes located in
+    /// the input (exactly, else ignoring case) and replaced by spans.
+    fn verdict(&self, a: prompt::Answer, segs: &[(usize, Role, Trust, &str)]) -> JudgeVerdict {
+        let texts: Vec<&str> = segs.iter().map(|s| s.3).collect();
+        let texts = texts.as_slice();
+        // Untrusted segments first: a phrase the system prompt shares with the user's text
+        // points at the user's.
+        let mut order: Vec<&(usize, Role, Trust, &str)> = segs.iter().collect();
+        order.sort_by_key(|s| s.2 == Trust::Trusted);
+        let evidence = a
+            .evidence
+            .into_iter()
+            .map(|(signal, quote)| {
+                let found = order
+                    .iter()
+                    .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
+                JudgeEvidence {
+                    signal: redact_copied(&signal, texts),
+                    segment: found.map(|f| f.0),
+                    span: found.map(|(_, s, e)| Span { start: s, end: e }),
+                }
+            })
+            .collect();
+        JudgeVerdict {
+            intent_label: a.label,
+            confidence: a.confidence,
+            explanation: redact_copied(&a.explanation, texts),
+            evidence,
+        }
+    }
+
+    /// Findings for a suspicious or malicious verdict: one per located evidence span, else
+    /// one per segment the triggers point at (else per untrusted segment).
+    fn findings(
+        &self,
+        report: &JudgeReport,
+        pointed: &BTreeSet<usize>,
+        input: &ScanInput<'_>,
+    ) -> Vec<Finding> {
+        let Some(v) = &report.verdict else {
+            return Vec::new();
+        };
+        let (id, strength, severity) = match v.intent_label {
+            IntentLabel::Benign => return Vec::new(),
+            IntentLabel::Suspicious => (SUSPICIOUS_ID, Strength::Strong, RiskClass::MediumRisk),
+            IntentLabel::Malicious => (MALICIOUS_ID, Strength::Strong, RiskClass::HighRisk),
+        };
+        let mut places: Vec<(usize, Span)> = v
+            .evidence
+            .iter()
+            .filter_map(|e| Some((e.segment?, e.span?)))
+            .filter(|(s, _)| input.segments.get(*s).is_some())
+            .collect();
+        if places.is_empty() {
+            let untrusted = |s: &usize| {
+                input
+                    .segments
+                    .get(*s)
+                    .is_some_and(|x| x.trust == Trust::Untrusted)
+            };
+            let mut segs: Vec<usize> = pointed.iter().copied().filter(untrusted).collect();
+            if segs.is_empty() {
+                segs = (0..input.segments.len()).filter(untrusted).collect();
+            }
+            places = segs
+                .into_iter()
+                .filter_map(|s| {
+                    let len = input.segments.get(s)?.text.len();
+                    Some((s, Span { start: 0, end: len }))
+                })
+                .collect();
+        }
+        places.sort();
+        places.dedup();
+        places
+            .into_iter()
+            .filter_map(|(s, span)| {
+                let seg = input.segments.get(s)?;
+                Some(Finding {
+                    layer: self.name.clone(),
+                    rule_id: id.into(),
+                    category: Category::Other,
+                    strength,
+                    points: scoring::points(strength, severity),
+                    severity,
+                    segment: s,
+                    role: seg.role,
+                    counted: seg.trust == Trust::Untrusted,
+                    span,
+                    view: ViewKind::Raw,
+                    via: Vec::new(),
+                    rationale: format!("the intent judge read this as {}", v.intent_label),
+                })
+            })
+            .collect()
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Drops evidence spans that do not fit the current segments (a cached verdict made for a
+/// canonically equivalent text with other bytes); their signals stay.
+fn keep_valid_spans(v: &mut JudgeVerdict, texts: &[&str]) {
+    for e in &mut v.evidence {
+        let fits = match (e.segment, e.span) {
+            (Some(s), Some(sp)) => texts.get(s).is_some_and(|t| {
+                sp.start < sp.end
+                    && t.is_char_boundary(sp.start)
+                    && t.is_char_boundary(sp.end)
+                    && sp.end <= t.len()
+            }),
+            _ => false,
+        };
+        if !fits {
+            e.segment = None;
+            e.span = None;
+        }
+    }
+}
+
+/// What the judge is told about why it is asked: the triggers, and the earlier layers'
+/// scores and counted rule IDs. Scores are rounded to two decimals so that the prompt (and
+/// the cache key) does not change with noise below that.
+fn signals(triggers: &[JudgeTrigger], earlier: &Earlier<'_>) -> String {
+    let mut parts: Vec<String> = triggers
+        .iter()
+        .map(|t| match t {
+            JudgeTrigger::AmbiguousScore { layer, score, band } => format!(
+                "{layer} score {score:.2} in the ambiguous band [{}, {}]",
+                band[0], band[1]
+            ),
+            JudgeTrigger::Deferred { layer, score } => {
+                format!("{layer} deferred its band (score {score:.2})")
+            }
+            JudgeTrigger::LayerConflict {
+                rules,
+                rules_flagged,
+                classifier,
+                score,
+            } => {
+                let found = if *rules_flagged { "risk" } else { "nothing" };
+                format!("{rules} found {found}, {classifier} {score:.2}: layers disagree")
+            }
+            JudgeTrigger::NeedsJudgement { rule_id } => format!("rule {rule_id} needs judgement"),
+            JudgeTrigger::Conversation { reason } => format!("conversation: {reason}"),
+            JudgeTrigger::Direct => "asked directly".into(),
+        })
+        .collect();
+    let scores: Vec<String> = earlier
+        .layers
+        .iter()
+        .filter_map(|l| Some(format!("{} {:.2}", l.layer, l.score?)))
+        .collect();
+    if !scores.is_empty() {
+        parts.push(format!("scores: {}", scores.join(", ")));
+    }
+    let mut ids: Vec<&str> = earlier
+        .findings
+        .iter()
+        .filter(|f| f.points > 0)
+        .map(|f| f.rule_id.as_str())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids.truncate(12);
+    if !ids.is_empty() {
+        parts.push(format!("rules fired: {}", ids.join(", ")));
+    }
+    parts.join("; ")
+}
+
+impl Detector for JudgeLayer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        let none = BTreeSet::new();
+        let earlier = Earlier {
+            layers: &[],
+            findings: &[],
+            spans: &[],
+            needs_judgement: &none,
+        };
+        self.detect_after(input, &earlier)
+    }
+
+    fn detect_after(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) -> Result<Detection, DetectorError> {
+        let contract = trigger::evaluate(
+            &self.opts.triggers,
+            self.opts.skip_when_blocked,
+            self.conversation.as_deref(),
+            input,
+            earlier,
+        );
+        let (triggers, pointed) = match contract {
+            Contract::Skip(why) => {
+                let mut r = JudgeReport::not_called(&self.name, why);
+                // The prompt's version is in every decision, asked or not.
+                r.model = self.model().to_string();
+                r.prompt_id = prompt::PROMPT_ID.into();
+                r.prompt_hash = prompt::prompt_hash().into();
+                return Ok(Detection {
+                    judge: Some(Box::new(r)),
+                    ..Detection::default()
+                });
+            }
+            Contract::Ask { triggers, segments } => (triggers, segments),
+        };
+        let signals = signals(&triggers, earlier);
+        let segs: Vec<(usize, Role, Trust, &str)> = input
+            .segments
+            .iter()
+            .map(|s| (s.index, s.role, s.trust, s.text))
+            .collect();
+        let report = self.ask(&segs, triggers, &signals, Some(input.deadline));
+        let findings = self.findings(&report, &pointed, input);
+        Ok(Detection {
+            findings,
+            judge: Some(Box::new(report)),
+            ..Detection::default()
+        })
+    }
+
+    fn reads_layers(&self) -> Vec<String> {
+        let t = &self.opts.triggers;
+        let mut names: Vec<String> = t
+            .ambiguous
+            .iter()
+            .map(|a| a.layer.clone())
+            .chain(
+                t.conflict
+                    .iter()
+                    .flat_map(|c| [c.rules.clone(), c.classifier.clone()]),
+            )
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    fn resolves_deferred(&self) -> bool {
+        true
+    }
+}
+
+/// The `judge` layer factory, for a [`rampart_core::Registry`].
+#[derive(Debug, Default, Clone)]
+pub struct JudgeFactory {
+    conversation: Option<Arc<dyn ConversationTrigger>>,
+}
+
+impl JudgeFactory {
+    /// A factory whose layers get `hook` as their conversation trigger.
+    pub fn with_conversation_trigger(hook: Arc<dyn ConversationTrigger>) -> Self {
+        JudgeFactory {
+            conversation: Some(hook),
+        }
+    }
+}
+
+impl DetectorFactory for JudgeFactory {
+    fn kind(&self) -> &str {
+        JUDGE_KIND
+    }
+
+    fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
+        let opts: JudgeOptions = layer_options(JUDGE_KIND, options)?;
+        let mut layer = JudgeLayer::new(opts).map_err(|e| match e {
+            JudgeError::Options(_) | JudgeError::Llm(_) => BuildError::Options {
+                kind: JUDGE_KIND.into(),
+                message: e.to_string(),
+            },
+            JudgeError::Cache(_) => BuildError::Layer {
+                kind: JUDGE_KIND.into(),
+                message: e.to_string(),
+            },
+        })?;
+        if let Some(h) = &self.conversation {
+            layer = layer.with_conversation_trigger(h.clone());
+        }
+        Ok(Arc::new(layer))
+    }
+}

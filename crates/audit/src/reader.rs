@@ -62,8 +62,10 @@ impl std::str::FromStr for ExportFormat {
     }
 }
 
-/// The CSV export's columns.
-pub const CSV_COLUMNS: [&str; 16] = [
+/// The CSV export's columns. The judge's columns are empty for a decision without a judge
+/// layer (or without a verdict, for the label and explanation); the explanation is the
+/// redacted one the audit record holds.
+pub const CSV_COLUMNS: [&str; 19] = [
     "id",
     "time",
     "time_ms",
@@ -80,6 +82,9 @@ pub const CSV_COLUMNS: [&str; 16] = [
     "layer_timings_us",
     "elapsed_us",
     "degraded",
+    "judge_intent_label",
+    "judge_outcome",
+    "judge_explanation",
 ];
 
 const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
@@ -378,7 +383,8 @@ fn csv_cell(out: &mut String, s: &str) {
 fn csv_row(r: &StoredRecord, out: &mut String) {
     let rec = &r.record;
     let json = |v: Result<String, serde_json::Error>| v.unwrap_or_default();
-    let cells: [String; 16] = [
+    let judge = rec.judge.as_ref();
+    let cells: [String; 19] = [
         r.id.to_string(),
         format_time_ms(rec.time_ms),
         rec.time_ms.to_string(),
@@ -395,6 +401,13 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
         json(serde_json::to_string(&rec.layer_timings_us)),
         rec.elapsed_us.to_string(),
         rec.degraded.to_string(),
+        judge
+            .and_then(|j| j.intent_label.clone())
+            .unwrap_or_default(),
+        judge.and_then(|j| j.outcome.clone()).unwrap_or_default(),
+        judge
+            .and_then(|j| j.explanation.clone())
+            .unwrap_or_default(),
     ];
     for (i, c) in cells.iter().enumerate() {
         if i > 0 {

@@ -306,7 +306,8 @@ fn export_csv_and_jsonl() {
     assert_eq!(
         text.lines().next().unwrap(),
         "id,time,time_ms,request_id,key_id,endpoint,action,risk,policy_version,input_hash,\
-         hash_key_id,rule_ids,findings,layer_timings_us,elapsed_us,degraded"
+         hash_key_id,rule_ids,findings,layer_timings_us,elapsed_us,degraded,\
+         judge_intent_label,judge_outcome,judge_explanation"
     );
     let body = &text[text.find('\n').unwrap() + 1..];
     let expected_start = format!(
@@ -317,12 +318,12 @@ fn export_csv_and_jsonl() {
     );
     assert!(body.starts_with(&expected_start), "{body}");
     assert!(
-        body.ends_with(",\"{\"\"normalize\"\":3,\"\"rules\"\":2}\",12,false\n"),
+        body.ends_with(",\"{\"\"normalize\"\":3,\"\"rules\"\":2}\",12,false,,,\n"),
         "{body}"
     );
-    // A minimal RFC 4180 parse gives back 16 cells with the original request id.
+    // A minimal RFC 4180 parse gives back 19 cells with the original request id.
     let cells = parse_csv_record(body);
-    assert_eq!(cells.len(), 16);
+    assert_eq!(cells.len(), 19);
     assert_eq!(cells[3], tricky.request_id);
 }
 
@@ -971,6 +972,18 @@ fn judged_decision_is_logged_with_its_redacted_explanation_and_no_prompt_text() 
         .unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains(REDACTED_EXPLANATION), "{text}");
+    assert_eq!(copied_runs(JUDGED_PROMPT, &text), Vec::<String>::new());
+    // The CSV export ends each row with the judge's label, outcome and redacted explanation.
+    let mut out = Vec::new();
+    reader
+        .export(&AuditFilter::default(), ExportFormat::Csv, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let row = parse_csv_record(&text[text.find('\n').unwrap() + 1..]);
+    assert_eq!(
+        row[16..],
+        ["malicious", "ok", REDACTED_EXPLANATION].map(String::from)
+    );
     assert_eq!(copied_runs(JUDGED_PROMPT, &text), Vec::<String>::new());
 }
 

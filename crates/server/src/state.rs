@@ -349,6 +349,7 @@ pub(crate) fn build_pipeline(
     registry: &Registry,
 ) -> Result<Built, PipelineError> {
     let pc = cfg.pipeline_config(default_pipeline)?;
+    warn_if_request_deadline_cuts_judge(cfg, &pc);
     let pipeline = Pipeline::from_config_with(pc, registry)?;
     crate::rule_examples::check_rule_examples(pipeline.config())?;
     let output = OutputScanners::build(pipeline.config(), &cfg.output)?;
@@ -356,6 +357,27 @@ pub(crate) fn build_pipeline(
     let started = Instant::now();
     pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
     Ok(Built::new(pipeline, output, started.elapsed(), PROBE.len()))
+}
+
+/// A judge layer takes seconds; when the request deadline is not above the layer budget,
+/// judged requests can end as degraded decisions before the judge answers. Not an error (a
+/// tight deadline is a valid choice), but said once per build.
+fn warn_if_request_deadline_cuts_judge(cfg: &ServerConfig, pc: &PipelineConfig) {
+    if request_deadline_cuts_judge(cfg, pc) {
+        tracing::warn!(
+            request_timeout_ms = cfg.server.request_timeout_ms,
+            layer_timeout_ms = pc.policy.layer_timeout_ms,
+            "the pipeline has a judge layer and server.request_timeout_ms is not above the \
+             policy's layer_timeout_ms: judged requests past the request deadline get a \
+             degraded decision (fail mode) before the judge answers; raise \
+             server.request_timeout_ms (or RAMPART_REQUEST_TIMEOUT_MS)"
+        );
+    }
+}
+
+fn request_deadline_cuts_judge(cfg: &ServerConfig, pc: &PipelineConfig) -> bool {
+    let has_judge = pc.layers.iter().any(|l| l.kind == rampart_core::JUDGE_KIND);
+    has_judge && cfg.server.request_timeout_ms <= pc.policy.layer_timeout_ms
 }
 
 impl AppState {
@@ -691,6 +713,26 @@ mod tests {
         let p = Pipeline::from_config(PipelineConfig::default()).expect("default pipeline builds");
         let output = OutputScanners::build(p.config(), &Default::default()).expect("builds");
         Built::new(p, output, probe, 23)
+    }
+
+    #[test]
+    fn a_request_deadline_under_the_judge_budget_is_flagged() {
+        let judge = PipelineConfig::parse(
+            "version = 1\n[policy]\nlayer_timeout_ms = 15000\n[[layers]]\nkind = \"rules\"\n\
+             [[layers]]\nkind = \"judge\"\n",
+            "test",
+        )
+        .expect("parses");
+        let mut cfg = ServerConfig::default();
+        assert_eq!(cfg.server.request_timeout_ms, 5000);
+        assert!(request_deadline_cuts_judge(&cfg, &judge));
+        cfg.server.request_timeout_ms = 20_000;
+        assert!(!request_deadline_cuts_judge(&cfg, &judge));
+        cfg.server.request_timeout_ms = 1000;
+        assert!(
+            !request_deadline_cuts_judge(&cfg, &PipelineConfig::default()),
+            "no judge layer, nothing to say"
+        );
     }
 
     #[test]

@@ -189,6 +189,18 @@ pub enum CacheStatus {
     ReplayMiss,
 }
 
+impl CacheStatus {
+    /// The status as serialized (`off`, `hit`, `miss`, `replay_miss`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CacheStatus::Off => "off",
+            CacheStatus::Hit => "hit",
+            CacheStatus::Miss => "miss",
+            CacheStatus::ReplayMiss => "replay_miss",
+        }
+    }
+}
+
 /// Everything the judge layer records in a decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,6 +10,7 @@ use prometheus_client::registry::Registry;
 use rampart_core::{Decision, Pipeline};
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::atomic::AtomicU64;
 
 /// A label value: borrowed for the fixed names (endpoints, actions, categories, results), so
 /// that counting a request allocates nothing once its series exists.
@@ -43,6 +44,22 @@ struct CategoryLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JudgeCallLabels {
+    outcome: Label,
+    cache: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JudgeLabelLabels {
+    label: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabels {
+    direction: Label,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: Label,
 }
@@ -70,6 +87,12 @@ pub struct Metrics {
     connections_refused: Counter,
     connections_timed_out: Family<ReasonLabels, Counter>,
     audit_writer: Family<StatLabels, Gauge>,
+    judge_calls: Family<JudgeCallLabels, Counter>,
+    judge_not_called: Counter,
+    judge_labels: Family<JudgeLabelLabels, Counter>,
+    judge_tokens: Family<DirectionLabels, Counter>,
+    judge_cost: Counter<f64, AtomicU64>,
+    judge_seconds: Histogram,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -182,6 +205,44 @@ impl Metrics {
             "Audit writer counters (queued, writing, committed, refused, failed, batches, pruned)",
             audit_writer.clone(),
         );
+        let judge_calls = Family::<JudgeCallLabels, Counter>::default();
+        registry.register(
+            "judge_calls",
+            "Judge (intent layer) calls by outcome (ok, timeout, …; none for a replay miss) and \
+             cache status (hit, miss, off, replay_miss)",
+            judge_calls.clone(),
+        );
+        let judge_not_called = Counter::default();
+        registry.register(
+            "judge_not_called",
+            "Decisions of a pipeline with a judge layer where no trigger fired or an earlier \
+             layer had already decided BLOCK",
+            judge_not_called.clone(),
+        );
+        let judge_labels = Family::<JudgeLabelLabels, Counter>::default();
+        registry.register(
+            "judge_verdicts",
+            "Judge verdicts by intent label",
+            judge_labels.clone(),
+        );
+        let judge_tokens = Family::<DirectionLabels, Counter>::default();
+        registry.register(
+            "judge_tokens",
+            "Tokens of judge calls that went to the model (input, output)",
+            judge_tokens.clone(),
+        );
+        let judge_cost = Counter::<f64, AtomicU64>::default();
+        registry.register(
+            "judge_cost_usd",
+            "Cost of judge calls in USD (priced models only)",
+            judge_cost.clone(),
+        );
+        let judge_seconds = latency_histogram();
+        registry.register(
+            "judge_call_duration_seconds",
+            "Latency of judge calls that went to the model",
+            judge_seconds.clone(),
+        );
         for r in ["ok", "failed"] {
             let _ = reloads.get_or_create(&ResultLabels {
                 result: Cow::Borrowed(r),
@@ -204,6 +265,12 @@ impl Metrics {
             connections_refused,
             connections_timed_out,
             audit_writer,
+            judge_calls,
+            judge_not_called,
+            judge_labels,
+            judge_tokens,
+            judge_cost,
+            judge_seconds,
         }
     }
 
@@ -247,6 +314,48 @@ impl Metrics {
                 })
                 .inc();
         }
+        if let Some(j) = &d.judge {
+            self.observe_judge(j);
+        }
+    }
+
+    /// The judge's part of a decision: calls by outcome and cache status (the cache's hit
+    /// and miss counts), verdicts by label, and tokens, cost and latency of real calls.
+    fn observe_judge(&self, j: &rampart_core::JudgeReport) {
+        if !j.called {
+            self.judge_not_called.inc();
+            return;
+        }
+        self.judge_calls
+            .get_or_create(&JudgeCallLabels {
+                outcome: Cow::Borrowed(j.outcome.map_or("none", |o| o.name())),
+                cache: Cow::Borrowed(j.cache.name()),
+            })
+            .inc();
+        if let Some(label) = j.intent_label {
+            self.judge_labels
+                .get_or_create(&JudgeLabelLabels {
+                    label: Cow::Borrowed(label.name()),
+                })
+                .inc();
+        }
+        if matches!(
+            j.cache,
+            rampart_core::CacheStatus::Hit | rampart_core::CacheStatus::ReplayMiss
+        ) {
+            return;
+        }
+        for (direction, n) in [("input", j.input_tokens), ("output", j.output_tokens)] {
+            self.judge_tokens
+                .get_or_create(&DirectionLabels {
+                    direction: Cow::Borrowed(direction),
+                })
+                .inc_by(n);
+        }
+        if let Some(c) = j.cost_usd {
+            self.judge_cost.inc_by(c);
+        }
+        self.judge_seconds.observe(j.latency_ms as f64 / 1e3);
     }
 
     pub(crate) fn audit_ok(&self) {

@@ -936,6 +936,19 @@ kind = "judge"
     );
     check_against_doc("POST", "/v1/scan/batch", 200, &v);
 
+    // Judge metrics: calls by outcome and cache status, verdicts by label, tokens, cost.
+    let m = metrics_text(&c, &s).await;
+    for needle in [
+        r#"rampart_judge_calls_total{outcome="http_error",cache="miss"} 1"#,
+        r#"rampart_judge_verdicts_total{label="benign"} 1"#,
+        r#"rampart_judge_tokens_total{direction="output"}"#,
+        "rampart_judge_cost_usd_total",
+        "rampart_judge_call_duration_seconds_count",
+    ] {
+        assert!(m.contains(needle), "missing {needle:?} in\n{m}");
+    }
+    assert!(!m.contains("a question"), "{m}");
+
     let reader = rampart_audit::AuditReader::open(&db).unwrap();
     let judged = reader
         .query(&rampart_audit::AuditFilter {

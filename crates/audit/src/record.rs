@@ -94,13 +94,6 @@ pub struct AuditJudge {
 impl AuditJudge {
     /// The loggable part of a judge report.
     pub fn from_report(j: &rampart_core::JudgeReport) -> AuditJudge {
-        use rampart_core::CacheStatus;
-        let cache = match j.cache {
-            CacheStatus::Off => "off",
-            CacheStatus::Hit => "hit",
-            CacheStatus::Miss => "miss",
-            CacheStatus::ReplayMiss => "replay_miss",
-        };
         AuditJudge {
             layer: j.layer.clone(),
             called: j.called,
@@ -112,7 +105,7 @@ impl AuditJudge {
                 .map(|l| l.name().to_string()),
             confidence: j.verdict.as_ref().map(|v| v.confidence),
             explanation: j.verdict.as_ref().map(|v| v.explanation.clone()),
-            cache: cache.to_string(),
+            cache: j.cache.name().to_string(),
             model: j.model.clone(),
             prompt_id: j.prompt_id.clone(),
             prompt_hash: j.prompt_hash.clone(),

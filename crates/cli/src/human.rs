@@ -199,7 +199,7 @@ pub fn write_judge(out: &mut impl Write, j: &JudgeReport) -> io::Result<()> {
         j.output_tokens,
         j.latency_ms,
         j.attempts,
-        cache_name(j.cache)
+        j.cache.name()
     )?;
     if !j.model.is_empty() || !j.prompt_id.is_empty() {
         writeln!(
@@ -219,16 +219,6 @@ pub fn write_judge(out: &mut impl Write, j: &JudgeReport) -> io::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// The cache status's name, as in JSON.
-pub fn cache_name(c: rampart_core::CacheStatus) -> &'static str {
-    match c {
-        rampart_core::CacheStatus::Off => "off",
-        rampart_core::CacheStatus::Hit => "hit",
-        rampart_core::CacheStatus::Miss => "miss",
-        rampart_core::CacheStatus::ReplayMiss => "replay_miss",
-    }
 }
 
 #[cfg(test)]

@@ -197,6 +197,10 @@ pub struct Decision {
     /// the verdict), when the pipeline has a judge layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<crate::intent::JudgeReport>,
+    /// The relational layer's report (per prompt layer truth / indeterminacy / falsehood,
+    /// violations, balance, exchange type, label), when the pipeline has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relational: Option<crate::relational::RelationalReport>,
 }
 
 /// A segment's text after sanitization, returned to the caller beside the decision (it is

@@ -4,6 +4,7 @@ use crate::decision::{Finding, LayerResult, Span};
 use crate::input::{Role, Trust};
 use crate::intent::JudgeReport;
 use crate::localize::LocalizeConfig;
+use crate::relational::RelationalReport;
 use rampart_normalize::Normalized;
 use rampart_rules::RiskClass;
 use serde::{Deserialize, Serialize};
@@ -116,6 +117,9 @@ pub struct Detection {
     /// An intent layer's report ([`JudgeReport`]). A report whose call failed
     /// ([`JudgeReport::failed`]) makes the layer fail: its fail mode decides.
     pub judge: Option<Box<JudgeReport>>,
+    /// A relational layer's report ([`RelationalReport`]). A failed report
+    /// ([`RelationalReport::failed`]) makes the layer fail: its fail mode decides.
+    pub relational: Option<Box<RelationalReport>>,
 }
 
 /// Why a detector could not decide.

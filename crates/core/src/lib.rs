@@ -31,6 +31,7 @@ mod input;
 pub mod intent;
 mod localize;
 mod pipeline;
+pub mod relational;
 mod rules_layer;
 mod sanitize;
 pub mod scoring;
@@ -59,6 +60,11 @@ pub use localize::LocalizeConfig;
 pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};
+pub use relational::{
+    Backend, CircleConsensus, EvaluatorRun, ExchangeType, LayerAssessment, ModelCost, Neutrosophic,
+    PromptLayer, RELATIONAL_KIND, RelationalCost, RelationalLabel, RelationalReport,
+    RelationalStatus, TrustViolation, ViolationKind,
+};
 pub use rules_layer::{
     BIDI_ID, CONFUSABLE_ID, ENCODED_PAYLOAD_ID, HIDDEN_MATCH_ID, LIMIT_ID, RulesDetector,
     RulesLayerError, TAG_CHARS_ID, ZERO_WIDTH_ID, transform_findings,

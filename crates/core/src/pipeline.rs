@@ -419,6 +419,7 @@ impl Pipeline {
         let mut layer_spans: Vec<Vec<SpanScore>> = vec![Vec::new()];
         let mut deferred: Vec<Deferred> = Vec::new();
         let mut judge: Option<crate::intent::JudgeReport> = None;
+        let mut relational: Option<crate::relational::RelationalReport> = None;
         for (i, det) in self.detectors.iter().enumerate() {
             let earlier = Earlier {
                 layers: &layers,
@@ -461,6 +462,20 @@ impl Pipeline {
                     if let Some(r) = report {
                         judge = Some(*r);
                     }
+                    // So is a relational layer whose evaluation failed.
+                    let rel = d.relational.take();
+                    let message = message.or_else(|| {
+                        rel.as_ref().and_then(|r| match &r.status {
+                            crate::relational::RelationalStatus::Failed { reason } => {
+                                Some(format!("relational evaluation failed: {reason}"))
+                            }
+                            crate::relational::RelationalStatus::Ok
+                            | crate::relational::RelationalStatus::Skipped { .. } => None,
+                        })
+                    });
+                    if let Some(r) = rel {
+                        relational = Some(*r);
+                    }
                     match message {
                         Some(m) => Err(DetectorError::Failed(m)),
                         None => Ok(d),
@@ -475,6 +490,7 @@ impl Pipeline {
                     mut risk,
                     spans,
                     judge: _,
+                    relational: _,
                 }) => {
                     if self.score_only.get(i).copied().unwrap_or(false) {
                         // Reported, not counted; the layer's own verdict stays ALLOW.
@@ -642,6 +658,7 @@ impl Pipeline {
             policy_version: policy.version.clone(),
             elapsed_us: micros(started.elapsed()),
             judge,
+            relational,
         };
         Ok(ScanOutcome {
             decision,

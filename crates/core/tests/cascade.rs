@@ -23,6 +23,7 @@ impl Detector for Scorer {
             .find("[s:")
             .and_then(|i| text[i + 3..].split(']').next()?.parse::<f32>().ok());
         Ok(Detection {
+            relational: None,
             findings: vec![],
             score,
             risk: None,
@@ -43,6 +44,7 @@ impl Detector for Expensive {
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(Detection {
+            relational: None,
             findings: vec![],
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),

@@ -172,6 +172,7 @@ impl Detector for Ambiguous {
             return Ok(Detection::default());
         };
         Ok(Detection {
+            relational: None,
             findings: vec![Finding {
                 layer: "ambiguous".into(),
                 rule_id: "AMB_001".into(),

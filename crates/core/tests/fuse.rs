@@ -30,6 +30,7 @@ impl Detector for Tagged {
                 .ok()
         });
         let mut det = Detection {
+            relational: None,
             findings: vec![],
             score,
             risk: None,

@@ -50,6 +50,7 @@ impl Detector for Scorer {
             vec![]
         };
         Ok(Detection {
+            relational: None,
             findings,
             score,
             risk: over.then_some(RiskClass::HighRisk),

@@ -38,6 +38,7 @@ impl Detector for Fixed {
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         match self {
             Fixed::Risk(_, r) => Ok(Detection {
+                relational: None,
                 findings: vec![],
                 score: Some(0.0),
                 risk: Some(*r),

@@ -401,6 +401,7 @@ impl Detector for Unlocalized {
     }
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         Ok(Detection {
+            relational: None,
             findings: vec![],
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),

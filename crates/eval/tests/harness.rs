@@ -36,6 +36,7 @@ impl Detector for Scorer {
             })
             .unwrap_or(0.0);
         Ok(Detection {
+            relational: None,
             findings: Vec::new(),
             score: Some(score),
             risk: (score >= 0.5).then_some(RiskClass::HighRisk),

@@ -53,6 +53,7 @@ impl Detector for Scorer {
             .into_iter()
             .collect();
         Ok(Detection {
+            relational: None,
             findings,
             score,
             risk: over.then_some(RiskClass::HighRisk),

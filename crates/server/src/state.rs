@@ -560,6 +560,7 @@ impl AppState {
                 policy_version: pipeline.config().policy.version.clone(),
                 elapsed_us: deadline.as_micros() as u64,
                 judge: None,
+                relational: None,
             },
             sanitized: None,
         })

@@ -287,7 +287,7 @@ pub fn structural_violations(layers: &[LayerAssessment], p: &ModelParams) -> Vec
 
 /// Sorts violations and merges those of the same kind and layer (their evidence united).
 pub fn normalize_violations(mut v: Vec<TrustViolation>) -> Vec<TrustViolation> {
-    v.sort_by(|a, b| (a.kind, a.layer).cmp(&(b.kind, b.layer)));
+    v.sort_by_key(|a| (a.kind, a.layer));
     let mut out: Vec<TrustViolation> = Vec::with_capacity(v.len());
     for x in v {
         match out.last_mut() {

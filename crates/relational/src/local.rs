@@ -63,7 +63,7 @@ pub struct LocalOptions {
     #[serde(default = "default_rule_layers")]
     pub rule_layers: Vec<String>,
     /// Falsehood of a category signal of 1, 2 and 3 points (counted findings of one
-    /// category in the layer, summed and capped at 3). Default `[0.25, 0.7, 0.95]`.
+    /// category in the layer, summed and capped at 3). Default `[0.15, 0.7, 0.95]`.
     #[serde(default = "default_rule_falsehood")]
     pub rule_falsehood: [f64; 3],
     /// Points from which a finding of a violation category is a trust violation. Default 2
@@ -116,7 +116,7 @@ fn default_rule_layers() -> Vec<String> {
     vec![rampart_core::RULES_KIND.into()]
 }
 fn default_rule_falsehood() -> [f64; 3] {
-    [0.25, 0.7, 0.95]
+    [0.15, 0.7, 0.95]
 }
 fn default_violation_points() -> u8 {
     2

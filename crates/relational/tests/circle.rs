@@ -398,6 +398,39 @@ fn local_and_llm_members_sit_in_one_circle() {
 }
 
 #[test]
+fn a_refusing_member_counts_as_alarmed() {
+    // Round 1 refused: by default a violation, F = 1, and the circle keeps the most
+    // alarmed view. Round 2 refused: the patterns its own assessment implies.
+    let refusal = || FakeResponse::openai(None, "content_filter", Some((10, 0)));
+    let a = server(CALM, &[], CALM);
+    let b = FakeServer::start(vec![refusal(), refusal(), refusal()]).unwrap();
+    let p = pipeline(&[("a", Some(&a)), ("b", Some(&b))]);
+    let (d, r) = scan(&p, "Can you help me plan a trip to Lima?");
+    assert_eq!(r.status, RelationalStatus::Ok);
+    close(r.layers[0].value.falsehood, 1.0);
+    assert_eq!(d.action, Action::Block);
+    let run = &r.evaluators[1];
+    assert!(run.active);
+    assert_eq!(run.outcome, "refused→violation");
+    assert_eq!(run.patterns, ["high_falsehood:user"]);
+    assert_eq!(run.cost.calls, 3);
+    // Refusals fail when configured so: the member is dropped, one is left, the circle fails.
+    let b = FakeServer::start(vec![refusal()]).unwrap();
+    let a = server(CALM, &[], CALM);
+    let b_member = format!(
+        "[[layers.circle.members]]\nname = \"b\"\nbackend = \"llm\"\n\
+         llm = {{ llm = {{ protocol = \"openai\", base_url = \"{}\", model = \"model-b\" }}, outcomes = {{ refused = \"fail\" }} }}\n",
+        b.base_url()
+    );
+    let p = build("", "", &b_member, &[("a", Some(&a))]).unwrap();
+    let (d, r) = scan(&p, "Can you help me plan a trip to Lima?");
+    assert!(r.failed());
+    assert_eq!(r.evaluators[0].outcome, "refused");
+    assert_eq!(r.evaluators[0].failed_round, Some(1));
+    assert_eq!(d.action, Action::Block);
+}
+
+#[test]
 fn the_circle_respects_the_deadline() {
     let a = FakeServer::start(vec![triple(CALM, "x").with_delay(Duration::from_secs(3))]).unwrap();
     let b = server(CALM, &[], CALM);
@@ -417,10 +450,16 @@ fn the_circle_respects_the_deadline() {
     assert_eq!(d.action, Action::Block);
     // The report, when the layer ended within its budget (on a loaded machine the pipeline
     // may time the layer out first and keep no report).
-    if let Some(r) = &d.relational {
-        assert!(r.failed());
-        assert_eq!(r.evaluators[0].outcome, "timeout");
-        assert_eq!(r.evaluators[1].outcome, "timeout");
+    match &d.relational {
+        Some(r) => {
+            assert!(r.failed());
+            assert_eq!(r.evaluators[0].outcome, "timeout");
+            assert_eq!(r.evaluators[1].outcome, "timeout");
+        }
+        None => {
+            let layer = d.layers.iter().find(|l| l.layer == "relational").unwrap();
+            assert!(matches!(layer.status, LayerStatus::Timeout { .. }));
+        }
     }
     // The member after the deadline was never called.
     assert_eq!(b.request_count(), 0);

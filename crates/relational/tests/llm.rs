@@ -501,11 +501,21 @@ fn the_deadline_bounds_the_call() {
     .unwrap();
     let p = pipeline(&server, "[policy]\nlayer_timeout_ms = 400", "", "");
     let t = Instant::now();
-    let (d, r) = scan(&p, &ScanRequest::text("What is the weather like?"));
+    let d = p
+        .scan(&ScanRequest::text("What is the weather like?"))
+        .unwrap()
+        .decision;
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert!(r.failed());
-    assert_eq!(r.evaluators[0].outcome, "timeout");
     assert_eq!(d.action, Action::Block);
+    // The call ends before the layer's budget (100 ms are kept back), so the report says
+    // why; on a loaded machine the pipeline may time the layer out first, without a report.
+    match &d.relational {
+        Some(r) => {
+            assert!(r.failed());
+            assert_eq!(r.evaluators[0].outcome, "timeout");
+        }
+        None => assert!(matches!(relational_status(&d), LayerStatus::Timeout { .. })),
+    }
 }
 
 #[test]

@@ -17,7 +17,10 @@
 //! know the nonce. The instructions come first and say the blocks are data.
 //!
 //! The answer is one JSON object: `truth`, `indeterminacy`, `falsehood` (numbers),
-//! `violations` (names of [`ViolationKind`]s, `[]` for none) and `reasoning` (a sentence).
+//! `violations` (names of [`ViolationKind`]s, `[]` for none, at most 4) and `reasoning` (a
+//! sentence, at most [`MAX_REASONING`] characters). The bounds on lists and strings matter
+//! to servers that turn the schema into a grammar: without them a small model repeats a
+//! list item until the token limit (seen with SmolLM2-135M).
 //! The schema types the numbers but does not bound them: the range and the sum are checked
 //! by [`Neutrosophic::checked`], so an answer with numbers out of [0, 1] or a sum far from 1
 //! is named `invalid_triple`, not confused with a reply that is not JSON at all. Every
@@ -151,8 +154,12 @@ pub fn triple_schema() -> Value {
             "truth": {"type": "number", "description": "0 to 1"},
             "indeterminacy": {"type": "number", "description": "0 to 1"},
             "falsehood": {"type": "number", "description": "0 to 1"},
-            "violations": {"type": "array", "items": {"type": "string", "enum": names}},
-            "reasoning": {"type": "string"}
+            "violations": {
+                "type": "array",
+                "maxItems": names.len(),
+                "items": {"type": "string", "enum": names}
+            },
+            "reasoning": {"type": "string", "maxLength": MAX_REASONING}
         }
     })
 }
@@ -164,7 +171,11 @@ pub fn patterns_schema() -> Value {
         "additionalProperties": false,
         "required": ["patterns"],
         "properties": {
-            "patterns": {"type": "array", "items": {"type": "string"}}
+            "patterns": {
+                "type": "array",
+                "maxItems": MAX_PATTERNS,
+                "items": {"type": "string", "maxLength": MAX_PATTERN_CHARS}
+            }
         }
     })
 }
@@ -524,8 +535,16 @@ mod tests {
         let unknown = json!({"truth": 0.8, "indeterminacy": 0.1, "falsehood": 0.1,
             "violations": ["evil"], "reasoning": "fine"});
         assert!(rampart_llm::extract::validate(&unknown, &triple_schema(), "$").is_err());
+        // `maxItems` bounds a grammar's output; the client's check ignores it, and the
+        // answer's repeats are merged.
+        let five = json!({"truth": 0.8, "indeterminacy": 0.1, "falsehood": 0.1,
+            "violations": vec!["role_confusion"; 5], "reasoning": "fine"});
+        assert_eq!(parse_triple(&five).unwrap().violations.len(), 1);
+        assert_eq!(triple_schema()["properties"]["violations"]["maxItems"], 4);
         rampart_llm::extract::validate(&json!({"patterns": ["a"]}), &patterns_schema(), "$")
             .unwrap();
+        let long = json!({"patterns": ["a".repeat(MAX_PATTERN_CHARS + 1)]});
+        assert!(rampart_llm::extract::validate(&long, &patterns_schema(), "$").is_err());
     }
 
     #[test]

@@ -484,13 +484,25 @@ fn reasoning_copied_from_the_input_is_redacted() {
 }
 
 #[test]
-fn long_reasoning_is_capped() {
-    let server = FakeServer::start(vec![answer(0.9, 0.1, 0.0, &[], &"word ".repeat(200))]).unwrap();
+fn reasoning_is_bounded_by_the_schema() {
+    // 240 characters pass whole; more is not an answer of the schema (servers that turn
+    // the schema into a grammar never produce it).
+    let ok = "a".repeat(239) + ".";
+    let server = FakeServer::start(vec![
+        answer(0.9, 0.1, 0.0, &[], &ok),
+        answer(0.9, 0.1, 0.0, &[], &"word ".repeat(60)),
+    ])
+    .unwrap();
     let p = pipeline(&server, "", "", "");
     let (_, r) = scan(&p, &ScanRequest::text("What is the weather like?"));
-    let reasoning = r.layers[0].reasoning.clone().unwrap();
-    assert_eq!(reasoning.chars().count(), 240);
-    assert!(reasoning.ends_with('…'));
+    assert_eq!(r.layers[0].reasoning.as_deref(), Some(ok.as_str()));
+    let (_, r) = scan(&p, &ScanRequest::text("What is the weather like?"));
+    assert!(r.failed());
+    assert_eq!(r.evaluators[0].outcome, "unparseable");
+    let body = server.requests()[0].json();
+    let schema = &body["response_format"]["json_schema"]["schema"]["properties"];
+    assert_eq!(schema["reasoning"]["maxLength"], 240);
+    assert_eq!(schema["violations"]["maxItems"], 4);
 }
 
 #[test]

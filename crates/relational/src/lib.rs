@@ -53,9 +53,11 @@ mod layer;
 pub mod llm;
 pub mod local;
 pub mod model;
+pub mod prompt;
 
 pub use evaluator::{
-    Assessment, Evaluator, EvaluatorError, LayerText, PeerView, RelateInput, implied_patterns,
+    Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
+    implied_patterns,
 };
 pub use layer::{
     BORDERLINE_ID, EXTRACTIVE_ID, MANIPULATIVE_ID, OtherRoles, RelationalError, RelationalFactory,

@@ -282,7 +282,7 @@ impl LlmEvaluator {
     fn call(
         &self,
         system: String,
-        user: String,
+        messages: Vec<Message>,
         schema: Value,
         deadline: Instant,
         cost: &mut RelationalCost,
@@ -297,7 +297,7 @@ impl LlmEvaluator {
             cfg_timeout.min(u64::try_from(left.as_millis()).unwrap_or(u64::MAX).max(1));
         let done: Completion = self.client.complete(&ChatRequest {
             system,
-            messages: vec![Message::user(user)],
+            messages,
             schema: Some(schema),
             max_tokens: Some(self.opts.max_tokens),
             timeout_ms: Some(timeout_ms),
@@ -405,7 +405,11 @@ impl LlmEvaluator {
             });
             let answer = self.call(
                 prompt::triple_system(l.layer),
-                prompt::triple_user(&nonce, s, &shown, r3),
+                prompt::triple_examples(l.layer)
+                    .into_iter()
+                    .flat_map(|(q, a)| [Message::user(q), Message::assistant(a)])
+                    .chain([Message::user(prompt::triple_user(&nonce, s, &shown, r3))])
+                    .collect(),
                 prompt::triple_schema(),
                 input.deadline,
                 &mut cost,
@@ -527,7 +531,9 @@ impl Evaluator for LlmEvaluator {
         let nonce = prompt::nonce(&all).map_err(|e| self.error("failed", e, &cost))?;
         let answer = self.call(
             prompt::observe_system(),
-            prompt::observe_user(&nonce, &shown, own, peers),
+            vec![Message::user(prompt::observe_user(
+                &nonce, &shown, own, peers,
+            ))],
             prompt::patterns_schema(),
             input.deadline,
             &mut cost,

@@ -1,4 +1,5 @@
 //! The local backend inside a pipeline, on hand-computed examples.
+#![allow(clippy::unwrap_used)]
 
 use rampart_core::{
     Action, ExchangeType, Pipeline, PipelineConfig, Registry, RelationalLabel, RelationalReport,

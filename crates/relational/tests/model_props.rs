@@ -1,4 +1,5 @@
 //! Invariants of the relational model over arbitrary triples.
+#![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
 use rampart_core::{

@@ -163,6 +163,23 @@ pub struct LlmEvaluatorOptions {
     /// What an answer without a usable triple means.
     #[serde(default)]
     pub outcomes: OutcomeMap,
+    /// Triples whose sum is more than 0.25 from 1: `strict` (default) makes them
+    /// `invalid_triple`; `rescale` divides them by their sum (each component still has to be
+    /// in [0, 1], and a sum under 0.05 stays invalid), for small models that do not keep the
+    /// sum. A rescaled answer is named in the layer's evidence (`triple_sum→rescale:S`).
+    #[serde(default)]
+    pub triple_sum: TripleSum,
+}
+
+/// How a triple whose components do not sum to about 1 is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TripleSum {
+    /// Refused (`invalid_triple`).
+    #[default]
+    Strict,
+    /// Divided by the sum (recorded).
+    Rescale,
 }
 
 fn default_max_chars() -> usize {
@@ -182,6 +199,7 @@ impl LlmEvaluatorOptions {
             max_chars: default_max_chars(),
             max_tokens: default_max_tokens(),
             outcomes: OutcomeMap::default(),
+            triple_sum: TripleSum::Strict,
         }
     }
 
@@ -416,16 +434,25 @@ impl LlmEvaluator {
                 &texts,
             );
             let checked = match answer {
-                Answer::Value(v) => prompt::parse_triple(&v).map_err(|e| match e {
-                    AnswerError::Shape(d) => ("unparseable", d),
-                    AnswerError::Triple(t) => ("invalid_triple", t.to_string()),
-                }),
+                Answer::Value(v) => {
+                    prompt::parse_triple(&v, self.opts.triple_sum == TripleSum::Rescale).map_err(
+                        |e| match e {
+                            AnswerError::Shape(d) => ("unparseable", d),
+                            AnswerError::Triple(t) => ("invalid_triple", t.to_string()),
+                        },
+                    )
+                }
                 Answer::Failed(o, d) => Err((o, d)),
             };
             let what = format!("{} layer", l.layer);
             let mut evidence = vec![prompt::prompt_evidence()];
             let (value, reasoning) = match self.map(checked, &what, &cost)? {
                 Mapped::Answer(a) => {
+                    if let Some(sum) = a.rescaled_from {
+                        let m = format!("triple_sum→rescale:{sum:.2}");
+                        evidence.push(m.clone());
+                        mapped.push(m);
+                    }
                     if !l.layer.is_trusted() {
                         violations.extend(a.violations.iter().map(|&kind| TrustViolation {
                             kind,

@@ -380,6 +380,8 @@ pub struct TripleAnswer {
     pub violations: Vec<ViolationKind>,
     /// The reasoning, as given.
     pub reasoning: String,
+    /// The sum the answer had, when it was rescaled (`rescale` mode).
+    pub rescaled_from: Option<f64>,
 }
 
 /// Why an answer object is not a triple.
@@ -391,8 +393,9 @@ pub enum AnswerError {
     Triple(TripleError),
 }
 
-/// Reads a triple answer that passed the schema check.
-pub fn parse_triple(value: &Value) -> Result<TripleAnswer, AnswerError> {
+/// Reads a triple answer that passed the schema check. With `rescale`, a triple whose sum is
+/// far from 1 (but at least 0.05, each component in [0, 1]) is divided by its sum.
+pub fn parse_triple(value: &Value, rescale: bool) -> Result<TripleAnswer, AnswerError> {
     let num = |k: &str| {
         value
             .get(k)
@@ -400,7 +403,15 @@ pub fn parse_triple(value: &Value) -> Result<TripleAnswer, AnswerError> {
             .ok_or_else(|| AnswerError::Shape(format!("{k} missing or not a number")))
     };
     let (t, i, f) = (num("truth")?, num("indeterminacy")?, num("falsehood")?);
-    let value_checked = Neutrosophic::checked(t, i, f).map_err(AnswerError::Triple)?;
+    let (value_checked, rescaled_from) = match Neutrosophic::checked(t, i, f) {
+        Ok(v) => (v, None),
+        Err(TripleError::Sum { sum }) if rescale && sum >= 0.05 => {
+            let v =
+                Neutrosophic::checked(t / sum, i / sum, f / sum).map_err(AnswerError::Triple)?;
+            (v, Some(sum))
+        }
+        Err(e) => return Err(AnswerError::Triple(e)),
+    };
     let mut violations = Vec::new();
     for v in value
         .get("violations")
@@ -426,6 +437,7 @@ pub fn parse_triple(value: &Value) -> Result<TripleAnswer, AnswerError> {
         value: value_checked,
         violations,
         reasoning: reasoning.to_string(),
+        rescaled_from,
     })
 }
 
@@ -464,6 +476,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rescale_mode_divides_a_far_sum_and_keeps_refusing_the_rest() {
+        let v = serde_json::json!({"truth": 0.1, "indeterminacy": 0.0, "falsehood": 0.1, "violations": [], "reasoning": "r"});
+        assert!(matches!(
+            parse_triple(&v, false),
+            Err(AnswerError::Triple(TripleError::Sum { .. }))
+        ));
+        let a = parse_triple(&v, true).unwrap();
+        assert!((a.value.truth - 0.5).abs() < 1e-9 && (a.value.falsehood - 0.5).abs() < 1e-9);
+        assert!((a.rescaled_from.unwrap() - 0.2).abs() < 1e-9);
+        let zero = serde_json::json!({"truth": 0.0, "indeterminacy": 0.0, "falsehood": 0.0, "violations": [], "reasoning": "r"});
+        assert!(parse_triple(&zero, true).is_err());
+        let out = serde_json::json!({"truth": 1.5, "indeterminacy": 0.0, "falsehood": 0.0, "violations": [], "reasoning": "r"});
+        assert!(matches!(
+            parse_triple(&out, true),
+            Err(AnswerError::Triple(TripleError::OutOfRange { .. }))
+        ));
+        let ok = serde_json::json!({"truth": 0.5, "indeterminacy": 0.2, "falsehood": 0.3, "violations": [], "reasoning": "r"});
+        assert_eq!(parse_triple(&ok, true).unwrap().rescaled_from, None);
+    }
+
+    #[test]
     fn the_worked_examples_are_answers_the_checker_accepts() {
         for layer in [PromptLayer::System, PromptLayer::User] {
             let ex = triple_examples(layer);
@@ -471,7 +504,7 @@ mod tests {
             for (q, a) in ex {
                 assert!(q.contains("<<<DATA-") && q.contains("<<<END-"), "{q}");
                 let v: Value = serde_json::from_str(&a).unwrap();
-                let t = parse_triple(&v).unwrap();
+                let t = parse_triple(&v, false).unwrap();
                 assert!(
                     (t.value.truth + t.value.indeterminacy + t.value.falsehood - 1.0).abs() < 1e-9
                 );
@@ -535,7 +568,7 @@ mod tests {
     fn answers_are_checked() {
         let ok = json!({"truth": 0.8, "indeterminacy": 0.1, "falsehood": 0.1,
             "violations": ["system_extraction", "system_extraction"], "reasoning": "fine"});
-        let a = parse_triple(&ok).unwrap();
+        let a = parse_triple(&ok, false).unwrap();
         assert_eq!(a.violations, [ViolationKind::SystemExtraction]);
         assert!((a.value.truth - 0.8).abs() < 1e-12);
         for (bad, triple) in [
@@ -568,7 +601,7 @@ mod tests {
                 false,
             ),
         ] {
-            match parse_triple(&bad) {
+            match parse_triple(&bad, false) {
                 Err(AnswerError::Triple(_)) => assert!(triple, "{bad}"),
                 Err(AnswerError::Shape(_)) => assert!(!triple, "{bad}"),
                 Ok(_) => panic!("{bad} accepted"),
@@ -592,7 +625,7 @@ mod tests {
         // answer's repeats are merged.
         let five = json!({"truth": 0.8, "indeterminacy": 0.1, "falsehood": 0.1,
             "violations": vec!["role_confusion"; 5], "reasoning": "fine"});
-        assert_eq!(parse_triple(&five).unwrap().violations.len(), 1);
+        assert_eq!(parse_triple(&five, false).unwrap().violations.len(), 1);
         assert_eq!(triple_schema()["properties"]["violations"]["maxItems"], 4);
         rampart_llm::extract::validate(&json!({"patterns": ["a"]}), &patterns_schema(), "$")
             .unwrap();

@@ -53,6 +53,7 @@ mod layer;
 pub mod llm;
 pub mod local;
 pub mod model;
+pub mod relate;
 
 pub use evaluator::{
     Assessment, Evaluator, EvaluatorError, LayerText, PeerView, RelateInput, implied_patterns,
@@ -63,3 +64,7 @@ pub use layer::{
 };
 pub use local::{LocalEvaluator, LocalOptions, ScoreSource};
 pub use model::{Judgement, LayerWeights, ModelParams, Saturation};
+pub use relate::{
+    AttachError, PromptError, PromptSegment, RelateOutcome, attach_relational_layer, layer_backend,
+    layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_name,
+};

@@ -66,5 +66,6 @@ pub use local::{LocalEvaluator, LocalOptions, ScoreSource};
 pub use model::{Judgement, LayerWeights, ModelParams, Saturation};
 pub use relate::{
     AttachError, PromptError, PromptSegment, RelateOutcome, attach_relational_layer, layer_backend,
-    layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_name,
+    layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_for,
+    relational_layer_name,
 };

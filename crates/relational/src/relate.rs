@@ -214,16 +214,17 @@ pub enum AttachError {
     Options(String),
 }
 
-/// Appends a relational layer to `config`, built from `options`: the layer's table as it
-/// would stand under `[[layers]]` (`backend`, `block`, `[local]`, `[llm]`, `[circle]`, and
-/// the per-layer keys `fail_mode`, `run_if`…), without `kind` or with
+/// The relational layer `options` describe, for appending to `config`: the layer's table as
+/// it would stand under `[[layers]]` (`backend`, `block`, `[local]`, `[llm]`, `[circle]`,
+/// and the per-layer keys `fail_mode`, `run_if`…), without `kind` or with
 /// `kind = "relational"`. When `options` has no `local` table, the local backend reads only
-/// the default sources the configuration has ([`local_defaults_for`]). Returns the layer's
-/// name. Nothing is built: building the pipeline checks the options.
-pub fn attach_relational_layer(
-    config: &mut PipelineConfig,
+/// the default sources the configuration has ([`local_defaults_for`]). Returns the layer and
+/// its name. Nothing is built: building the pipeline checks the options (see
+/// `Pipeline::with_layer` to add it to a built pipeline).
+pub fn relational_layer_for(
+    config: &PipelineConfig,
     mut options: toml::Table,
-) -> Result<String, AttachError> {
+) -> Result<(LayerConfig, String), AttachError> {
     if let Some(name) = relational_layer_name(config) {
         return Err(AttachError::AlreadyThere(name));
     }
@@ -247,6 +248,16 @@ pub fn attach_relational_layer(
         .try_into()
         .map_err(|e: toml::de::Error| AttachError::Options(e.message().trim().to_string()))?;
     let name = layer_name(&layer).to_string();
+    Ok((layer, name))
+}
+
+/// Appends the relational layer `options` describe to `config` ([`relational_layer_for`]).
+/// Returns the layer's name.
+pub fn attach_relational_layer(
+    config: &mut PipelineConfig,
+    options: toml::Table,
+) -> Result<String, AttachError> {
+    let (layer, name) = relational_layer_for(config, options)?;
     config.layers.push(layer);
     Ok(name)
 }

@@ -446,3 +446,72 @@ fn scan_shows_a_configurations_relational_report() {
         "{text}"
     );
 }
+
+/// `rampart eval` with a relational layer: each log record carries the layer's report, the
+/// four-label prediction is its label, and the summary counts the evaluations.
+#[test]
+fn eval_uses_the_relational_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "rel.toml",
+        "version = 1\n[[layers]]\nkind = \"rules\"\n[[layers]]\nkind = \"linear\"\n\
+         [[layers]]\nkind = \"relational\"\n",
+    );
+    let set = [
+        line(serde_json::json!({"id": "r1", "segments": [{"role": "system", "text": SYSTEM}, {"role": "user", "text": BENIGN}], "label": "reciprocal"})),
+        line(serde_json::json!({"id": "e1", "segments": [{"role": "system", "text": SYSTEM}, {"role": "user", "text": EXTRACT}], "label": "extractive"})),
+        line(serde_json::json!({"id": "s1", "segments": [{"role": "system", "text": SYSTEM}], "label": "reciprocal"})),
+    ]
+    .concat();
+    let set = write(dir.path(), "promptguard_mini.jsonl", &set);
+    let out = dir.path().join("out");
+    let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .env("RAMPART_HASH_KEY", "test-key")
+        .env_remove("RAMPART_DATA_DIR")
+        .args([
+            "eval",
+            "--config",
+            &format!("rel={cfg}"),
+            "--dataset",
+            &set,
+            "--no-progress",
+            "--out-dir",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let files: Vec<_> = std::fs::read_dir(out.join("evals"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let find = |suffix: &str| {
+        files
+            .iter()
+            .find(|p| p.to_string_lossy().ends_with(suffix))
+            .unwrap_or_else(|| panic!("no {suffix} in {files:?}"))
+            .clone()
+    };
+    let log = std::fs::read_to_string(find("_promptguard_mini.jsonl")).unwrap();
+    let recs: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(recs[0]["relational"]["label"], "reciprocal", "{}", recs[0]);
+    assert_eq!(recs[0]["relational"]["status"], "ok");
+    assert_eq!(recs[1]["relational"]["label"], "extractive");
+    assert_eq!(recs[2]["relational"]["status"], "skipped");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(find("_summary.json")).unwrap()).unwrap();
+    let r = &summary["reports"][0];
+    assert_eq!(r["relational"]["evaluated"], 3, "{r}");
+    assert_eq!(r["relational"]["ok"], 2);
+    assert_eq!(r["relational"]["skipped"], 1);
+    assert_eq!(r["relational"]["backend"], "local");
+    let p = &r["fine_labels"]["predicted"];
+    assert_eq!(p["extractive"]["extractive"], 1, "{p}");
+    assert_eq!(p["reciprocal"]["reciprocal"], 2, "{p}");
+    let md = std::fs::read_to_string(find("_summary.md")).unwrap();
+    assert!(md.contains("## Relational layer"), "{md}");
+}

@@ -141,6 +141,11 @@ fn set_llm_endpoint(table: &mut toml::Table, url: Option<&str>, model: Option<&s
     let Some(outer) = outer.as_table_mut() else {
         bail!("the relational options' `llm` is not a table");
     };
+    // `base_url_env` / `model_env` may name the endpoint instead.
+    let has_env: Vec<&str> = ["base_url_env", "model_env"]
+        .into_iter()
+        .filter(|k| outer.contains_key(*k))
+        .collect();
     let inner = outer
         .entry("llm")
         .or_insert_with(|| toml::Value::Table(toml::Table::new()));
@@ -156,13 +161,16 @@ fn set_llm_endpoint(table: &mut toml::Table, url: Option<&str>, model: Option<&s
     if let Some(m) = model {
         inner.insert("model".into(), m.into());
     }
-    for key in ["base_url", "model"] {
-        if !inner.contains_key(key) {
-            bail!(
-                "the llm backend needs a model endpoint: give --llm-url and --llm-model (or an \
-                 [llm.llm] table with base_url and model in --relational-config)"
-            );
-        }
+    let has_inner = |k: &str| inner.contains_key(k);
+    let missing = [("base_url", "base_url_env"), ("model", "model_env")]
+        .into_iter()
+        .any(|(key, env)| !has_inner(key) && !has_env.contains(&env));
+    if missing {
+        bail!(
+            "the llm backend needs a model endpoint: give --llm-url and --llm-model (or an \
+             [llm.llm] table with base_url and model, or [llm] base_url_env and model_env, in \
+             --relational-config)"
+        );
     }
     Ok(())
 }
@@ -1003,6 +1011,25 @@ mod tests {
             elapsed_us: us,
             cost: RelationalCost::default(),
         }
+    }
+
+    #[test]
+    fn llm_flags_fill_the_llm_backends_endpoint() {
+        let mut t = toml::Table::new();
+        set_llm_endpoint(&mut t, Some("http://127.0.0.1:8080/v1"), Some("m1")).unwrap();
+        let inner = t["llm"]["llm"].as_table().unwrap();
+        assert_eq!(inner["protocol"].as_str(), Some("openai"));
+        assert_eq!(inner["base_url"].as_str(), Some("http://127.0.0.1:8080/v1"));
+        assert_eq!(inner["model"].as_str(), Some("m1"));
+        // A configured protocol and an environment variable for the model are kept.
+        let mut t: toml::Table =
+            toml::from_str("[llm]\nmodel_env = \"M\"\n[llm.llm]\nprotocol = \"anthropic\"\n")
+                .unwrap();
+        set_llm_endpoint(&mut t, Some("http://h/v1"), None).unwrap();
+        assert_eq!(t["llm"]["llm"]["protocol"].as_str(), Some("anthropic"));
+        let mut t = toml::Table::new();
+        let e = set_llm_endpoint(&mut t, Some("http://h/v1"), None).unwrap_err();
+        assert!(e.to_string().contains("--llm-model"), "{e}");
     }
 
     #[test]

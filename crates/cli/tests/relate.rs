@@ -515,3 +515,66 @@ fn eval_uses_the_relational_label() {
     let md = std::fs::read_to_string(find("_summary.md")).unwrap();
     assert!(md.contains("## Relational layer"), "{md}");
 }
+
+/// The llm backend from the command line (`--llm-url`, `--llm-model`) against the scripted
+/// fake model server: one call per layer, the model and tokens in the report and the summary.
+#[test]
+fn the_llm_backend_from_the_command_line() {
+    use rampart_llm::fake::{FakeResponse, FakeServer};
+    let body = serde_json::json!({"truth": 0.9, "indeterminacy": 0.1, "falsehood": 0.0,
+        "violations": [], "reasoning": "An ordinary exchange."})
+    .to_string();
+    let server =
+        FakeServer::start_repeating(FakeResponse::openai(Some(&body), "stop", Some((120, 30))))
+            .unwrap();
+    let url = server.base_url();
+    let llm = [
+        "--llm-url",
+        url.as_str(),
+        "--llm-model",
+        "fake-model",
+        "--layer-timeout-ms",
+        "20000",
+    ];
+    let mut args = llm.to_vec();
+    args.extend(["--json", "--system", SYSTEM, "--user", BENIGN]);
+    let o = run(&args, None);
+    assert_eq!(o.status.code(), Some(0), "{}\n{}", out(&o), err(&o));
+    let v = &json_lines(&o)[0];
+    assert_eq!(v["backend"], "llm", "{v}");
+    assert_eq!(v["label"], "reciprocal", "{v}");
+    assert_eq!(v["evaluators"][0]["model"], "fake-model");
+    assert_eq!(v["cost"]["calls"], 2, "one call per layer: {v}");
+    assert_eq!(v["cost"]["input_tokens"], 240);
+    assert_eq!(v["layers"][1]["reasoning"], "An ordinary exchange.");
+    assert_eq!(server.request_count(), 2);
+
+    let dir = tempfile::tempdir().unwrap();
+    let jsonl = [
+        line(serde_json::json!({"id": "a", "text": BENIGN, "label": "reciprocal"})),
+        line(serde_json::json!({"id": "b", "segments": [{"role": "system", "text": SYSTEM}, {"role": "user", "text": BENIGN}], "label": "reciprocal"})),
+    ]
+    .concat();
+    let input = write(dir.path(), "llm.jsonl", &jsonl);
+    let summary = dir.path().join("s.json");
+    let mut args = llm.to_vec();
+    args.extend([
+        "--jsonl",
+        &input,
+        "--json",
+        "--summary",
+        summary.to_str().unwrap(),
+    ]);
+    let o = run(&args, None);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let s: Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["backend"], "llm");
+    assert_eq!(s["accuracy"], 1.0, "{s}");
+    assert_eq!(s["cost"]["calls"], 3, "{s}");
+    assert_eq!(s["cost"]["output_tokens"], 90, "{s}");
+    assert!(
+        err(&o).contains("model calls: 3, tokens: 360 input / 90 output"),
+        "{}",
+        err(&o)
+    );
+}

@@ -64,6 +64,7 @@ fn record(i: usize) -> AuditRecord {
         elapsed_us: 15,
         degraded: false,
         judge: None,
+        relational: None,
     }
 }
 

@@ -5,7 +5,9 @@
 //!   input, action, risk, policy version, findings (rule ID, category, strength, layer) and
 //!   per-layer timings ([`AuditRecord`]); with a judge layer, the judge's triggers, outcome,
 //!   label, confidence, redacted explanation, model, prompt version, tokens, cost and latency
-//!   ([`AuditJudge`]). Never prompt text, never matched text.
+//!   ([`AuditJudge`]); with a relational layer, its status, label, ayni balance, exchange
+//!   type, violation kinds, model calls, tokens, cost and time ([`AuditRelational`]). Never
+//!   prompt text, never matched text.
 //! * **Writing** ([`AuditLog`], [`AuditWriter`]): one writer thread owns the connection and
 //!   commits whatever is queued (up to `max_batch` records) in one transaction (group
 //!   commit). [`AuditWriter::append`] is async: it never blocks a thread, and resolves with
@@ -50,6 +52,7 @@
 //!     elapsed_us: 50,
 //!     degraded: false,
 //!     judge: None,
+//!     relational: None,
 //! };
 //! // In the service this is awaited on the request's task.
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -90,9 +93,9 @@ pub use error::AuditError;
 pub use reader::{
     AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
 };
-pub use record::{AuditFinding, AuditJudge, AuditRecord, StoredRecord};
+pub use record::{AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord};
 pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;

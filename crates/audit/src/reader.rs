@@ -64,8 +64,9 @@ impl std::str::FromStr for ExportFormat {
 
 /// The CSV export's columns. The judge's columns are empty for a decision without a judge
 /// layer (or without a verdict, for the label and explanation); the explanation is the
-/// redacted one the audit record holds.
-pub const CSV_COLUMNS: [&str; 19] = [
+/// redacted one the audit record holds. The relational columns are empty for a decision
+/// without a relational layer (or without a label: the evaluation failed or was skipped).
+pub const CSV_COLUMNS: [&str; 21] = [
     "id",
     "time",
     "time_ms",
@@ -85,6 +86,8 @@ pub const CSV_COLUMNS: [&str; 19] = [
     "judge_intent_label",
     "judge_outcome",
     "judge_explanation",
+    "relational_label",
+    "relational_balance",
 ];
 
 const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
@@ -106,7 +109,7 @@ pub const JUDGE_OUTCOMES: [&str; 8] = [
 
 const COLUMNS: &str = "d.id, d.time_ms, d.request_id, d.key_id, d.endpoint, d.input_hash, \
     d.hash_key_id, d.action, d.risk, d.policy_version, d.findings_json, d.layer_timings_json, \
-    d.elapsed_us, d.degraded, d.judge_json";
+    d.elapsed_us, d.degraded, d.judge_json, d.relational_json";
 
 impl AuditFilter {
     /// Checks the filter: a known action, `since_ms` not after `until_ms`.
@@ -338,13 +341,15 @@ impl AuditReader {
                     elapsed_us: u64::try_from(row.get::<_, i64>(12)?).unwrap_or(0),
                     degraded: row.get(13)?,
                     judge: None,
+                    relational: None,
                 },
                 row.get::<_, String>(10)?,
                 row.get::<_, String>(11)?,
                 row.get::<_, Option<String>>(14)?,
+                row.get::<_, Option<String>>(15)?,
             ))
         };
-        let (id, mut record, findings, timings, judge) = get(row).map_err(sq)?;
+        let (id, mut record, findings, timings, judge, relational) = get(row).map_err(sq)?;
         let corrupt = |e: serde_json::Error| AuditError::Corrupt {
             path: self.path.clone(),
             id,
@@ -353,6 +358,11 @@ impl AuditReader {
         record.findings = serde_json::from_str::<Vec<AuditFinding>>(&findings).map_err(corrupt)?;
         record.layer_timings_us = serde_json::from_str(&timings).map_err(corrupt)?;
         record.judge = judge
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(corrupt)?;
+        record.relational = relational
             .as_deref()
             .map(serde_json::from_str)
             .transpose()
@@ -384,7 +394,8 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
     let rec = &r.record;
     let json = |v: Result<String, serde_json::Error>| v.unwrap_or_default();
     let judge = rec.judge.as_ref();
-    let cells: [String; 19] = [
+    let relational = rec.relational.as_ref();
+    let cells: [String; 21] = [
         r.id.to_string(),
         format_time_ms(rec.time_ms),
         rec.time_ms.to_string(),
@@ -408,14 +419,28 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
         judge
             .and_then(|j| j.explanation.clone())
             .unwrap_or_default(),
+        relational.and_then(|r| r.label.clone()).unwrap_or_default(),
+        relational
+            .and_then(|r| r.balance)
+            .map(|b| format!("{b:.4}"))
+            .unwrap_or_default(),
     ];
     for (i, c) in cells.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        csv_cell(out, c);
+        if i == BALANCE_CELL {
+            // A number this function formatted (`-0.5000`), not text from the record: the
+            // formula guard would turn a negative balance into the text `'-0.5000`.
+            out.push_str(c);
+        } else {
+            csv_cell(out, c);
+        }
     }
 }
+
+/// The index of `relational_balance` in [`CSV_COLUMNS`].
+const BALANCE_CELL: usize = 20;
 
 /// Deletes every record with `time_ms < older_than_ms` (a Unix epoch ms cutoff, not an age)
 /// and its findings, a chunk per transaction, and returns how many. Safe while the service
@@ -533,6 +558,11 @@ mod tests {
         s.push('|');
         csv_cell(&mut s, "two\nlines");
         assert_eq!(s, "plain|\"a,b\"|\"say \"\"hi\"\"\"|\"two\nlines\"");
+    }
+
+    #[test]
+    fn the_balance_column_is_where_the_csv_rows_put_it() {
+        assert_eq!(CSV_COLUMNS[BALANCE_CELL], "relational_balance");
     }
 
     #[test]

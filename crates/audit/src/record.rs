@@ -38,6 +38,88 @@ pub struct AuditRecord {
     /// (schema version 2; absent from records written before it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<AuditJudge>,
+    /// The relational layer's part of the decision, when the pipeline has one (schema
+    /// version 3; absent from records written before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relational: Option<AuditRelational>,
+}
+
+/// The relational layer's report as logged: how the evaluation ended, the label, the ayni
+/// balance, the exchange type, the violations' kinds and what it cost. The per-layer
+/// triples, evidence and evaluator runs are left out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditRelational {
+    /// The relational layer's name.
+    pub layer: String,
+    /// `local`, `llm` or `circle`.
+    pub backend: String,
+    /// `ok`, `failed` or `skipped`.
+    pub status: String,
+    /// Why it failed or was skipped (never input text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// `reciprocal`, `borderline`, `manipulative` or `extractive`, when evaluated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// The ayni balance in [-1, 1].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<f64>,
+    /// The exchange type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<String>,
+    /// The kinds of the trust violations, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
+    /// Model calls.
+    #[serde(default)]
+    pub calls: u64,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in USD (priced models only).
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Wall time of the evaluation, microseconds.
+    #[serde(default)]
+    pub elapsed_us: u64,
+}
+
+impl AuditRelational {
+    /// The loggable part of a relational report.
+    pub fn from_report(r: &rampart_core::RelationalReport) -> AuditRelational {
+        use rampart_core::RelationalStatus;
+        let (status, reason) = match &r.status {
+            RelationalStatus::Ok => ("ok", None),
+            RelationalStatus::Failed { reason } => ("failed", Some(reason.clone())),
+            RelationalStatus::Skipped { reason } => ("skipped", Some(reason.clone())),
+        };
+        let mut violations: Vec<String> = r
+            .violations
+            .iter()
+            .map(|v| v.kind.name().to_string())
+            .collect();
+        violations.sort();
+        violations.dedup();
+        AuditRelational {
+            layer: r.layer.clone(),
+            backend: r.backend.name().to_string(),
+            status: status.to_string(),
+            reason,
+            label: r.label.map(|l| l.name().to_string()),
+            balance: r.balance,
+            exchange: r.exchange.map(|x| x.name().to_string()),
+            violations,
+            calls: r.cost.calls,
+            input_tokens: r.cost.input_tokens,
+            output_tokens: r.cost.output_tokens,
+            cost_usd: r.cost.cost_usd,
+            elapsed_us: r.elapsed_us,
+        }
+    }
 }
 
 /// The intent layer's report as logged: why it was asked, how the call ended, the verdict
@@ -180,6 +262,7 @@ impl AuditRecord {
             elapsed_us: d.elapsed_us,
             degraded: d.degraded,
             judge: d.judge.as_ref().map(AuditJudge::from_report),
+            relational: d.relational.as_ref().map(AuditRelational::from_report),
         }
     }
 

@@ -48,6 +48,9 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     ALTER TABLE decisions ADD COLUMN judge_outcome TEXT;
     CREATE INDEX decisions_judge_label_time ON decisions (judge_intent_label, time_ms);
     CREATE INDEX decisions_judge_outcome_time ON decisions (judge_outcome, time_ms);",
+    // 2 -> 3: the relational layer's report (NULL for decisions without a relational layer,
+    // and for every record written before).
+    "ALTER TABLE decisions ADD COLUMN relational_json TEXT;",
 ];
 
 fn sq(path: &Path) -> impl FnOnce(rusqlite::Error) -> AuditError {

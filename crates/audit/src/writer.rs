@@ -416,8 +416,10 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
         let mut ins_d = tx.prepare_cached(
             "INSERT INTO decisions (time_ms, request_id, key_id, endpoint, input_hash,
                 hash_key_id, action, risk, policy_version, findings_json, layer_timings_json,
-                elapsed_us, degraded, judge_json, judge_intent_label, judge_outcome)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                elapsed_us, degraded, judge_json, judge_intent_label, judge_outcome,
+                relational_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                ?17)",
         )?;
         let mut ins_f = tx.prepare_cached(
             "INSERT INTO findings (decision_id, seq, rule_id, category, strength, layer)
@@ -429,6 +431,12 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
             let timings = serde_json::to_string(&rec.layer_timings_us).map_err(json)?;
             let judge = rec
                 .judge
+                .as_ref()
+                .map(serde_json::to_string)
+                .transpose()
+                .map_err(json)?;
+            let relational = rec
+                .relational
                 .as_ref()
                 .map(serde_json::to_string)
                 .transpose()
@@ -453,6 +461,7 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
                 judge,
                 label,
                 outcome,
+                relational,
             ])?;
             for (seq, f) in rec.findings.iter().enumerate() {
                 ins_f.execute(params![

@@ -36,6 +36,7 @@ fn record(request_id: String) -> AuditRecord {
         elapsed_us: 6,
         degraded: false,
         judge: None,
+        relational: None,
     }
 }
 

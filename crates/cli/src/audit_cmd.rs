@@ -3,8 +3,8 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rampart_audit::{
-    AuditFilter, AuditJudge, AuditReader, ExportFormat, StoredRecord, format_time_ms, now_ms,
-    parse_duration_ms, parse_time,
+    AuditFilter, AuditJudge, AuditReader, AuditRelational, ExportFormat, StoredRecord,
+    format_time_ms, now_ms, parse_duration_ms, parse_time,
 };
 use std::fmt::Write as _;
 use std::io::Write;
@@ -376,14 +376,30 @@ fn judge_lines(records: &[StoredRecord]) -> String {
     }
 }
 
+/// The RELATIONAL cell: the label and balance, or the status when there is no label.
+fn relational_cell(r: &AuditRelational) -> String {
+    match (&r.label, r.balance) {
+        (Some(l), Some(b)) => format!("{l} {b:+.2}"),
+        (Some(l), None) => l.clone(),
+        (None, _) => r.status.clone(),
+    }
+}
+
 fn table(records: &[StoredRecord]) -> String {
-    const HEAD: [&str; 9] = [
-        "TIME", "ACTION", "RISK", "ENDPOINT", "KEY", "REQUEST", "RULES", "ELAPSED", "JUDGE",
+    const BASE: [&str; 8] = [
+        "TIME", "ACTION", "RISK", "ENDPOINT", "KEY", "REQUEST", "RULES", "ELAPSED",
     ];
-    // The JUDGE column only where some record has a judge: pipelines without one print the
-    // table they always did.
+    // The JUDGE and RELATIONAL columns only where some record has one: pipelines without
+    // those layers print the table they always did.
     let judged = records.iter().any(|r| r.record.judge.is_some());
-    let columns = if judged { HEAD.len() } else { HEAD.len() - 1 };
+    let related = records.iter().any(|r| r.record.relational.is_some());
+    let mut head: Vec<&str> = BASE.to_vec();
+    if judged {
+        head.push("JUDGE");
+    }
+    if related {
+        head.push("RELATIONAL");
+    }
     let rows: Vec<Vec<String>> = records
         .iter()
         .map(|r| {
@@ -409,20 +425,27 @@ fn table(records: &[StoredRecord]) -> String {
                         .map_or_else(|| "-".to_string(), judge_cell),
                 ));
             }
+            if related {
+                row.push(printable(
+                    &rec.relational
+                        .as_ref()
+                        .map_or_else(|| "-".to_string(), relational_cell),
+                ));
+            }
             row
         })
         .collect();
     if rows.is_empty() {
         return String::new();
     }
-    let mut widths: Vec<usize> = HEAD[..columns].iter().map(|h| h.chars().count()).collect();
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    let head: Vec<String> = HEAD[..columns].iter().map(|h| h.to_string()).collect();
+    let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
     for row in std::iter::once(head).chain(rows) {
         let mut line = String::new();
         for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
@@ -502,6 +525,7 @@ mod tests {
             elapsed_us: 7,
             degraded: false,
             judge: None,
+            relational: None,
         }
     }
 
@@ -723,6 +747,41 @@ mod tests {
             record: record(1, 0),
         }]);
         assert!(!t.contains("JUDGE") && !t.contains("judge:"), "{t}");
+    }
+
+    #[test]
+    fn table_shows_the_relational_label_and_balance() {
+        let rel = |label: Option<&str>, status: &str| rampart_audit::AuditRelational {
+            layer: "relational".into(),
+            backend: "local".into(),
+            status: status.into(),
+            reason: None,
+            label: label.map(str::to_string),
+            balance: label.map(|_| -0.5),
+            exchange: None,
+            violations: Vec::new(),
+            calls: 0,
+            input_tokens: 0,
+            output_tokens: 0,
+            cost_usd: 0.0,
+            elapsed_us: 12,
+        };
+        let mut a = record(1, 0);
+        a.relational = Some(rel(Some("extractive"), "ok"));
+        let mut b = record(2, 0);
+        b.relational = Some(rel(None, "failed"));
+        let c = record(3, 0);
+        let t = table(&[
+            StoredRecord { id: 1, record: a },
+            StoredRecord { id: 2, record: b },
+            StoredRecord { id: 3, record: c },
+        ]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("RELATIONAL"), "{t}");
+        assert!(!lines[0].contains("JUDGE"), "{t}");
+        assert!(lines[1].ends_with("extractive -0.50"), "{t}");
+        assert!(lines[2].ends_with("failed"), "{t}");
+        assert!(lines[3].ends_with('-'), "{t}");
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! Human-readable explanation of a decision (for a terminal; `--json` is for machines).
 
-use rampart_core::{JudgeReport, JudgeTrigger, ScanOutcome, ScanRequest};
+use rampart_core::{
+    JudgeReport, JudgeTrigger, RelationalReport, RelationalStatus, ScanOutcome, ScanRequest,
+};
 use std::io::{self, Write};
 
 /// Longest excerpt of matched text shown per finding.
@@ -100,6 +102,9 @@ pub fn write(
     if let Some(j) = &d.judge {
         write_judge(out, j)?;
     }
+    if let Some(r) = &d.relational {
+        write_relational(out, r)?;
+    }
     if let Some(s) = outcome.sanitized.as_ref().filter(|_| show_matches) {
         for seg in s {
             writeln!(
@@ -115,6 +120,56 @@ pub fn write(
         d.input_hash, d.hash_key_id, d.elapsed_us
     )?;
     Ok(())
+}
+
+/// The relational layer's report in one line (`rampart relate` shows it in full): status,
+/// label, balance, exchange, per-layer T/I/F, violations, model calls.
+pub fn write_relational(out: &mut impl Write, r: &RelationalReport) -> io::Result<()> {
+    let head = match &r.status {
+        RelationalStatus::Ok => {
+            let mut h = r.label.map_or("-", |l| l.name()).to_string();
+            if let Some(b) = r.balance {
+                h.push_str(&format!(" balance {b:+.3}"));
+            }
+            if let Some(x) = r.exchange {
+                h.push_str(&format!(" exchange {x}"));
+            }
+            h
+        }
+        RelationalStatus::Failed { reason } => format!("failed: {reason}"),
+        RelationalStatus::Skipped { reason } => format!("skipped: {reason}"),
+    };
+    let layers: Vec<String> = r
+        .layers
+        .iter()
+        .map(|l| {
+            format!(
+                "{} T{:.2}/I{:.2}/F{:.2}",
+                l.layer, l.value.truth, l.value.indeterminacy, l.value.falsehood
+            )
+        })
+        .collect();
+    let mut line = format!("  relational ({}, {}): {head}", r.layer, r.backend);
+    if !layers.is_empty() {
+        line.push_str(&format!("; {}", layers.join(", ")));
+    }
+    if !r.violations.is_empty() {
+        let v: Vec<String> = r
+            .violations
+            .iter()
+            .map(|v| format!("{}@{}", v.kind, v.layer))
+            .collect();
+        line.push_str(&format!("; violations {}", v.join(", ")));
+    }
+    if r.cost.calls > 0 {
+        line.push_str(&format!(
+            "; {} calls, {} tokens, ${:.4}",
+            r.cost.calls,
+            r.cost.input_tokens + r.cost.output_tokens,
+            r.cost.cost_usd
+        ));
+    }
+    writeln!(out, "{line}")
 }
 
 /// One trigger, for a terminal: the kind and what fired it (never input text).

@@ -16,6 +16,7 @@ mod human;
 mod judge_cmd;
 mod models_cmd;
 mod registry;
+mod relate_cmd;
 mod rules_cmd;
 mod scan;
 mod serve_cmd;
@@ -58,6 +59,11 @@ enum Command {
     /// Ask a configuration's intent layer (LLM judge) about a text directly: label,
     /// confidence, explanation, evidence, cost, latency.
     Judge(judge_cmd::JudgeArgs),
+    /// Relate a layered prompt (system, application, user) or a JSONL batch with the
+    /// relational evaluator: per-layer truth / indeterminacy / falsehood, trust violations,
+    /// the ayni balance, the exchange type and the label (reciprocal, borderline,
+    /// manipulative, extractive); a labelled batch gets the four-label accuracy.
+    Relate(relate_cmd::RelateArgs),
     /// Validate, test, lint and list rule packs.
     Rules {
         #[command(subcommand)]
@@ -179,6 +185,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Scan(args) => scan::run(&args),
         Command::Judge(args) => judge_cmd::run(&args),
+        Command::Relate(args) => relate_cmd::run(&args),
         Command::Rules { command } => rules_cmd::run(&command),
         Command::Config { command } => config_cmd(&command),
         Command::Serve(args) => serve_cmd::run(&args),

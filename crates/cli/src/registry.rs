@@ -13,6 +13,7 @@ pub fn registry() -> Registry {
     r.register(Box::new(rampart_classify::LinearFactory));
     r.register(Box::new(Transformer));
     r.register(Box::new(rampart_judge::JudgeFactory::default()));
+    r.register(Box::new(rampart_relational::RelationalFactory));
     r
 }
 

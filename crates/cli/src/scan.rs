@@ -92,7 +92,7 @@ struct ErrorRecord<'a> {
     error: &'a str,
 }
 
-fn exit_code(action: Action) -> u8 {
+pub(crate) fn exit_code(action: Action) -> u8 {
     match action {
         Action::Allow => EXIT_ALLOW,
         Action::Sanitize => EXIT_SANITIZE,
@@ -141,7 +141,7 @@ pub fn run(args: &ScanArgs) -> Result<u8> {
 
 /// Reads at most `limit` bytes; more is an error (never a silent truncation), and memory
 /// stays bounded however large the input is.
-fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
+pub(crate) fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
     let mut buf = Vec::new();
     r.take(limit as u64 + 1).read_to_end(&mut buf)?;
     if buf.len() > limit {
@@ -184,7 +184,7 @@ enum LineResult {
     Blank,
 }
 
-fn id_string(v: &serde_json::Value) -> String {
+pub(crate) fn id_string(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -194,7 +194,7 @@ fn id_string(v: &serde_json::Value) -> String {
 /// A record's JSON error. serde_json counts lines within the record, which is always one
 /// line of the batch: its "at line 1 column N" would contradict the batch line number the
 /// error record carries, so only the column is kept.
-fn json_error(e: &serde_json::Error) -> String {
+pub(crate) fn json_error(e: &serde_json::Error) -> String {
     let full = e.to_string();
     let position = format!(" at line {} column {}", e.line(), e.column());
     match full.strip_suffix(&position) {
@@ -301,7 +301,7 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
             })
             .collect()
     };
-    let mut next = read_chunk(&mut reader, &mut line_no, max_line)?;
+    let mut next = read_chunk(&mut reader, &mut line_no, max_line, CHUNK_LINES)?;
     loop {
         let (chunk, bytes, eof) = next;
         if chunk.is_empty() {
@@ -314,7 +314,7 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         } else {
             rayon::join(
                 || process(&chunk),
-                || Some(read_chunk(&mut reader, &mut line_no, max_line)),
+                || Some(read_chunk(&mut reader, &mut line_no, max_line, CHUNK_LINES)),
             )
         };
         for r in rendered {
@@ -361,18 +361,19 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
 }
 
 /// One line of a chunk: its number and its bytes, or why it was skipped.
-type ChunkLine = (usize, Result<Vec<u8>, String>);
+pub(crate) type ChunkLine = (usize, Result<Vec<u8>, String>);
 
-/// Reads up to [`CHUNK_LINES`] lines (raw bytes: invalid UTF-8 is an error for that line
+/// Reads up to `max_lines` lines (raw bytes: invalid UTF-8 is an error for that line
 /// only). Returns the lines, the bytes consumed, and whether the input ended.
-fn read_chunk(
+pub(crate) fn read_chunk(
     reader: &mut (dyn BufRead + Send),
     line_no: &mut usize,
     max_line: usize,
+    max_lines: usize,
 ) -> io::Result<(Vec<ChunkLine>, u64, bool)> {
-    let mut chunk: Vec<ChunkLine> = Vec::with_capacity(CHUNK_LINES);
+    let mut chunk: Vec<ChunkLine> = Vec::with_capacity(max_lines);
     let mut bytes = 0u64;
-    while chunk.len() < CHUNK_LINES {
+    while chunk.len() < max_lines {
         let mut buf = Vec::new();
         let (n, overflow) = read_line_bounded(reader, &mut buf, max_line)?;
         if n == 0 {

@@ -231,6 +231,45 @@ impl Pipeline {
         Pipeline::assemble(config, detectors, per_layer)
     }
 
+    /// This pipeline with one more layer at the end, built from `layer`; the existing
+    /// layers are shared with this pipeline, not built again (a model is loaded once). The
+    /// whole is checked as [`Pipeline::from_config_with`] checks a configuration.
+    ///
+    /// ```
+    /// use rampart_core::{LayerConfig, Pipeline, Registry};
+    ///
+    /// let base = Pipeline::default_pipeline().unwrap();
+    /// let fuse: LayerConfig =
+    ///     toml::from_str("kind = \"fuse\"\ninputs = { rules = 1.0 }\nthreshold = 0.5").unwrap();
+    /// let more = base.with_layer(fuse, &Registry::default()).unwrap();
+    /// assert_eq!(more.layer_names(), ["normalize", "rules", "fuse"]);
+    /// assert_eq!(base.layer_names(), ["normalize", "rules"]);
+    /// // Names stay unique.
+    /// let rules: LayerConfig = toml::from_str("kind = \"rules\"").unwrap();
+    /// assert!(base.with_layer(rules, &Registry::default()).is_err());
+    /// ```
+    pub fn with_layer(
+        &self,
+        layer: LayerConfig,
+        registry: &Registry,
+    ) -> Result<Pipeline, BuildError> {
+        let mut detectors = self.detectors.clone();
+        detectors.push(registry.build(&layer)?);
+        let mut per_layer = PerLayer {
+            run_if: self.run_if.clone(),
+            score_only: self.score_only.clone(),
+            defer: self.defer.clone(),
+            fail_modes: self.fail_modes.clone(),
+        };
+        per_layer.run_if.push(layer.run_if.clone());
+        per_layer.score_only.push(layer.score_only);
+        per_layer.defer.push(layer.defer);
+        per_layer.fail_modes.push(layer.fail_mode);
+        let mut config = self.config.clone();
+        config.layers.push(layer);
+        Pipeline::assemble(config, detectors, per_layer)
+    }
+
     /// Builds a pipeline from already-built detectors (the config's `layers`, and so their
     /// `run_if` and `score_only` settings, are ignored: every detector runs and decides).
     pub fn with_detectors(

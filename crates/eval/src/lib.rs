@@ -68,7 +68,7 @@ pub mod runner;
 
 pub use error::EvalError;
 pub use gate::{Gate, GateFile, GateResult, GateSet, Metric};
-pub use log::{EVAL_LOG_SCHEMA, EvalLogRecord, JudgeLog, Outcome};
+pub use log::{EVAL_LOG_SCHEMA, EvalLogRecord, JudgeLog, Outcome, RelationalLog};
 pub use output::{RunStamp, Written, write_all};
-pub use report::{DatasetReport, JudgeStats, Summary};
+pub use report::{DatasetReport, JudgeStats, RelationalStats, Summary};
 pub use runner::{EvalRun, NamedPipeline, RunOptions, planned_scans, run};

@@ -3,8 +3,9 @@
 //! hash, labels, outcomes, scores and findings: never prompt text.
 
 use rampart_core::{
-    Action, CacheStatus, Category, IntentLabel, JudgeOutcome, JudgeReport, LayerStatus, RiskClass,
-    Span, Strength, ViewKind,
+    Action, Backend, CacheStatus, Category, ExchangeType, IntentLabel, JudgeOutcome, JudgeReport,
+    LayerStatus, RelationalLabel, RelationalReport, RelationalStatus, RiskClass, Span, Strength,
+    ViewKind,
 };
 use rampart_datasets::{Channel, Label, PayloadPosition, Split};
 use serde::{Deserialize, Serialize};
@@ -149,6 +150,86 @@ pub struct EvalLogRecord {
     /// The intent layer's part of the decision, when the configuration has a judge layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeLog>,
+    /// The relational layer's part of the decision, when the configuration has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relational: Option<RelationalLog>,
+}
+
+/// The relational layer's report for one prompt, without the per-layer detail: how the
+/// evaluation ended, the label, the balance and exchange type, the violations' kinds, and
+/// what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelationalLog {
+    /// The relational layer's name.
+    pub layer: String,
+    /// Its backend.
+    pub backend: Backend,
+    /// `ok`, `failed` or `skipped`.
+    pub status: String,
+    /// Why it failed or was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The label (none when the evaluation failed or was skipped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<RelationalLabel>,
+    /// The ayni balance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<f64>,
+    /// The exchange type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exchange: Option<ExchangeType>,
+    /// The kinds of the trust violations, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
+    /// Model calls.
+    #[serde(default)]
+    pub calls: u64,
+    /// Input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// Output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// Cost in USD (priced models only).
+    #[serde(default)]
+    pub cost_usd: f64,
+    /// Wall time of the evaluation, microseconds.
+    #[serde(default)]
+    pub elapsed_us: u64,
+}
+
+impl RelationalLog {
+    /// The loggable part of a relational report.
+    pub fn from_report(r: &RelationalReport) -> RelationalLog {
+        let (status, reason) = match &r.status {
+            RelationalStatus::Ok => ("ok", None),
+            RelationalStatus::Failed { reason } => ("failed", Some(reason.clone())),
+            RelationalStatus::Skipped { reason } => ("skipped", Some(reason.clone())),
+        };
+        let mut violations: Vec<String> = r
+            .violations
+            .iter()
+            .map(|v| v.kind.name().to_string())
+            .collect();
+        violations.sort();
+        violations.dedup();
+        RelationalLog {
+            layer: r.layer.clone(),
+            backend: r.backend,
+            status: status.to_string(),
+            reason,
+            label: r.label,
+            balance: r.balance,
+            exchange: r.exchange,
+            violations,
+            calls: r.cost.calls,
+            input_tokens: r.cost.input_tokens,
+            output_tokens: r.cost.output_tokens,
+            cost_usd: r.cost.cost_usd,
+            elapsed_us: r.elapsed_us,
+        }
+    }
 }
 
 /// The intent layer's report for one prompt: whether and why it was asked, how the call

@@ -240,6 +240,64 @@ fn judge_table(s: &Summary) -> Option<Table> {
     Some(t)
 }
 
+/// The relational layer per report: evaluations by status and label, cost and time. `None`
+/// when no configuration has a relational layer.
+fn relational_table(s: &Summary) -> Option<Table> {
+    let rows: Vec<_> = s
+        .reports
+        .iter()
+        .filter_map(|r| r.relational.as_ref().map(|x| (r, x)))
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "layer",
+        "backend",
+        "evaluated",
+        "ok",
+        "failed",
+        "skipped",
+        "labels",
+        "calls",
+        "tokens in",
+        "tokens out",
+        "cost (USD)",
+        "p50",
+        "p95",
+    ]);
+    let us =
+        |v: Option<u64>| v.map_or_else(|| "n/a".into(), |x| format!("{:.1} ms", x as f64 / 1000.0));
+    for (r, x) in rows {
+        t.row(vec![
+            r.dataset.clone(),
+            r.config.clone(),
+            x.layer.clone(),
+            x.backend.clone(),
+            x.evaluated.to_string(),
+            x.ok.to_string(),
+            x.failed.to_string(),
+            x.skipped.to_string(),
+            counts(&x.labels),
+            x.calls.to_string(),
+            x.input_tokens.to_string(),
+            x.output_tokens.to_string(),
+            format!("{:.6}", x.cost_usd),
+            us(x.latency_us.map(|l| l.p50)),
+            us(x.latency_us.map(|l| l.p95)),
+        ]);
+    }
+    Some(t)
+}
+
+/// What the relational table counts.
+const RELATIONAL_NOTE: &str = "Evaluated: prompts with a relational report. Failed \
+evaluations gave no label (the layer's fail mode decided the action, and the four-label \
+prediction fell back to the action mapping); skipped ones had no user layer. With a \
+relational layer, the four-label accuracy uses its label.";
+
 /// How the judge changed decisions on the prompts it gave a verdict for: the verdict
 /// transitions, and TPR/FPR without and with it.
 fn judge_effect_table(s: &Summary) -> Option<Table> {
@@ -693,6 +751,11 @@ pub fn markdown_headline(s: &Summary) -> String {
         }
         let _ = writeln!(md, "\n{JUDGE_NOTE}");
     }
+    if let Some(t) = relational_table(s) {
+        md.push_str("\n## Relational layer\n\n");
+        md.push_str(&t.md());
+        let _ = writeln!(md, "\n{RELATIONAL_NOTE}");
+    }
     if let Some(t) = gates_table(s) {
         let failed = s.gates.iter().filter(|g| !g.passed).count();
         let _ = write!(
@@ -797,6 +860,11 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
             h.push_str(&t.html());
         }
         let _ = writeln!(h, "<p class=\"note\">{}</p>", esc_html(JUDGE_NOTE));
+    }
+    if let Some(t) = relational_table(s) {
+        h.push_str("<h2>Relational layer</h2>\n");
+        h.push_str(&t.html());
+        let _ = writeln!(h, "<p class=\"note\">{}</p>", esc_html(RELATIONAL_NOTE));
     }
     h.push_str("<h2>Plots</h2>\n");
     h.push_str(&plots_html(run)?);

@@ -128,12 +128,17 @@ pub struct FineLabels {
     pub strict_accuracy: Option<f64>,
 }
 
-/// The PromptGuard label a verdict stands for: ALLOW → `reciprocal`; flagged with a counted
+/// The PromptGuard label a verdict stands for. When the configuration has a relational layer
+/// and it gave a label, that label: the relational layer's own four-way judgement.
+/// Otherwise the action is mapped: ALLOW → `reciprocal`; flagged with a counted
 /// system-marker finding (prompt extraction, system-prompt markers) → `extractive`; any
-/// other flagged prompt → `manipulative`. `borderline` is never predicted (a deterministic
-/// verdict has no "allowed but risky" class), so borderline prompts always count as
-/// misclassified in the strict accuracy.
+/// other flagged prompt → `manipulative`. `borderline` is never predicted by the mapping (a
+/// deterministic verdict has no "allowed but risky" class), so without a relational layer
+/// borderline prompts always count as misclassified in the strict accuracy.
 pub fn predicted_label(log: &EvalLogRecord) -> &'static str {
+    if let Some(label) = log.relational.as_ref().and_then(|r| r.label) {
+        return label.name();
+    }
     if log.action == rampart_core::Action::Allow {
         return "reciprocal";
     }
@@ -221,6 +226,87 @@ pub struct DatasetReport {
     /// when the configuration has a judge layer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub judge: Option<JudgeStats>,
+    /// The relational layer: evaluations by status and label, cost and time, when the
+    /// configuration has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relational: Option<RelationalStats>,
+}
+
+/// What a configuration's relational layer did over a dataset (or pool).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RelationalStats {
+    /// The relational layer's name.
+    pub layer: String,
+    /// Its backend.
+    pub backend: String,
+    /// Prompts with a relational report.
+    pub evaluated: u64,
+    /// Of them, evaluated to a label.
+    pub ok: u64,
+    /// Of them, failed (no label: the layer's fail mode decided, and the strict accuracy
+    /// fell back to the action mapping).
+    pub failed: u64,
+    /// Of them, skipped (no user layer).
+    pub skipped: u64,
+    /// Labels given.
+    pub labels: BTreeMap<String, u64>,
+    /// Why evaluations failed, by reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failures: BTreeMap<String, u64>,
+    /// Model calls.
+    pub calls: u64,
+    /// Input tokens over the calls.
+    pub input_tokens: u64,
+    /// Output tokens over the calls.
+    pub output_tokens: u64,
+    /// Cost in USD (priced models only).
+    pub cost_usd: f64,
+    /// Wall time of the evaluations that ran (skipped ones left out), microseconds.
+    pub latency_us: Option<Latency>,
+}
+
+impl RelationalStats {
+    /// Computes the stats over the log records that carry a relational report; `None` when
+    /// none does (the configuration has no relational layer).
+    pub fn compute<'a>(
+        logs: impl IntoIterator<Item = &'a EvalLogRecord>,
+    ) -> Option<RelationalStats> {
+        let mut s = RelationalStats::default();
+        let mut times = Vec::new();
+        for l in logs {
+            let Some(r) = &l.relational else { continue };
+            if s.evaluated == 0 {
+                s.layer = r.layer.clone();
+                s.backend = r.backend.name().to_string();
+            }
+            s.evaluated += 1;
+            match r.status.as_str() {
+                "ok" => s.ok += 1,
+                "skipped" => {
+                    s.skipped += 1;
+                    continue;
+                }
+                _ => {
+                    s.failed += 1;
+                    let reason = r.reason.clone().unwrap_or_default();
+                    *s.failures.entry(reason).or_default() += 1;
+                }
+            }
+            if let Some(label) = r.label {
+                *s.labels.entry(label.name().to_string()).or_default() += 1;
+            }
+            s.calls += r.calls;
+            s.input_tokens += r.input_tokens;
+            s.output_tokens += r.output_tokens;
+            s.cost_usd += r.cost_usd;
+            times.push(r.elapsed_us);
+        }
+        if s.evaluated == 0 {
+            return None;
+        }
+        s.latency_us = Latency::of(&times);
+        Some(s)
+    }
 }
 
 /// What a configuration's judge layer did over a dataset (or pool).
@@ -357,6 +443,7 @@ impl DatasetReport {
         let mut label_counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let logs: Vec<&EvalLogRecord> = logs.into_iter().collect();
         r.judge = JudgeStats::compute(logs.iter().copied());
+        r.relational = RelationalStats::compute(logs.iter().copied());
         for l in logs {
             let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
             r.prompts += 1;
@@ -711,6 +798,7 @@ mod predicted_label_tests {
             elapsed_us: 1,
             error: None,
             judge: None,
+            relational: None,
         }
     }
 
@@ -736,6 +824,65 @@ mod predicted_label_tests {
             predicted_label(&rec(Action::Sanitize, vec![])),
             "manipulative"
         );
+    }
+
+    fn relational(
+        status: &str,
+        label: Option<rampart_core::RelationalLabel>,
+    ) -> crate::log::RelationalLog {
+        crate::log::RelationalLog {
+            layer: "relational".into(),
+            backend: rampart_core::Backend::Llm,
+            status: status.into(),
+            reason: (status != "ok").then(|| "timeout: no answer".into()),
+            label,
+            balance: label.map(|_| 0.2),
+            exchange: None,
+            violations: Vec::new(),
+            calls: 3,
+            input_tokens: 300,
+            output_tokens: 60,
+            cost_usd: 0.002,
+            elapsed_us: 4_000,
+        }
+    }
+
+    /// With a relational layer, its label is the prediction (borderline included); without
+    /// a label (failed, skipped) the action mapping stands.
+    #[test]
+    fn a_relational_label_is_the_prediction() {
+        use rampart_core::RelationalLabel::{Borderline, Reciprocal};
+        let mut r = rec(Action::Block, vec![(Category::SystemMarker, 2)]);
+        r.relational = Some(relational("ok", Some(Borderline)));
+        assert_eq!(predicted_label(&r), "borderline");
+        r.relational = Some(relational("ok", Some(Reciprocal)));
+        assert_eq!(predicted_label(&r), "reciprocal");
+        r.relational = Some(relational("failed", None));
+        assert_eq!(predicted_label(&r), "extractive");
+
+        let mut ok = rec(Action::Allow, vec![]);
+        ok.label = Label::Borderline;
+        ok.relational = Some(relational("ok", Some(Borderline)));
+        let mut skipped = rec(Action::Allow, vec![]);
+        skipped.label = Label::Reciprocal;
+        skipped.relational = Some(relational("skipped", None));
+        let logs = [ok, r, skipped, rec(Action::Allow, vec![])];
+        let d = DatasetReport::compute("promptguard_x", "c", &logs);
+        let f = d.fine_labels.expect("fine labels");
+        assert_eq!(f.predicted["borderline"]["borderline"], 1);
+        assert_eq!(f.predicted["extractive"]["extractive"], 1);
+        let s = d.relational.expect("relational stats");
+        assert_eq!((s.evaluated, s.ok, s.failed, s.skipped), (3, 1, 1, 1));
+        assert_eq!(s.labels["borderline"], 1);
+        assert_eq!(s.failures["timeout: no answer"], 1);
+        assert_eq!((s.calls, s.input_tokens, s.output_tokens), (6, 600, 120));
+        assert!((s.cost_usd - 0.004).abs() < 1e-12);
+        assert_eq!(s.latency_us.map(|l| l.count), Some(2));
+        assert_eq!(s.backend, "llm");
+
+        // A configuration without a relational layer: no stats.
+        let d = DatasetReport::compute("d", "c", &[rec(Action::Allow, vec![])]);
+        assert!(d.relational.is_none());
     }
 }
 
@@ -783,6 +930,7 @@ mod breakdown_tests {
             elapsed_us: 1,
             error: None,
             judge: None,
+            relational: None,
         }
     }
 

@@ -2,7 +2,9 @@
 //! [`EvalLogRecord`] per (configuration, prompt).
 
 use crate::error::EvalError;
-use crate::log::{EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, JudgeLog, LayerLog, Outcome};
+use crate::log::{
+    EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, JudgeLog, LayerLog, Outcome, RelationalLog,
+};
 use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
@@ -279,6 +281,7 @@ pub fn eval_one(
         elapsed_us,
         error: None,
         judge: None,
+        relational: None,
     };
     match result {
         Ok(out) => fill_from_decision(&mut log, out.decision),
@@ -339,6 +342,7 @@ fn fill_from_decision(log: &mut EvalLogRecord, d: Decision) {
         .collect();
     log.elapsed_us = d.elapsed_us;
     log.judge = d.judge.as_ref().map(JudgeLog::from_report);
+    log.relational = d.relational.as_ref().map(RelationalLog::from_report);
     log.input_hash = d.input_hash;
     log.hash_key_id = d.hash_key_id;
 }

@@ -281,6 +281,7 @@ fn log(
         elapsed_us: 30,
         error: error.then(|| "request is 9 bytes; the limit is 1 bytes".into()),
         judge: None,
+        relational: None,
     }
 }
 

@@ -54,6 +54,7 @@ pub mod llm;
 pub mod local;
 pub mod model;
 pub mod prompt;
+pub mod relate;
 
 pub use evaluator::{
     Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
@@ -65,3 +66,8 @@ pub use layer::{
 };
 pub use local::{LocalEvaluator, LocalOptions, ScoreSource};
 pub use model::{Judgement, LayerWeights, ModelParams, Saturation};
+pub use relate::{
+    AttachError, PromptError, PromptSegment, RelateOutcome, attach_relational_layer, layer_backend,
+    layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_for,
+    relational_layer_name,
+};

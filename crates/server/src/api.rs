@@ -1,4 +1,4 @@
-//! The router and the check API: `POST /v1/scan`, `POST /v1/scan/batch`.
+//! The router and the check API: `POST /v1/scan`, `POST /v1/scan/batch`, `POST /v1/relate`.
 
 use crate::auth;
 use crate::ops;
@@ -21,6 +21,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     let v1 = Router::new()
         .route("/v1/scan", post(scan))
         .route("/v1/scan/batch", post(batch))
+        .route("/v1/relate", post(relate))
         .merge(crate::proxy::routes())
         .route_layer(from_fn_with_state(state.clone(), auth::require_key));
     let admin = Router::new()
@@ -290,4 +291,66 @@ async fn batch(
         });
     }
     Ok(Json(serde_json::json!({"results": results, "errors": errors})).into_response())
+}
+
+/// `/v1/relate`'s body: `{"segments": [{"role", "text"}…]}` (roles system, developer or
+/// application, user) or `{"system"?, "application"?, "user"}`, with an optional `id`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RelateBody {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    segments: Option<Vec<rampart_relational::PromptSegment>>,
+    #[serde(default)]
+    system: Option<String>,
+    #[serde(default, alias = "developer")]
+    application: Option<String>,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+impl RelateBody {
+    pub(crate) fn into_request(self) -> Result<ScanRequest, ServiceError> {
+        let layered = self.system.is_some() || self.application.is_some() || self.user.is_some();
+        let req = match self.segments {
+            Some(_) if layered => {
+                return Err(ServiceError::BadRequest(
+                    "give either \"segments\" or \"system\"/\"application\"/\"user\", not both"
+                        .into(),
+                ));
+            }
+            Some(segments) => rampart_relational::prompt_request(segments),
+            None => rampart_relational::layered_request(self.system, self.application, self.user),
+        };
+        let mut req = req.map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+        req.id = self.id;
+        Ok(req)
+    }
+}
+
+async fn relate(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<RelateBody>,
+) -> Result<Response, ServiceError> {
+    let req = body.into_request()?;
+    let (outcome, layer) = state.relate(req).await?;
+    state
+        .record(&caller, "/v1/relate", &outcome.decision)
+        .await?;
+    let body = rampart_relational::RelateOutcome::from_decision(&outcome.decision, &layer);
+    let buf = serde_json::to_vec(&body)
+        .map_err(|e| ServiceError::Internal(format!("cannot encode the report: {e}")))?;
+    let mut resp = Response::new(axum::body::Body::from(buf));
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        "x-rampart-action",
+        HeaderValue::from_static(outcome.decision.action.name()),
+    );
+    Ok(resp)
 }

@@ -1,4 +1,4 @@
-//! Rampart as a service: the HTTP check API (`/v1/scan`, `/v1/scan/batch`), the
+//! Rampart as a service: the HTTP check API (`/v1/scan`, `/v1/scan/batch`, `/v1/relate`), the
 //! OpenAI-compatible proxy, operations endpoints (`/healthz`, `/readyz`, `/metrics`,
 //! `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS, and the audit
 //! log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
@@ -72,6 +72,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/admin/reload"),
     ("POST", "/v1/scan"),
     ("POST", "/v1/scan/batch"),
+    ("POST", "/v1/relate"),
     ("POST", "/v1/scan/output"),
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/completions"),
@@ -92,9 +93,12 @@ pub struct ServerOptions {
 }
 
 impl Default for ServerOptions {
+    /// The core factories (rules, fuse) and the relational layer's.
     fn default() -> Self {
+        let mut registry = Registry::default();
+        registry.register(Box::new(rampart_relational::RelationalFactory));
         Self {
-            registry: Arc::new(Registry::default()),
+            registry: Arc::new(registry),
             default_pipeline: PipelineConfig::default(),
             reload_on_sighup: false,
         }

@@ -73,6 +73,9 @@ pub enum ServiceError {
     /// 504: a deadline passed (upstream).
     #[error("{0}")]
     Timeout(String),
+    /// 501: the endpoint is not available with this server's pipeline or build.
+    #[error("{0}")]
+    NotImplemented(String),
     /// 500: a bug.
     #[error("{0}")]
     Internal(String),
@@ -94,6 +97,7 @@ impl ServiceError {
             ServiceError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ServiceError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ServiceError::Timeout(_) => StatusCode::GATEWAY_TIMEOUT,
+            ServiceError::NotImplemented(_) => StatusCode::NOT_IMPLEMENTED,
             ServiceError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -114,6 +118,7 @@ impl ServiceError {
             ServiceError::BadGateway(_) => ("api_error", "upstream_error"),
             ServiceError::Unavailable(_) => ("api_error", "service_unavailable"),
             ServiceError::Timeout(_) => ("api_error", "timeout"),
+            ServiceError::NotImplemented(_) => ("api_error", "not_implemented"),
             ServiceError::Internal(_) => ("api_error", "internal_error"),
         }
     }
@@ -155,6 +160,8 @@ pub(crate) struct Built {
     pub(crate) pipeline: Arc<Pipeline>,
     /// The output scanners, built with the pipeline from the same configuration.
     pub(crate) output: OutputScanners,
+    /// What `/v1/relate` runs, built with the pipeline.
+    pub(crate) relate: RelateTarget,
     /// Running average (EWMA, 1/8) of this pipeline's scan cost in nanoseconds per KiB of
     /// input (inputs under 1 KiB count as 1 KiB); seeded by the probe scan. Decides whether
     /// a request is cheap enough to scan inline (see [`AppState::scan`]).
@@ -167,16 +174,75 @@ const INLINE_MAX_BYTES: usize = 16 * 1024;
 /// it, handing the scan to the blocking pool (two thread wake-ups) costs more than the scan.
 const INLINE_MAX_NS: u64 = 100_000;
 
+/// The pipeline `/v1/relate` runs, and the relational layer whose report it answers.
+#[derive(Debug)]
+pub(crate) enum RelateTarget {
+    /// The served pipeline has a relational layer (its name): relate runs it.
+    Served(String),
+    /// The served pipeline has none: a pipeline of its own, the served pipeline's layers
+    /// (shared, not built again) plus a relational layer with the default options (local
+    /// backend, reading the served configuration's `linear` scores and `rules` findings
+    /// where it has them). Built with the served pipeline, never on the request path.
+    Own {
+        /// The pipeline.
+        pipeline: Arc<Pipeline>,
+        /// Its relational layer's name.
+        layer: String,
+    },
+    /// Why `/v1/relate` is not available (501): the registry has no relational layer kind,
+    /// or the pipeline with one could not be built.
+    Unavailable(String),
+}
+
+impl RelateTarget {
+    /// The target for a served pipeline.
+    fn for_pipeline(served: &Pipeline, registry: &Registry) -> RelateTarget {
+        let pc = served.config();
+        if let Some(name) = rampart_relational::relational_layer_name(pc) {
+            return RelateTarget::Served(name);
+        }
+        if !registry.kinds().any(|k| k == rampart_core::RELATIONAL_KIND) {
+            return RelateTarget::Unavailable(
+                "/v1/relate is not available: this server has no relational layer kind".into(),
+            );
+        }
+        // The served pipeline's layers are shared, not built again: only the relational
+        // layer is new.
+        let built = rampart_relational::relational_layer_for(pc, toml::Table::new())
+            .map_err(|e| e.to_string())
+            .and_then(|(layer, name)| {
+                served
+                    .with_layer(layer, registry)
+                    .map(|p| (p, name))
+                    .map_err(|e| e.to_string())
+            });
+        match built {
+            Ok((p, layer)) => RelateTarget::Own {
+                pipeline: Arc::new(p),
+                layer,
+            },
+            Err(e) => {
+                tracing::warn!(error = %e, "/v1/relate is not available: cannot add a relational layer to the pipeline");
+                RelateTarget::Unavailable(format!(
+                    "/v1/relate is not available: cannot add a relational layer to the served pipeline: {e}"
+                ))
+            }
+        }
+    }
+}
+
 impl Built {
     fn new(
         pipeline: Pipeline,
         output: OutputScanners,
+        relate: RelateTarget,
         probe: Duration,
         probe_bytes: usize,
     ) -> Self {
         let b = Built {
             pipeline: Arc::new(pipeline),
             output,
+            relate,
             ns_per_kib: AtomicU64::new(u64::MAX),
         };
         b.observe(probe_bytes, probe);
@@ -356,7 +422,9 @@ pub(crate) fn build_pipeline(
     const PROBE: &str = "rampart readiness probe";
     let started = Instant::now();
     pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
-    Ok(Built::new(pipeline, output, started.elapsed(), PROBE.len()))
+    let probe = started.elapsed();
+    let relate = RelateTarget::for_pipeline(&pipeline, registry);
+    Ok(Built::new(pipeline, output, relate, probe, PROBE.len()))
 }
 
 /// A judge layer takes seconds; when the request deadline is not above the layer budget,
@@ -476,8 +544,42 @@ impl AppState {
     /// own budget, so it is bounded).
     pub async fn scan(&self, req: ScanRequest) -> Result<ScanOutcome, ServiceError> {
         let built = self.built.load_full();
-        let cfg = self.config();
         let pipeline = built.pipeline.clone();
+        self.run_pipeline(built, pipeline, true, req).await
+    }
+
+    /// Relates a layered prompt (`/v1/relate`): runs the served pipeline when it has a
+    /// relational layer, else the pipeline built for relate (the served configuration plus
+    /// a default local relational layer), on the blocking pool under the same request
+    /// deadline and fail mode as [`AppState::scan`]. Returns the outcome and the name of the
+    /// relational layer; 501 when relate is not available.
+    pub(crate) async fn relate(
+        &self,
+        req: ScanRequest,
+    ) -> Result<(ScanOutcome, String), ServiceError> {
+        let built = self.built.load_full();
+        let (pipeline, layer, inline) = match &built.relate {
+            RelateTarget::Served(name) => (built.pipeline.clone(), name.clone(), true),
+            RelateTarget::Own { pipeline, layer } => (pipeline.clone(), layer.clone(), false),
+            RelateTarget::Unavailable(why) => {
+                return Err(ServiceError::NotImplemented(why.clone()));
+            }
+        };
+        let outcome = self.run_pipeline(built, pipeline, inline, req).await?;
+        Ok((outcome, layer))
+    }
+
+    /// Runs `pipeline` under the request deadline and fail mode. The `served` pipeline may
+    /// run inline when its cost estimate allows (and feeds that estimate); any other runs
+    /// on the blocking pool.
+    async fn run_pipeline(
+        &self,
+        built: Arc<Built>,
+        pipeline: Arc<Pipeline>,
+        served: bool,
+        req: ScanRequest,
+    ) -> Result<ScanOutcome, ServiceError> {
+        let cfg = self.config();
         // Refuse over-limit input before spending a blocking thread on it.
         req.check(&pipeline.config().limits)?;
         let req = Arc::new(req);
@@ -489,7 +591,7 @@ impl AppState {
                 cfg.server.request_timeout_ms
             )
         };
-        let failure = if built.inline_ok(bytes) {
+        let failure = if served && built.inline_ok(bytes) {
             let started = Instant::now();
             let res =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| pipeline.scan(&req)));
@@ -506,10 +608,13 @@ impl AppState {
         } else {
             let r2 = req.clone();
             let b2 = built.clone();
+            let p2 = pipeline.clone();
             let task = tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
-                let res = b2.pipeline.scan(&r2);
-                b2.observe(r2.total_bytes(), started.elapsed());
+                let res = p2.scan(&r2);
+                if served {
+                    b2.observe(r2.total_bytes(), started.elapsed());
+                }
                 res
             });
             match tokio::time::timeout(deadline, task).await {
@@ -713,7 +818,13 @@ mod tests {
     fn built(probe: Duration) -> Built {
         let p = Pipeline::from_config(PipelineConfig::default()).expect("default pipeline builds");
         let output = OutputScanners::build(p.config(), &Default::default()).expect("builds");
-        Built::new(p, output, probe, 23)
+        Built::new(
+            p,
+            output,
+            RelateTarget::Unavailable("test".into()),
+            probe,
+            23,
+        )
     }
 
     #[test]

@@ -183,6 +183,7 @@ pub fn log_record(
         elapsed_us: 10,
         error: None,
         judge: None,
+        relational: None,
     }
 }
 

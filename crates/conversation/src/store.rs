@@ -1,0 +1,548 @@
+//! The store: nodes keyed by chain key, lineage evidence, LRU with TTL.
+
+use crate::chain::{ChainKey, ChainSecret};
+use crate::fingerprint::{hamming, simhash};
+use crate::risk::{OptionsError, RiskParams, score};
+use rampart_core::{Action, Role};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use thiserror::Error;
+
+/// Default capacity, in nodes (one node per known message prefix).
+pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
+/// Default time to live of a node since it was last seen: one day.
+pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
+/// Fingerprints of blocked turns kept per lineage (oldest dropped first).
+pub const MAX_BLOCKED_FINGERPRINTS: usize = 32;
+/// Conversation-id hints kept per lineage.
+pub const MAX_HINTS_PER_LINEAGE: usize = 4;
+
+/// Options of the store (`[conversation]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreOptions {
+    /// Most nodes kept; the least recently used go first.
+    pub max_entries: usize,
+    /// Seconds after its last use at which a node counts as absent.
+    pub ttl_seconds: u64,
+    /// Scoring parameters.
+    pub risk: RiskParams,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            max_entries: DEFAULT_MAX_ENTRIES,
+            ttl_seconds: DEFAULT_TTL_SECONDS,
+            risk: RiskParams::default(),
+        }
+    }
+}
+
+impl StoreOptions {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.max_entries == 0 {
+            return Err(OptionsError::MaxEntries(self.max_entries));
+        }
+        if self.ttl_seconds == 0 {
+            return Err(OptionsError::Ttl(self.ttl_seconds));
+        }
+        self.risk.validate()
+    }
+}
+
+/// A source of time in seconds. Injected so tests are deterministic.
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Seconds since some fixed epoch; must not go backwards.
+    fn now(&self) -> u64;
+}
+
+/// The system clock (seconds since the Unix epoch).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> u64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    }
+}
+
+/// A clock set by hand, for tests.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    /// A clock at `now`.
+    pub fn new(now: u64) -> Self {
+        Self(AtomicU64::new(now))
+    }
+    /// Moves the clock forward by `secs`.
+    pub fn advance(&self, secs: u64) {
+        self.0.fetch_add(secs, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// What the other layers said about the newest turn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TurnVerdict {
+    /// Per-turn risk in `[0, 1]` (clamped; NaN is an error).
+    pub risk: f32,
+    /// The action taken on the turn.
+    pub action: Action,
+    /// Whether the model refused (from the response side).
+    pub refusal: bool,
+}
+
+/// Why an observation was refused.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum ObserveError {
+    /// No messages.
+    #[error("a conversation needs at least one message")]
+    Empty,
+    /// The per-turn risk was NaN.
+    #[error("the per-turn risk must be a number, got NaN")]
+    NanRisk,
+}
+
+/// Counts of a lineage: every branch that grew from the same first non-system message,
+/// including branches the client has since pruned.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Turns blocked.
+    pub blocks: u32,
+    /// Turns sanitized.
+    pub sanitizes: u32,
+    /// Turns the model refused.
+    pub refusals: u32,
+    /// Turns within the rephrase distance of a blocked turn of the lineage.
+    pub rephrasings_after_block: u32,
+}
+
+impl Evidence {
+    fn add(&mut self, o: &Evidence) {
+        self.blocks += o.blocks;
+        self.sanitizes += o.sanitizes;
+        self.refusals += o.refusals;
+        self.rephrasings_after_block += o.rephrasings_after_block;
+    }
+}
+
+/// The per-conversation part of a decision. Hashes and numbers only, never text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConversationState {
+    /// Conversation risk in `[0, 1]`.
+    pub risk: f32,
+    /// Largest per-turn risk on the path.
+    pub peak: f32,
+    /// Decayed, weighted accumulation of per-turn risks on the path.
+    pub accumulated: f32,
+    /// Escalation term (rising risk over the last turns).
+    pub escalation: f32,
+    /// Observed (scored) turns on the path.
+    pub turns: u32,
+    /// Blocks in the lineage (pruned branches included).
+    pub blocks: u32,
+    /// Sanitizes in the lineage.
+    pub sanitizes: u32,
+    /// Refusals in the lineage.
+    pub refusals: u32,
+    /// Near-identical rephrasings of blocked turns in the lineage.
+    pub rephrasings_after_block: u32,
+    /// Whether the newest turn is itself a rephrasing of a blocked turn.
+    pub rephrasing: bool,
+    /// Messages of the longest prefix already known before this call (0: nothing known).
+    pub inherited_from_prefix_len: usize,
+    /// Whether the conversation-id hint was seen before (on any lineage).
+    pub hint_matched: bool,
+    /// Evidence attached through the hint from another lineage (already added to the counts).
+    pub hint_evidence: Evidence,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TurnRecord {
+    risk: f32,
+    action: Action,
+    refusal: bool,
+}
+
+#[derive(Debug, Default)]
+struct Lineage {
+    evidence: Evidence,
+    /// Highest conversation risk reported on any branch: a rewind cannot lower the risk.
+    peak_conversation_risk: f32,
+    blocked: Vec<u64>,
+    hints: Vec<[u8; 32]>,
+}
+
+#[derive(Debug)]
+struct Node {
+    parent: Option<ChainKey>,
+    turn: u32,
+    observed: Option<TurnRecord>,
+    created: u64,
+    last_seen: u64,
+    tick: u64,
+    lineage: Option<Box<Lineage>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    nodes: HashMap<ChainKey, Node>,
+    lru: BTreeMap<u64, ChainKey>,
+    hints: HashMap<[u8; 32], ChainKey>,
+    next_tick: u64,
+}
+
+impl Inner {
+    fn live(&self, key: &ChainKey, now: u64, ttl: u64) -> Option<&Node> {
+        self.nodes
+            .get(key)
+            .filter(|n| now.saturating_sub(n.last_seen) < ttl)
+    }
+
+    fn remove(&mut self, key: &ChainKey) {
+        if let Some(node) = self.nodes.remove(key) {
+            self.lru.remove(&node.tick);
+            if let Some(lin) = node.lineage {
+                for h in lin.hints {
+                    if self.hints.get(&h) == Some(key) {
+                        self.hints.remove(&h);
+                    }
+                }
+            }
+        }
+    }
+
+    fn sweep(&mut self, now: u64, ttl: u64) {
+        while let Some((_, key)) = self.lru.first_key_value() {
+            let key = *key;
+            if self.live(&key, now, ttl).is_some() {
+                break;
+            }
+            self.remove(&key);
+        }
+    }
+
+    fn evict_to(&mut self, max: usize) {
+        while self.nodes.len() > max {
+            let Some((_, key)) = self.lru.pop_first() else {
+                break;
+            };
+            self.remove(&key);
+        }
+    }
+
+    fn touch(&mut self, key: ChainKey, parent: Option<ChainKey>, turn: u32, now: u64) {
+        let tick = self.next_tick;
+        self.next_tick += 1;
+        let node = self.nodes.entry(key).or_insert(Node {
+            parent,
+            turn,
+            observed: None,
+            created: now,
+            last_seen: now,
+            tick,
+            lineage: None,
+        });
+        self.lru.remove(&node.tick);
+        node.tick = tick;
+        node.last_seen = now;
+        self.lru.insert(tick, key);
+    }
+}
+
+/// Server-side conversation state. Built once, shared (`Send + Sync`), one interior mutex.
+pub struct ConversationStore {
+    options: StoreOptions,
+    secret: ChainSecret,
+    clock: Arc<dyn Clock>,
+    inner: Mutex<Inner>,
+}
+
+impl fmt::Debug for ConversationStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConversationStore")
+            .field("options", &self.options)
+            .field("secret", &self.secret)
+            .field("clock", &self.clock)
+            .field("inner", &*self.lock())
+            .finish()
+    }
+}
+
+/// Index (1-based, in chain positions) of the lineage anchor: the prefix ending with the
+/// first message that is not a system or developer prompt (all of them if there is none).
+fn anchor_index(messages: &[(Role, &str)]) -> usize {
+    messages
+        .iter()
+        .position(|(r, _)| !matches!(r, Role::System | Role::Developer))
+        .map_or(messages.len(), |p| p + 1)
+}
+
+impl ConversationStore {
+    /// A store on the system clock.
+    pub fn new(options: StoreOptions, key_material: &[u8]) -> Result<Self, OptionsError> {
+        Self::with_clock(options, key_material, Arc::new(SystemClock))
+    }
+
+    /// A store on the given clock.
+    pub fn with_clock(
+        options: StoreOptions,
+        key_material: &[u8],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self {
+            options,
+            secret: ChainSecret::derive(key_material),
+            clock,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
+    /// The chain secret (for computing keys outside the store).
+    pub fn secret(&self) -> &ChainSecret {
+        &self.secret
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves counts, never broken invariants that matter
+        // for safety: keep serving.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Nodes held (live or not yet swept).
+    pub fn len(&self) -> usize {
+        self.lock().nodes.len()
+    }
+
+    /// Whether no node is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A rough estimate of the heap bytes held (tables by capacity, lineage boxes).
+    pub fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let inner = self.lock();
+        let nodes = inner.nodes.capacity() * (size_of::<(ChainKey, Node)>() + 1);
+        // A B-tree leaf holds up to 11 entries; count ~1.5x entries for slack and internals.
+        let lru = inner.lru.len() * size_of::<(u64, ChainKey)>() * 3 / 2;
+        let hints = inner.hints.capacity() * (size_of::<([u8; 32], ChainKey)>() + 1);
+        let lineages: usize = inner
+            .nodes
+            .values()
+            .filter_map(|n| n.lineage.as_ref())
+            .map(|l| size_of::<Lineage>() + l.blocked.capacity() * 8 + l.hints.capacity() * 32)
+            .sum();
+        nodes + lru + hints + lineages
+    }
+
+    /// Records the newest (last) message of `messages` with its verdict and returns the
+    /// conversation state. `hint` is a client-sent conversation id: stored as a keyed hash,
+    /// used only to attach evidence, never as a key.
+    pub fn observe(
+        &self,
+        messages: &[(Role, &str)],
+        hint: Option<&str>,
+        verdict: TurnVerdict,
+    ) -> Result<ConversationState, ObserveError> {
+        let Some((_, last_text)) = messages.last() else {
+            return Err(ObserveError::Empty);
+        };
+        if verdict.risk.is_nan() {
+            return Err(ObserveError::NanRisk);
+        }
+        let turn_risk = verdict.risk.clamp(0.0, 1.0);
+        let chain = self.secret.chain(messages);
+        let n = messages.len();
+        let a = anchor_index(messages);
+        let fp = simhash(&self.secret, last_text);
+        let hint_hash = hint.map(|h| self.secret.hint(h));
+        let ttl = self.options.ttl_seconds;
+        let now = self.clock.now();
+
+        let mut inner = self.lock();
+        inner.sweep(now, ttl);
+        let known = (1..=n)
+            .rev()
+            .find(|&i| inner.live(&chain[i], now, ttl).is_some())
+            .unwrap_or(0);
+
+        // Ancestors touched last, so leaves are evicted before the prefixes they grow from.
+        for i in (1..=n).rev() {
+            let parent = (i > 1).then(|| chain[i - 1]);
+            inner.touch(chain[i], parent, i as u32, now);
+        }
+        if let Some(node) = inner.nodes.get_mut(&chain[n]) {
+            node.observed = Some(match node.observed {
+                Some(prev) => TurnRecord {
+                    risk: prev.risk.max(turn_risk),
+                    action: prev.action.max(verdict.action),
+                    refusal: prev.refusal || verdict.refusal,
+                },
+                None => TurnRecord {
+                    risk: turn_risk,
+                    action: verdict.action,
+                    refusal: verdict.refusal,
+                },
+            });
+        }
+        let risks: Vec<f32> = (1..=n)
+            .filter_map(|i| inner.nodes.get(&chain[i]).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect();
+        let terms = score(&self.options.risk, &risks);
+
+        // Evidence from another lineage, through the hint.
+        let anchor = chain[a];
+        let mut hint_matched = false;
+        let mut hint_evidence = Evidence::default();
+        if let Some(h) = hint_hash {
+            if let Some(other) = inner.hints.get(&h).copied() {
+                hint_matched = true;
+                if other != anchor
+                    && let Some(l) = inner
+                        .live(&other, now, ttl)
+                        .and_then(|x| x.lineage.as_ref())
+                {
+                    hint_evidence = l.evidence;
+                }
+            }
+            inner.hints.insert(h, anchor);
+        }
+
+        let d = self.options.risk.rephrase_distance;
+        let mut dropped_hint = None;
+        let (evidence, risk, rephrasing) = {
+            let node = inner
+                .nodes
+                .get_mut(&anchor)
+                .expect("the anchor was touched above");
+            let lin = node.lineage.get_or_insert_with(Box::default);
+            let rephrasing = lin.blocked.iter().any(|b| hamming(*b, fp) <= d);
+            if rephrasing {
+                lin.evidence.rephrasings_after_block += 1;
+            }
+            match verdict.action {
+                Action::Block => {
+                    lin.evidence.blocks += 1;
+                    if lin.blocked.len() == MAX_BLOCKED_FINGERPRINTS {
+                        lin.blocked.remove(0);
+                    }
+                    lin.blocked.push(fp);
+                }
+                Action::Sanitize => lin.evidence.sanitizes += 1,
+                Action::Allow => {}
+            }
+            if verdict.refusal {
+                lin.evidence.refusals += 1;
+            }
+            if let Some(h) = hint_hash
+                && !lin.hints.contains(&h)
+            {
+                if lin.hints.len() == MAX_HINTS_PER_LINEAGE {
+                    dropped_hint = Some(lin.hints.remove(0));
+                }
+                lin.hints.push(h);
+            }
+            let risk = terms.risk.max(lin.peak_conversation_risk);
+            lin.peak_conversation_risk = risk;
+            (lin.evidence, risk, rephrasing)
+        };
+        if let Some(h) = dropped_hint
+            && inner.hints.get(&h) == Some(&anchor)
+        {
+            inner.hints.remove(&h);
+        }
+        inner.evict_to(self.options.max_entries);
+
+        let mut total = evidence;
+        total.add(&hint_evidence);
+        Ok(ConversationState {
+            risk,
+            peak: terms.peak,
+            accumulated: terms.accumulated,
+            escalation: terms.escalation,
+            turns: risks.len() as u32,
+            blocks: total.blocks,
+            sanitizes: total.sanitizes,
+            refusals: total.refusals,
+            rephrasings_after_block: total.rephrasings_after_block,
+            rephrasing,
+            inherited_from_prefix_len: known,
+            hint_matched,
+            hint_evidence,
+        })
+    }
+
+    /// The state of the longest known prefix of `messages`, read-only (nothing recorded or
+    /// refreshed). `None` when no prefix is known. `rephrasing` says whether the last
+    /// message would count as a rephrasing of a blocked turn.
+    pub fn lookup(&self, messages: &[(Role, &str)]) -> Option<ConversationState> {
+        let (_, last_text) = messages.last()?;
+        let chain = self.secret.chain(messages);
+        let n = messages.len();
+        let a = anchor_index(messages);
+        let ttl = self.options.ttl_seconds;
+        let now = self.clock.now();
+        let inner = self.lock();
+        let known = (1..=n)
+            .rev()
+            .find(|&i| inner.live(&chain[i], now, ttl).is_some())?;
+        let risks: Vec<f32> = (1..=known)
+            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect();
+        let terms = score(&self.options.risk, &risks);
+        let lin = inner
+            .live(&chain[a], now, ttl)
+            .and_then(|x| x.lineage.as_deref());
+        let evidence = lin.map(|l| l.evidence).unwrap_or_default();
+        let fp = simhash(&self.secret, last_text);
+        let d = self.options.risk.rephrase_distance;
+        Some(ConversationState {
+            risk: terms
+                .risk
+                .max(lin.map_or(0.0, |l| l.peak_conversation_risk)),
+            peak: terms.peak,
+            accumulated: terms.accumulated,
+            escalation: terms.escalation,
+            turns: risks.len() as u32,
+            blocks: evidence.blocks,
+            sanitizes: evidence.sanitizes,
+            refusals: evidence.refusals,
+            rephrasings_after_block: evidence.rephrasings_after_block,
+            rephrasing: lin.is_some_and(|l| l.blocked.iter().any(|b| hamming(*b, fp) <= d)),
+            inherited_from_prefix_len: known,
+            hint_matched: false,
+            hint_evidence: Evidence::default(),
+        })
+    }
+
+    /// The parent and turn index recorded for a chain key (for inspection and tests).
+    pub fn node_info(&self, key: &ChainKey) -> Option<(Option<ChainKey>, u32, u64)> {
+        self.lock()
+            .nodes
+            .get(key)
+            .map(|n| (n.parent, n.turn, n.created))
+    }
+}

@@ -75,6 +75,12 @@ impl ChainSecret {
         u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]])
     }
 
+    /// The ledger entry of an assistant message: `H(k, 5 || prefix key || H(k, normalized text))`.
+    pub(crate) fn ledger_hash(&self, prefix: &ChainKey, text: &str) -> [u8; 32] {
+        let m = self.message_hash(text);
+        self.hash(5, &[&prefix.0, &m])
+    }
+
     /// The chain of a conversation: `[key_0, key_1, …, key_n]` (n + 1 keys for n messages).
     pub fn chain(&self, messages: &[(Role, &str)]) -> Vec<ChainKey> {
         let mut out = Vec::with_capacity(messages.len() + 1);

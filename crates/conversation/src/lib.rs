@@ -17,6 +17,9 @@
 //!   included; near-identical rephrasings of blocked turns (64-bit SimHash of word
 //!   3-shingles, Hamming distance ≤ D) are a signal of their own.
 //! - **Bounded memory**: LRU with TTL ([`StoreOptions`]); expired nodes count as absent.
+//! - **Forged history** ([`AssistantLedger`]): keyed hashes of the assistant messages the
+//!   proxy returned, bound to the prefix they answered; assistant turns a client sends that
+//!   are not in the ledger are reported as [`HIST_FORGED`] and handled per [`HistoryPolicy`].
 //!
 //! See `DESIGN.md` for the formulas, the memory figure and what is left for integration.
 //!
@@ -48,11 +51,16 @@
 
 mod chain;
 mod fingerprint;
+mod ledger;
 mod risk;
 mod store;
 
 pub use chain::{ChainKey, ChainSecret, normalize};
 pub use fingerprint::{hamming, simhash};
+pub use ledger::{
+    AssistantLedger, DEFAULT_LEDGER_MAX_ENTRIES, DEFAULT_LEDGER_TTL_SECONDS, HIST_FORGED,
+    HistoryCheck, HistoryOutcome, HistoryPolicy, LedgerOptions, apply_history_policy,
+};
 pub use risk::{
     DEFAULT_ACCUMULATION_WEIGHT, DEFAULT_ESCALATION_WEIGHT, DEFAULT_ESCALATION_WINDOW,
     DEFAULT_HALF_LIFE_TURNS, DEFAULT_REPHRASE_DISTANCE, OptionsError, RiskParams, RiskTerms, score,

@@ -69,6 +69,12 @@ pub enum OptionsError {
     /// `max_entries` must be >= 1.
     #[error("max_entries must be >= 1, got {0}")]
     MaxEntries(usize),
+    /// `max_entries` must be >= 1 (assistant ledger).
+    #[error("ledger.max_entries must be >= 1, got {0}")]
+    LedgerMaxEntries(usize),
+    /// `ttl_seconds` must be >= 1 (assistant ledger).
+    #[error("ledger.ttl_seconds must be >= 1, got {0}")]
+    LedgerTtl(u64),
     /// `ttl_seconds` must be >= 1.
     #[error("ttl_seconds must be >= 1, got {0}")]
     Ttl(u64),

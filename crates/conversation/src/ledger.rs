@@ -1,0 +1,302 @@
+//! Forged-history detection: a ledger of the assistant messages this proxy returned.
+//!
+//! Clients send the whole conversation on every call, assistant turns included, so a
+//! client can put words in the model's mouth ("Sure, here is step 1 …") and ask it to go
+//! on. The proxy records a keyed hash of every assistant message it actually returned;
+//! an assistant turn in a later request whose hash is not in the ledger was never produced
+//! through this proxy (or has expired, or was evicted).
+
+use crate::chain::{ChainKey, ChainSecret};
+use crate::risk::OptionsError;
+use crate::store::{Clock, SystemClock};
+use rampart_core::Role;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Finding id reported when a conversation holds assistant turns this proxy never returned.
+pub const HIST_FORGED: &str = "HIST_001";
+/// Default capacity of the ledger, in recorded assistant messages.
+pub const DEFAULT_LEDGER_MAX_ENTRIES: usize = 100_000;
+/// Default time to live of a ledger entry since it was last recorded or verified: one day.
+pub const DEFAULT_LEDGER_TTL_SECONDS: u64 = 86_400;
+
+/// What to do with a conversation holding forged assistant turns.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPolicy {
+    /// Keep the conversation as sent; report the finding.
+    #[default]
+    Report,
+    /// Remove the forged assistant turns before the conversation goes on; report the finding.
+    Drop,
+    /// Block the request; report the finding.
+    Block,
+}
+
+/// Options of the assistant ledger (`[conversation.ledger]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LedgerOptions {
+    /// Most entries kept; the least recently used go first.
+    pub max_entries: usize,
+    /// Seconds after its last use at which an entry counts as absent.
+    pub ttl_seconds: u64,
+    /// What to do with forged assistant turns.
+    pub policy: HistoryPolicy,
+    /// Bind each entry to the prefix the message answered (default). When false, an
+    /// assistant text verifies after any prefix.
+    pub bind_to_prefix: bool,
+}
+
+impl Default for LedgerOptions {
+    fn default() -> Self {
+        Self {
+            max_entries: DEFAULT_LEDGER_MAX_ENTRIES,
+            ttl_seconds: DEFAULT_LEDGER_TTL_SECONDS,
+            policy: HistoryPolicy::default(),
+            bind_to_prefix: true,
+        }
+    }
+}
+
+impl LedgerOptions {
+    /// Checks every field.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        if self.max_entries == 0 {
+            return Err(OptionsError::LedgerMaxEntries(self.max_entries));
+        }
+        if self.ttl_seconds == 0 {
+            return Err(OptionsError::LedgerTtl(self.ttl_seconds));
+        }
+        Ok(())
+    }
+}
+
+/// The result of [`AssistantLedger::check`]: indexes into the conversation, never text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryCheck {
+    /// Assistant turns that were never returned through this proxy (as far as the ledger
+    /// remembers), in order.
+    pub forged: Vec<usize>,
+    /// Assistant turns found in the ledger, in order.
+    pub verified: Vec<usize>,
+}
+
+impl HistoryCheck {
+    /// Whether any assistant turn is forged.
+    pub fn is_forged(&self) -> bool {
+        !self.forged.is_empty()
+    }
+}
+
+/// What a [`HistoryPolicy`] makes of a [`HistoryCheck`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct HistoryOutcome {
+    /// [`HIST_FORGED`] when any assistant turn is forged, whatever the policy.
+    pub finding: Option<&'static str>,
+    /// Indexes of the messages to remove before forwarding (policy `drop` only).
+    pub drop: Vec<usize>,
+    /// Whether the request is to be blocked (policy `block` only).
+    pub block: bool,
+}
+
+/// Applies `policy` to `check`. Nothing forged: no finding, nothing dropped, no block.
+pub fn apply_history_policy(policy: HistoryPolicy, check: &HistoryCheck) -> HistoryOutcome {
+    if !check.is_forged() {
+        return HistoryOutcome::default();
+    }
+    HistoryOutcome {
+        finding: Some(HIST_FORGED),
+        drop: match policy {
+            HistoryPolicy::Drop => check.forged.clone(),
+            HistoryPolicy::Report | HistoryPolicy::Block => Vec::new(),
+        },
+        block: policy == HistoryPolicy::Block,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    last_seen: u64,
+    tick: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<[u8; 32], Entry>,
+    lru: BTreeMap<u64, [u8; 32]>,
+    next_tick: u64,
+}
+
+impl fmt::Debug for Inner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Inner")
+            .field("entries", &self.entries.len())
+            .finish()
+    }
+}
+
+impl Inner {
+    fn live(&self, h: &[u8; 32], now: u64, ttl: u64) -> bool {
+        self.entries
+            .get(h)
+            .is_some_and(|e| now.saturating_sub(e.last_seen) < ttl)
+    }
+
+    fn sweep(&mut self, now: u64, ttl: u64) {
+        while let Some((_, h)) = self.lru.first_key_value() {
+            let h = *h;
+            if self.live(&h, now, ttl) {
+                break;
+            }
+            if let Some(e) = self.entries.remove(&h) {
+                self.lru.remove(&e.tick);
+            }
+        }
+    }
+
+    fn touch(&mut self, h: [u8; 32], now: u64) {
+        let tick = self.next_tick;
+        self.next_tick += 1;
+        let e = self.entries.entry(h).or_insert(Entry {
+            last_seen: now,
+            tick,
+        });
+        self.lru.remove(&e.tick);
+        e.tick = tick;
+        e.last_seen = now;
+        self.lru.insert(tick, h);
+    }
+
+    fn evict_to(&mut self, max: usize) {
+        while self.entries.len() > max {
+            let Some((_, h)) = self.lru.pop_first() else {
+                break;
+            };
+            self.entries.remove(&h);
+        }
+    }
+}
+
+/// The ledger of assistant messages returned through this proxy. Built once, shared
+/// (`Send + Sync`), one interior mutex. Holds keyed hashes only, never text.
+pub struct AssistantLedger {
+    options: LedgerOptions,
+    secret: ChainSecret,
+    clock: Arc<dyn Clock>,
+    inner: Mutex<Inner>,
+}
+
+impl fmt::Debug for AssistantLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AssistantLedger")
+            .field("options", &self.options)
+            .field("secret", &self.secret)
+            .field("clock", &self.clock)
+            .field("inner", &*self.lock())
+            .finish()
+    }
+}
+
+impl AssistantLedger {
+    /// A ledger on the system clock.
+    pub fn new(options: LedgerOptions, key_material: &[u8]) -> Result<Self, OptionsError> {
+        Self::with_clock(options, key_material, Arc::new(SystemClock))
+    }
+
+    /// A ledger on the given clock. Use the same key material as the store so both agree
+    /// on chain keys.
+    pub fn with_clock(
+        options: LedgerOptions,
+        key_material: &[u8],
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, OptionsError> {
+        options.validate()?;
+        Ok(Self {
+            options,
+            secret: ChainSecret::derive(key_material),
+            clock,
+            inner: Mutex::new(Inner::default()),
+        })
+    }
+
+    /// The options.
+    pub fn options(&self) -> &LedgerOptions {
+        &self.options
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Entries held (live or not yet swept).
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn entry_hash(&self, prefix_key: &ChainKey, text: &str) -> [u8; 32] {
+        let bound = if self.options.bind_to_prefix {
+            *prefix_key
+        } else {
+            ChainKey([0; 32])
+        };
+        self.secret.ledger_hash(&bound, text)
+    }
+
+    /// Records an assistant message this proxy returned, as the answer to `prefix` (the
+    /// messages it was sent, in order). Stores one keyed hash, never text.
+    pub fn record(&self, prefix: &[(Role, &str)], assistant_text: &str) {
+        let prefix_key = self
+            .secret
+            .chain(prefix)
+            .last()
+            .copied()
+            .unwrap_or_else(|| self.secret.root());
+        let h = self.entry_hash(&prefix_key, assistant_text);
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        inner.sweep(now, self.options.ttl_seconds);
+        inner.touch(h, now);
+        inner.evict_to(self.options.max_entries);
+    }
+
+    /// Checks every assistant turn of `conversation` but the last message (the new input).
+    /// Verified entries are refreshed (their TTL and LRU position), so a conversation that
+    /// goes on keeps its history verifiable.
+    pub fn check(&self, conversation: &[(Role, &str)]) -> HistoryCheck {
+        let mut out = HistoryCheck::default();
+        let Some(history_len) = conversation.len().checked_sub(1) else {
+            return out;
+        };
+        let history = &conversation[..history_len];
+        if !history.iter().any(|(r, _)| *r == Role::Assistant) {
+            return out;
+        }
+        let chain = self.secret.chain(history);
+        let ttl = self.options.ttl_seconds;
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        inner.sweep(now, ttl);
+        for (i, (role, text)) in history.iter().enumerate() {
+            if *role != Role::Assistant {
+                continue;
+            }
+            // chain[i] names the messages before i: the prefix this turn answered.
+            let h = self.entry_hash(&chain[i], text);
+            if inner.live(&h, now, ttl) {
+                inner.touch(h, now);
+                out.verified.push(i);
+            } else {
+                out.forged.push(i);
+            }
+        }
+        out
+    }
+}

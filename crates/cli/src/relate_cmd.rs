@@ -3,11 +3,12 @@
 //! balance, the exchange type, the label, and what the evaluation cost; for labelled
 //! batches, the four-label accuracy and confusion matrix.
 
-use crate::scan::{ChunkLine, exit_code, id_string, json_error, read_bounded, read_chunk};
+use crate::scan::{
+    ChunkLine, exit_code, id_string, json_error, open_batch, read_bounded, read_chunk,
+};
 use crate::{EXIT_ALLOW, EXIT_BATCH_ERRORS, PipelineArgs};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_core::{
     Action, Backend, InputError, Pipeline, PipelineConfig, RELATIONAL_KIND, RelationalCost,
     RelationalLabel, RelationalStatus, ScanRequest,
@@ -19,8 +20,7 @@ use rampart_relational::{
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{self, BufRead, BufReader, IsTerminal, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 /// Exit status of a usage error (as clap's): a single prompt without a user layer.
@@ -664,28 +664,11 @@ fn render(n: usize, r: LineResult, json: bool) -> Rendered {
 }
 
 fn run_batch(relator: &Relator, args: &RelateArgs, path: &Path) -> Result<u8> {
-    let (reader, total): (Box<dyn BufRead + Send>, Option<u64>) = if path.as_os_str() == "-" {
-        (
-            Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
-            None,
-        )
-    } else {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(BufReader::with_capacity(1 << 20, f)), len)
-    };
-    let show = !args.no_progress && io::stderr().is_terminal();
-    let bar = match (show, total) {
-        (false, _) => ProgressBar::hidden(),
-        (true, Some(n)) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr())
-            .with_style(
-                ProgressStyle::with_template(
-                    "{spinner} relate [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} (eta {eta}) {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-            ),
-        (true, None) => ProgressBar::new_spinner(),
-    };
+    let (reader, bar) = open_batch(
+        path,
+        args.no_progress,
+        "{spinner} relate [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} (eta {eta}) {msg}",
+    )?;
     // A JSON line can escape each input byte into up to 6 bytes; allow that much plus slack.
     let max_line = relator
         .pipeline

@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Lines read and scanned together; output order always follows input order.
 const CHUNK_LINES: usize = 2048;
@@ -247,7 +247,14 @@ fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
     }
 }
 
-fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8> {
+/// Opens a JSONL batch (`-` for stdin) with a 1 MiB buffer, and a progress bar on stderr
+/// (hidden with `no_progress` or when stderr is not a terminal; a byte bar drawn with
+/// `template` when the file's size is known, else a spinner).
+pub(crate) fn open_batch(
+    path: &Path,
+    no_progress: bool,
+    template: &str,
+) -> Result<(Box<dyn BufRead + Send>, ProgressBar)> {
     let (reader, total): (Box<dyn BufRead + Send>, Option<u64>) = if path.as_os_str() == "-" {
         (
             Box::new(BufReader::with_capacity(1 << 20, io::stdin())),
@@ -258,18 +265,26 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &PathBuf) -> Result<u8>
         let len = f.metadata().ok().map(|m| m.len());
         (Box::new(BufReader::with_capacity(1 << 20, f)), len)
     };
-    let show = !args.no_progress && io::stderr().is_terminal();
+    let show = !no_progress && io::stderr().is_terminal();
     let bar = match (show, total) {
         (false, _) => ProgressBar::hidden(),
         (true, Some(n)) => ProgressBar::with_draw_target(Some(n), ProgressDrawTarget::stderr())
             .with_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
             ),
         (true, None) => ProgressBar::new_spinner(),
     };
+    Ok((reader, bar))
+}
+
+fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &Path) -> Result<u8> {
+    let (reader, bar) = open_batch(
+        path,
+        args.no_progress,
+        "{spinner} [{elapsed_precise}] {bar:40} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) {msg}",
+    )?;
+    let show = !args.no_progress && io::stderr().is_terminal();
     // A JSON line can escape each input byte into up to 6 bytes; allow that much plus slack.
     let max_line = pipeline
         .config()

@@ -12,9 +12,7 @@ use rampart_core::{
     JudgeTrigger, JudgeVerdict, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span,
     Strength, Trust, ViewKind, layer_options, scoring,
 };
-use rampart_llm::{
-    BudgetResource, BudgetWindow, ChatRequest, LlmClient, LlmConfig, Message, Outcome,
-};
+use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -339,14 +337,7 @@ impl JudgeLayer {
                 limit,
                 used,
             } => {
-                let window = match window {
-                    BudgetWindow::Minute => "per-minute",
-                    BudgetWindow::Day => "per-day",
-                };
-                let resource = match resource {
-                    BudgetResource::Tokens => "token",
-                    BudgetResource::Usd => "USD",
-                };
+                let (window, resource) = (window.name(), resource.name());
                 (
                     JudgeOutcome::BudgetExhausted,
                     Some(format!(

@@ -30,6 +30,16 @@ pub enum BudgetWindow {
     Day,
 }
 
+impl BudgetWindow {
+    /// `per-minute` or `per-day`, as messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetWindow::Minute => "per-minute",
+            BudgetWindow::Day => "per-day",
+        }
+    }
+}
+
 /// What a budget limit counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -38,6 +48,16 @@ pub enum BudgetResource {
     Tokens,
     /// US dollars.
     Usd,
+}
+
+impl BudgetResource {
+    /// `token` or `USD`, as messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetResource::Tokens => "token",
+            BudgetResource::Usd => "USD",
+        }
+    }
 }
 
 /// The result of one [`crate::LlmClient::complete`] call.

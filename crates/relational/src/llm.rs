@@ -29,9 +29,7 @@ use crate::model::normalize_violations;
 use crate::prompt::{self, AnswerError, Round3, Shown};
 use rampart_core::{Backend, LayerAssessment, Neutrosophic, RelationalCost, TrustViolation};
 use rampart_judge::redact_copied;
-use rampart_llm::{
-    BudgetResource, BudgetWindow, ChatRequest, Completion, LlmClient, LlmConfig, Message, Outcome,
-};
+use rampart_llm::{ChatRequest, Completion, LlmClient, LlmConfig, Message, Outcome};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -358,14 +356,7 @@ impl LlmEvaluator {
                 limit,
                 used,
             } => {
-                let window = match window {
-                    BudgetWindow::Minute => "per-minute",
-                    BudgetWindow::Day => "per-day",
-                };
-                let resource = match resource {
-                    BudgetResource::Tokens => "token",
-                    BudgetResource::Usd => "USD",
-                };
+                let (window, resource) = (window.name(), resource.name());
                 Answer::Failed(
                     "budget_exhausted",
                     format!("{window} {resource} budget spent ({used} of {limit}); no call made"),

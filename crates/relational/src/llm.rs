@@ -393,17 +393,12 @@ impl LlmEvaluator {
             .map(|l| Shown::of(l, self.opts.max_chars))
             .collect();
         let texts = segment_texts(input);
-        let all: Vec<&str> = input
-            .layers
-            .iter()
-            .flat_map(|l| l.texts.iter().copied())
-            .collect();
         let mut cost = RelationalCost::default();
         let mut layers = Vec::with_capacity(input.layers.len());
         let mut violations = Vec::new();
         let mut mapped: Vec<String> = Vec::new();
         for (l, s) in input.layers.iter().zip(&shown) {
-            let nonce = prompt::nonce(&all).map_err(|e| self.error("failed", e, &cost))?;
+            let nonce = prompt::nonce(&texts).map_err(|e| self.error("failed", e, &cost))?;
             let r3 = round3.map(|(own, patterns)| Round3 {
                 patterns,
                 first: own
@@ -540,13 +535,8 @@ impl Evaluator for LlmEvaluator {
             .map(|l| Shown::of(l, self.opts.max_chars))
             .collect();
         let texts = segment_texts(input);
-        let all: Vec<&str> = input
-            .layers
-            .iter()
-            .flat_map(|l| l.texts.iter().copied())
-            .collect();
         let mut cost = RelationalCost::default();
-        let nonce = prompt::nonce(&all).map_err(|e| self.error("failed", e, &cost))?;
+        let nonce = prompt::nonce(&texts).map_err(|e| self.error("failed", e, &cost))?;
         let answer = self.call(
             prompt::observe_system(),
             vec![Message::user(prompt::observe_user(

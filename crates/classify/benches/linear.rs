@@ -30,6 +30,7 @@ fn input<'a>(normalizer: &Normalizer, text: &'a str, localize: LocalizeConfig) -
         }],
         deadline: Instant::now() + Duration::from_secs(3600),
         localize,
+        conversation: None,
     }
 }
 

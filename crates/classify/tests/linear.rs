@@ -380,12 +380,14 @@ fn a_passed_deadline_stops_the_layer_between_segments() {
         segments: segs(2),
         deadline: past,
         localize: Default::default(),
+        conversation: None,
     };
     assert!(matches!(det.detect(&two), Err(DetectorError::Timeout)));
     let one = ScanInput {
         segments: segs(1),
         deadline: past,
         localize: Default::default(),
+        conversation: None,
     };
     assert!(det.detect(&one).is_ok());
 }

@@ -52,7 +52,9 @@
 mod chain;
 mod fingerprint;
 mod ledger;
+mod refusal;
 mod risk;
+mod scan;
 mod store;
 
 pub use chain::{ChainKey, ChainSecret, normalize};
@@ -61,9 +63,16 @@ pub use ledger::{
     AssistantLedger, DEFAULT_LEDGER_MAX_ENTRIES, DEFAULT_LEDGER_TTL_SECONDS, HIST_FORGED,
     HistoryCheck, HistoryOutcome, HistoryPolicy, LedgerOptions, apply_history_policy,
 };
+pub use refusal::RefusalDetector;
 pub use risk::{
     DEFAULT_ACCUMULATION_WEIGHT, DEFAULT_ESCALATION_WEIGHT, DEFAULT_ESCALATION_WINDOW,
     DEFAULT_HALF_LIFE_TURNS, DEFAULT_REPHRASE_DISTANCE, OptionsError, RiskParams, RiskTerms, score,
+};
+pub use scan::{
+    CONV_REPHRASE, CONV_RISK, CONV_WINDOW, CONVERSATION_LAYER, ConversationError,
+    ConversationOptions, ConversationOutcome, ConversationScanner, DEFAULT_BLOCK_AT,
+    DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS, call_ends, turn_risk,
+    window_text,
 };
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,

@@ -78,6 +78,12 @@ pub enum OptionsError {
     /// `ttl_seconds` must be >= 1.
     #[error("ttl_seconds must be >= 1, got {0}")]
     Ttl(u64),
+    /// `block_at` must be in `(0, 1]`.
+    #[error("conversation.block_at must be a number in (0, 1], got {0}")]
+    BlockAt(f32),
+    /// `max_turns` must be >= 1.
+    #[error("conversation.max_turns must be >= 1, got {0}")]
+    MaxTurns(usize),
 }
 
 impl RiskParams {

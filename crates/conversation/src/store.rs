@@ -538,6 +538,58 @@ impl ConversationStore {
         })
     }
 
+    /// Records that the model refused the last message of `messages` (the prefix it was
+    /// answering). Idempotent: a refusal already noted on that prefix is not counted again,
+    /// so a history re-sent on every call does not inflate the count. `false` when the prefix
+    /// is unknown (never observed, expired or evicted).
+    pub fn note_refusal(&self, messages: &[(Role, &str)]) -> bool {
+        let n = messages.len();
+        if n == 0 {
+            return false;
+        }
+        let chain = self.secret.chain(messages);
+        let a = anchor_index(messages);
+        let ttl = self.options.ttl_seconds;
+        let now = self.clock.now();
+        let mut inner = self.lock();
+        if inner.live(&chain[n], now, ttl).is_none() {
+            return false;
+        }
+        let Some(node) = inner.nodes.get_mut(&chain[n]) else {
+            return false;
+        };
+        let fresh = match &mut node.observed {
+            Some(t) if t.refusal => false,
+            Some(t) => {
+                t.refusal = true;
+                true
+            }
+            None => false,
+        };
+        if fresh
+            && let Some(lin) = inner
+                .nodes
+                .get_mut(&chain[a])
+                .and_then(|x| x.lineage.as_deref_mut())
+        {
+            lin.evidence.refusals += 1;
+        }
+        fresh
+    }
+
+    /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of
+    /// the path only; nothing recorded or refreshed).
+    pub fn path_risks(&self, messages: &[(Role, &str)]) -> Vec<f32> {
+        let chain = self.secret.chain(messages);
+        let ttl = self.options.ttl_seconds;
+        let now = self.clock.now();
+        let inner = self.lock();
+        (1..chain.len())
+            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect()
+    }
+
     /// The parent and turn index recorded for a chain key (for inspection and tests).
     pub fn node_info(&self, key: &ChainKey) -> Option<(Option<ChainKey>, u32, u64)> {
         self.lock()

@@ -201,6 +201,9 @@ pub struct Decision {
     /// violations, balance, exchange type, label), when the pipeline has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relational: Option<crate::relational::RelationalReport>,
+    /// The per-conversation part (risk and its history), for conversation requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<crate::conversation::ConversationReport>,
 }
 
 /// A segment's text after sanitization, returned to the caller beside the decision (it is

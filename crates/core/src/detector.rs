@@ -43,6 +43,8 @@ pub struct ScanInput<'a> {
     pub deadline: Instant,
     /// How windows are cut, for layers that window a view other than the original text.
     pub localize: LocalizeConfig,
+    /// What the conversation state knew before this turn, for conversation requests.
+    pub conversation: Option<&'a crate::conversation::ConversationContext>,
 }
 
 /// A layer's score for one span of one segment (localized detection). The span is in the

@@ -105,6 +105,10 @@ pub struct ScanRequest {
     pub id: Option<String>,
     /// The segments, in conversation order.
     pub segments: Vec<Segment>,
+    /// What the conversation state knew before this turn (set by the server side for
+    /// conversation requests; never read from JSON).
+    #[serde(skip)]
+    pub context: Option<std::sync::Arc<crate::conversation::ConversationContext>>,
 }
 
 impl ScanRequest {
@@ -113,12 +117,17 @@ impl ScanRequest {
         Self {
             id: None,
             segments: vec![Segment::new(Role::User, text)],
+            context: None,
         }
     }
 
     /// A request made of the given segments.
     pub fn segments(segments: Vec<Segment>) -> Self {
-        Self { id: None, segments }
+        Self {
+            id: None,
+            segments,
+            context: None,
+        }
     }
 
     /// Sets the caller's ID.

@@ -24,6 +24,7 @@
 #![deny(missing_docs)]
 
 mod config;
+pub mod conversation;
 mod decision;
 mod detector;
 mod fuse;

@@ -453,6 +453,7 @@ impl Pipeline {
             segments,
             deadline: Instant::now() + budget,
             localize: self.config.localize,
+            conversation: req.context.as_deref(),
         };
         // Localized scores of each layer, parallel to `layers` (normalize has none).
         let mut layer_spans: Vec<Vec<SpanScore>> = vec![Vec::new()];
@@ -698,6 +699,7 @@ impl Pipeline {
             elapsed_us: micros(started.elapsed()),
             judge,
             relational,
+            conversation: None,
         };
         Ok(ScanOutcome {
             decision,

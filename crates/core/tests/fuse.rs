@@ -268,6 +268,7 @@ fn the_fuse_layer_alone_fails_instead_of_allowing() {
         segments: vec![],
         deadline: std::time::Instant::now(),
         localize: Default::default(),
+        conversation: None,
     };
     assert!(det.detect(&input).is_err());
 }

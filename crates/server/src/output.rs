@@ -193,6 +193,7 @@ impl OutputScanner {
                 text: text.to_string(),
                 trust: Some(Trust::Untrusted),
             }],
+            context: None,
         };
         let out = self.pipeline.scan(&req)?;
         let mut d = out.decision;

@@ -666,6 +666,7 @@ impl AppState {
                 elapsed_us: deadline.as_micros() as u64,
                 judge: None,
                 relational: None,
+                conversation: None,
             },
             sanitized: None,
         })

@@ -2,6 +2,8 @@
 //! that keep their risk, forged assistant turns, payloads split over turns, no text in the
 //! per-conversation part.
 
+#![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
+
 use rampart_conversation::{
     AssistantLedger, CONV_RISK, CONV_WINDOW, ConversationOptions, ConversationScanner,
     ConversationStore, HIST_FORGED, HistoryPolicy, LedgerOptions, ManualClock, call_ends,

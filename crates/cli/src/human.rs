@@ -1,5 +1,6 @@
 //! Human-readable explanation of a decision (for a terminal; `--json` is for machines).
 
+use rampart_core::conversation::{ConversationReport, StateMode};
 use rampart_core::{
     JudgeReport, JudgeTrigger, RelationalReport, RelationalStatus, ScanOutcome, ScanRequest,
 };
@@ -105,6 +106,9 @@ pub fn write(
     if let Some(r) = &d.relational {
         write_relational(out, r)?;
     }
+    if let Some(c) = &d.conversation {
+        write_conversation(out, c)?;
+    }
     if let Some(s) = outcome.sanitized.as_ref().filter(|_| show_matches) {
         for seg in s {
             writeln!(
@@ -119,6 +123,51 @@ pub fn write(
         "  input_hash: {} (key {})  {} us",
         d.input_hash, d.hash_key_id, d.elapsed_us
     )?;
+    Ok(())
+}
+
+/// The per-conversation part: risk and its terms, the calls scanned, the lineage evidence,
+/// the forged-history check, the conversation findings.
+pub fn write_conversation(out: &mut impl Write, c: &ConversationReport) -> io::Result<()> {
+    let state = match c.state {
+        StateMode::Stateful => "stateful",
+        StateMode::Stateless => "stateless",
+    };
+    writeln!(
+        out,
+        "  conversation ({state}, {} messages): {} risk {:.2} (peak {:.2}, accumulated {:.2}, \
+         escalation {:.2}) over {} calls",
+        c.messages, c.action, c.risk, c.peak, c.accumulated, c.escalation, c.turns
+    )?;
+    let calls: Vec<String> = c
+        .scanned
+        .iter()
+        .map(|t| match t.window_risk {
+            Some(w) => format!("#{} {} {:.2} (window {w:.2})", t.message, t.action, t.risk),
+            None => format!("#{} {} {:.2}", t.message, t.action, t.risk),
+        })
+        .collect();
+    writeln!(out, "    calls scanned: {}", calls.join(", "))?;
+    let e = &c.evidence;
+    if e.blocks + e.sanitizes + e.refusals + e.rephrasings_after_block > 0 {
+        writeln!(
+            out,
+            "    evidence: {} blocked, {} sanitized, {} refused, {} rephrasings after a block",
+            e.blocks, e.sanitizes, e.refusals, e.rephrasings_after_block
+        )?;
+    }
+    if let Some(h) = &c.history {
+        writeln!(
+            out,
+            "    history: {} verified, {} forged (policy {})",
+            h.verified.len(),
+            h.forged.len(),
+            h.policy
+        )?;
+    }
+    for f in &c.findings {
+        writeln!(out, "    {}: {}", f.id, f.rationale)?;
+    }
     Ok(())
 }
 

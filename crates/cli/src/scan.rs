@@ -4,12 +4,15 @@ use crate::{EXIT_ALLOW, EXIT_BATCH_ERRORS, EXIT_BLOCK, EXIT_SANITIZE, PipelineAr
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use rampart_core::{Action, Pipeline, ScanOutcome, ScanRequest, Segment};
+use rampart_conversation::{ConversationOptions, ConversationScanner};
+use rampart_core::conversation::{ConversationRequest, Turn};
+use rampart_core::{Action, ScanOutcome, ScanRequest, Segment};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Lines read and scanned together; output order always follows input order.
 const CHUNK_LINES: usize = 2048;
@@ -22,8 +25,12 @@ pub struct ScanArgs {
     /// Scan the contents of a file as one text.
     #[arg(long, short = 'f', value_name = "FILE", conflicts_with_all = ["text", "jsonl"])]
     pub file: Option<PathBuf>,
-    /// Scan a JSONL batch, `-` for stdin: `{"id":…,"text":…}` or
-    /// `{"id":…,"segments":[{"role":…,"text":…}]}` per line. Also accepted and ignored: the
+    /// Scan a JSONL batch, `-` for stdin: `{"id":…,"text":…}`,
+    /// `{"id":…,"segments":[{"role":…,"text":…}]}` or a conversation,
+    /// `{"id":…,"turns":[{"role":…,"text":…,"tool_calls":[…],"tool_call_id":…}],
+    /// "conversation_id":…}` per line (judged statelessly: every call of the conversation is
+    /// replayed; the decision gets the per-conversation part `conversation`; dataset turns'
+    /// `rewind` is applied and `forged` ignored). Also accepted and ignored: the
     /// dataset fields (label, category, source, split, language, carrier, position) and
     /// `meta`, any JSON value for the caller's own data (not copied into the decisions: `id`
     /// joins them).
@@ -47,6 +54,10 @@ pub struct ScanArgs {
     /// Worker threads for batches (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
+    /// Conversation options for `turns` lines: a TOML file with a `[conversation]` table
+    /// (configs/conversation.toml). Default: the built-in options.
+    #[arg(long, value_name = "FILE", requires = "jsonl")]
+    pub conversation_config: Option<PathBuf>,
     /// Never draw a progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -66,6 +77,12 @@ struct BatchLine {
     text: Option<String>,
     #[serde(default)]
     segments: Option<Vec<Segment>>,
+    #[serde(default)]
+    turns: Option<Vec<serde_json::Value>>,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default, rename = "attack_turn")]
+    _attack_turn: Option<serde_json::Value>,
     #[serde(default, rename = "label")]
     _label: Option<serde_json::Value>,
     #[serde(default, rename = "category")]
@@ -101,17 +118,24 @@ pub(crate) fn exit_code(action: Action) -> u8 {
 }
 
 pub fn run(args: &ScanArgs) -> Result<u8> {
-    let pipeline = args.pipeline.build()?;
+    let pipeline = Arc::new(args.pipeline.build()?);
     if let Some(path) = &args.jsonl {
+        let options = match &args.conversation_config {
+            Some(p) => ConversationOptions::load(p)?,
+            None => ConversationOptions::default(),
+        };
+        let scanner = ConversationScanner::stateless(pipeline.clone(), options)
+            .context("conversation options")?;
         if let Some(n) = args.threads {
             rayon::ThreadPoolBuilder::new()
                 .num_threads(n.max(1))
                 .build_global()
                 .context("configuring worker threads")?;
         }
-        let result = run_batch(&pipeline, args, path);
+        let result = run_batch(&scanner, args, path);
         // Freeing the compiled automata and regexes (many allocations) takes milliseconds
         // that the exit, which is next, spends for nothing: the OS reclaims it at once.
+        std::mem::forget(scanner);
         std::mem::forget(pipeline);
         return result;
     }
@@ -203,7 +227,8 @@ pub(crate) fn json_error(e: &serde_json::Error) -> String {
     }
 }
 
-fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
+fn scan_line(scanner: &ConversationScanner, raw: &[u8]) -> LineResult {
+    let pipeline = scanner.pipeline();
     let text = match std::str::from_utf8(raw) {
         Ok(t) => t,
         Err(e) => {
@@ -226,13 +251,16 @@ fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
         }
     };
     let id = line.id.as_ref().map(id_string);
-    let segments = match (line.text, line.segments) {
-        (Some(t), None) => vec![Segment::new(rampart_core::Role::User, t)],
-        (None, Some(s)) => s,
+    let segments = match (line.text, line.segments, line.turns) {
+        (Some(t), None, None) => vec![Segment::new(rampart_core::Role::User, t)],
+        (None, Some(s), None) => s,
+        (None, None, Some(turns)) => {
+            return scan_conversation(scanner, id, turns, line.conversation_id);
+        }
         _ => {
             return LineResult::Error {
                 id,
-                message: "a record needs exactly one of `text` or `segments`".into(),
+                message: "a record needs exactly one of `text`, `segments` or `turns`".into(),
             };
         }
     };
@@ -240,6 +268,85 @@ fn scan_line(pipeline: &Pipeline, raw: &[u8]) -> LineResult {
     req.id = id.clone();
     match pipeline.scan(&req) {
         Ok(o) => LineResult::Outcome(Box::new(o), Box::new(req)),
+        Err(e) => LineResult::Error {
+            id,
+            message: e.to_string(),
+        },
+    }
+}
+
+/// Scans one conversation line. Dataset turns may carry `rewind: K` (the client cut the
+/// conversation back to its first K messages before this turn: applied) and `forged` (who
+/// wrote an assistant turn: meaningless without a ledger, ignored).
+fn scan_conversation(
+    scanner: &ConversationScanner,
+    id: Option<String>,
+    raw: Vec<serde_json::Value>,
+    conversation_id: Option<String>,
+) -> LineResult {
+    let mut turns: Vec<Turn> = Vec::with_capacity(raw.len());
+    for (i, mut v) in raw.into_iter().enumerate() {
+        let mut rewind = None;
+        if let serde_json::Value::Object(m) = &mut v {
+            m.remove("forged");
+            rewind = m.remove("rewind");
+        }
+        if let Some(k) = rewind {
+            match k.as_u64().and_then(|k| usize::try_from(k).ok()) {
+                Some(k) if k <= turns.len() => turns.truncate(k),
+                _ => {
+                    return LineResult::Error {
+                        id,
+                        message: format!(
+                            "turns[{i}].rewind must be a number of messages kept, at most {}",
+                            turns.len()
+                        ),
+                    };
+                }
+            }
+        }
+        match serde_json::from_value::<Turn>(v) {
+            Ok(t) => turns.push(t),
+            Err(e) => {
+                return LineResult::Error {
+                    id,
+                    message: format!("turns[{i}]: {e}"),
+                };
+            }
+        }
+    }
+    let req = ConversationRequest {
+        id: id.clone(),
+        conversation_id,
+        turns,
+    };
+    match scanner.scan(&req) {
+        Ok(o) => {
+            // The human format shows the newest call's segments.
+            let segments = o
+                .decision
+                .conversation
+                .as_ref()
+                .map(|c| {
+                    c.segment_messages
+                        .iter()
+                        .filter_map(|&m| req.turns.get(m))
+                        .map(|t| Segment {
+                            role: t.role,
+                            text: t.content(),
+                            trust: t.trust,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut shown = ScanRequest::segments(segments);
+            shown.id = id;
+            let outcome = ScanOutcome {
+                decision: o.decision,
+                sanitized: o.sanitized,
+            };
+            LineResult::Outcome(Box::new(outcome), Box::new(shown))
+        }
         Err(e) => LineResult::Error {
             id,
             message: e.to_string(),
@@ -278,7 +385,8 @@ pub(crate) fn open_batch(
     Ok((reader, bar))
 }
 
-fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &Path) -> Result<u8> {
+fn run_batch(scanner: &ConversationScanner, args: &ScanArgs, path: &Path) -> Result<u8> {
+    let pipeline = scanner.pipeline();
     let (reader, bar) = open_batch(
         path,
         args.no_progress,
@@ -306,7 +414,7 @@ fn run_batch(pipeline: &Pipeline, args: &ScanArgs, path: &Path) -> Result<u8> {
             .par_iter()
             .map(|(n, raw)| {
                 let r = match raw {
-                    Ok(bytes) => scan_line(pipeline, bytes),
+                    Ok(bytes) => scan_line(scanner, bytes),
                     Err(msg) => LineResult::Error {
                         id: None,
                         message: msg.clone(),

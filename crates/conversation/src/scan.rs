@@ -847,3 +847,62 @@ pub fn turn_risk(d: &Decision) -> f32 {
     let strength = d.categories.values().copied().max().unwrap_or(0) as f32 * 0.2;
     scores.max(action).max(class).max(strength).clamp(0.0, 1.0)
 }
+
+/// Why a conversation configuration file could not be used.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LoadOptionsError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not a valid `[conversation]` table.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: Box<toml::de::Error>,
+    },
+    /// A value is out of range.
+    #[error("{path}: {source}")]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        source: OptionsError,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OptionsFile {
+    #[serde(default)]
+    conversation: ConversationOptions,
+}
+
+impl ConversationOptions {
+    /// Reads the `[conversation]` table of a TOML file (`configs/conversation.toml`); every
+    /// field is optional, unknown fields are refused, values are validated.
+    pub fn load(path: &std::path::Path) -> Result<Self, LoadOptionsError> {
+        let text = std::fs::read_to_string(path).map_err(|source| LoadOptionsError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let file: OptionsFile = toml::from_str(&text).map_err(|e| LoadOptionsError::Parse {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        })?;
+        file.conversation
+            .validate()
+            .map_err(|source| LoadOptionsError::Invalid {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(file.conversation)
+    }
+}

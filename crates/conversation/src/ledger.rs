@@ -8,10 +8,10 @@
 
 use crate::chain::{ChainKey, ChainSecret};
 use crate::risk::OptionsError;
-use crate::store::{Clock, SystemClock};
+use crate::store::{Clock, RestoreStats, SystemClock};
 use rampart_core::Role;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -117,10 +117,86 @@ pub fn apply_history_policy(policy: HistoryPolicy, check: &HistoryCheck) -> Hist
     }
 }
 
+/// One ledger entry as persisted: a keyed hash and a time, never text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerRow {
+    /// `H(k, 5 || prefix key || H(k, normalized text))`.
+    pub hash: [u8; 32],
+    /// Seconds (ledger clock) when the entry was last recorded or verified.
+    pub last_seen: u64,
+}
+
+/// What changed in an [`AssistantLedger`] since the previous
+/// [`drain_changes`](AssistantLedger::drain_changes).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LedgerChanges {
+    /// A full snapshot: everything persisted before is to be replaced by these rows.
+    pub full: bool,
+    /// Entries to insert or replace.
+    pub entries: Vec<LedgerRow>,
+    /// Entries to delete: evicted, expired, or not restored.
+    pub removed: Vec<[u8; 32]>,
+}
+
+impl LedgerChanges {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        !self.full && self.entries.is_empty() && self.removed.is_empty()
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     last_seen: u64,
     tick: u64,
+    /// Whether the database has a row for this hash as of the last drain.
+    persisted: bool,
+}
+
+/// Changes since the last drain; absent until the first drain or restore.
+#[derive(Debug, Default)]
+struct Tracker {
+    /// Live entries changed since the last drain.
+    dirty: HashSet<[u8; 32]>,
+    /// Entries with a database row removed since the last drain.
+    removed: HashSet<[u8; 32]>,
+    /// The removed set overflowed (or a write failed): the next drain is a full snapshot.
+    full: bool,
+    max_removed: usize,
+}
+
+impl Tracker {
+    fn new(max_entries: usize) -> Self {
+        Self {
+            max_removed: max_entries,
+            ..Self::default()
+        }
+    }
+
+    fn overflow(&mut self) {
+        self.full = true;
+        self.dirty = HashSet::new();
+        self.removed = HashSet::new();
+    }
+
+    fn changed(&mut self, h: [u8; 32]) {
+        if !self.full {
+            self.dirty.insert(h);
+        }
+    }
+
+    fn removed(&mut self, h: [u8; 32], persisted: bool) {
+        if self.full {
+            return;
+        }
+        self.dirty.remove(&h);
+        if persisted {
+            self.removed.insert(h);
+            if self.removed.len() > self.max_removed {
+                self.overflow();
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -128,6 +204,7 @@ struct Inner {
     entries: HashMap<[u8; 32], Entry>,
     lru: BTreeMap<u64, [u8; 32]>,
     next_tick: u64,
+    tracker: Option<Tracker>,
 }
 
 impl fmt::Debug for Inner {
@@ -151,8 +228,15 @@ impl Inner {
             if self.live(&h, now, ttl) {
                 break;
             }
-            if let Some(e) = self.entries.remove(&h) {
-                self.lru.remove(&e.tick);
+            self.remove(&h);
+        }
+    }
+
+    fn remove(&mut self, h: &[u8; 32]) {
+        if let Some(e) = self.entries.remove(h) {
+            self.lru.remove(&e.tick);
+            if let Some(t) = &mut self.tracker {
+                t.removed(*h, e.persisted);
             }
         }
     }
@@ -163,19 +247,24 @@ impl Inner {
         let e = self.entries.entry(h).or_insert(Entry {
             last_seen: now,
             tick,
+            persisted: false,
         });
         self.lru.remove(&e.tick);
         e.tick = tick;
         e.last_seen = now;
         self.lru.insert(tick, h);
+        if let Some(t) = &mut self.tracker {
+            t.changed(h);
+        }
     }
 
     fn evict_to(&mut self, max: usize) {
         while self.entries.len() > max {
-            let Some((_, h)) = self.lru.pop_first() else {
+            let Some((_, h)) = self.lru.first_key_value() else {
                 break;
             };
-            self.entries.remove(&h);
+            let h = *h;
+            self.remove(&h);
         }
     }
 }
@@ -298,5 +387,150 @@ impl AssistantLedger {
             }
         }
         out
+    }
+
+    /// Takes the changes since the previous call, for persistence: entries recorded or
+    /// refreshed, and the hashes of those removed since they were last drained. The first
+    /// drain (tracking starts there or at [`restore`](Self::restore)), the drain after the
+    /// removed set overflowed (more than `max_entries`) and the drain after a failed write
+    /// are full snapshots.
+    pub fn drain_changes(&self) -> LedgerChanges {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let previous = inner
+            .tracker
+            .replace(Tracker::new(self.options.max_entries));
+        match previous {
+            Some(t) if !t.full => {
+                let mut entries = Vec::with_capacity(t.dirty.len());
+                for hash in t.dirty {
+                    if let Some(e) = inner.entries.get_mut(&hash) {
+                        e.persisted = true;
+                        entries.push(LedgerRow {
+                            hash,
+                            last_seen: e.last_seen,
+                        });
+                    }
+                }
+                LedgerChanges {
+                    full: false,
+                    entries,
+                    removed: t
+                        .removed
+                        .into_iter()
+                        .filter(|h| !inner.entries.contains_key(h))
+                        .collect(),
+                }
+            }
+            _ => LedgerChanges {
+                full: true,
+                entries: inner
+                    .entries
+                    .iter_mut()
+                    .map(|(hash, e)| {
+                        e.persisted = true;
+                        LedgerRow {
+                            hash: *hash,
+                            last_seen: e.last_seen,
+                        }
+                    })
+                    .collect(),
+                removed: Vec::new(),
+            },
+        }
+    }
+
+    /// Makes the next [`drain_changes`](Self::drain_changes) a full snapshot.
+    pub(crate) fn require_full_resync(&self) {
+        if let Some(t) = self.lock().tracker.as_mut() {
+            t.overflow();
+        }
+    }
+
+    /// Loads persisted entries back (at startup, with the key material and
+    /// `bind_to_prefix` they were made with). Entries past the TTL are not loaded; the LRU
+    /// order follows `last_seen`, restored entries rank older than anything already held,
+    /// and `max_entries` is enforced by evicting the least recently seen. Rows not loaded
+    /// are reported as removed by the next [`drain_changes`](Self::drain_changes).
+    pub fn restore(&self, rows: Vec<LedgerRow>) -> RestoreStats {
+        let ttl = self.options.ttl_seconds;
+        let max = self.options.max_entries;
+        let now = self.clock.now();
+        let mut rows = rows;
+        rows.sort_by(|a, b| a.last_seen.cmp(&b.last_seen).then(a.hash.cmp(&b.hash)));
+        let mut stats = RestoreStats::default();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let Inner {
+            entries, tracker, ..
+        } = inner;
+        tracker.get_or_insert_with(|| {
+            let mut t = Tracker::new(max);
+            t.dirty.extend(entries.keys().copied());
+            t
+        });
+
+        let offset = rows.len() as u64;
+        let held: Vec<[u8; 32]> = std::mem::take(&mut inner.lru).into_values().collect();
+        for (i, h) in held.into_iter().enumerate() {
+            let tick = offset + i as u64;
+            if let Some(e) = inner.entries.get_mut(&h) {
+                e.tick = tick;
+            }
+            inner.lru.insert(tick, h);
+        }
+        inner.next_tick = offset + inner.lru.len() as u64;
+
+        let mut restored = Vec::new();
+        for (tick, row) in (0u64..).zip(rows) {
+            if let Some(e) = inner.entries.get_mut(&row.hash) {
+                e.persisted = true;
+                if let Some(t) = &mut inner.tracker {
+                    t.changed(row.hash);
+                }
+                stats.skipped += 1;
+                continue;
+            }
+            if now.saturating_sub(row.last_seen) >= ttl {
+                stats.expired += 1;
+                if let Some(t) = &mut inner.tracker {
+                    t.removed(row.hash, true);
+                }
+                continue;
+            }
+            inner.entries.insert(
+                row.hash,
+                Entry {
+                    last_seen: row.last_seen,
+                    tick,
+                    persisted: true,
+                },
+            );
+            inner.lru.insert(tick, row.hash);
+            restored.push(row.hash);
+        }
+        inner.evict_to(max);
+        stats.restored = restored
+            .iter()
+            .filter(|h| inner.entries.contains_key(*h))
+            .count();
+        stats.over_capacity = restored.len() - stats.restored;
+        stats
+    }
+
+    /// Every entry held, sorted by hash (for comparing a ledger with its database in tests).
+    #[cfg(test)]
+    pub(crate) fn snapshot(&self) -> Vec<LedgerRow> {
+        let mut rows: Vec<LedgerRow> = self
+            .lock()
+            .entries
+            .iter()
+            .map(|(hash, e)| LedgerRow {
+                hash: *hash,
+                last_seen: e.last_seen,
+            })
+            .collect();
+        rows.sort_by_key(|r| r.hash);
+        rows
     }
 }

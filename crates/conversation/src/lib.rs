@@ -20,6 +20,10 @@
 //! - **Forged history** ([`AssistantLedger`]): keyed hashes of the assistant messages the
 //!   proxy returned, bound to the prefix they answered; assistant turns a client sends that
 //!   are not in the ledger are reported as [`HIST_FORGED`] and handled per [`HistoryPolicy`].
+//! - **Persistence** ([`ConversationDb`], optional): the store's and the ledger's rows (keys,
+//!   numbers, fingerprints, hashes; never text) in SQLite, so a restart does not forget.
+//!   Changes are tracked and drained ([`ConversationStore::drain_changes`]); the caller
+//!   flushes periodically and on shutdown and loads once at startup.
 //!
 //! See `DESIGN.md` for the formulas, the memory figure and what is left for integration.
 //!
@@ -53,6 +57,7 @@ mod chain;
 mod fingerprint;
 mod ledger;
 mod refusal;
+mod persist;
 mod risk;
 mod scan;
 mod store;
@@ -61,7 +66,11 @@ pub use chain::{ChainKey, ChainSecret, normalize};
 pub use fingerprint::{hamming, simhash};
 pub use ledger::{
     AssistantLedger, DEFAULT_LEDGER_MAX_ENTRIES, DEFAULT_LEDGER_TTL_SECONDS, HIST_FORGED,
-    HistoryCheck, HistoryOutcome, HistoryPolicy, LedgerOptions, apply_history_policy,
+    HistoryCheck, HistoryOutcome, HistoryPolicy, LedgerChanges, LedgerOptions, LedgerRow,
+    apply_history_policy,
+};
+pub use persist::{
+    ConversationDb, FlushStats, LoadStats, PERSIST_SCHEMA_VERSION, PersistError, PersistOp,
 };
 pub use refusal::RefusalDetector;
 pub use risk::{
@@ -76,6 +85,7 @@ pub use scan::{
 };
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,
-    Evidence, MAX_BLOCKED_FINGERPRINTS, MAX_HINTS_PER_LINEAGE, ManualClock, ObserveError,
-    StoreOptions, SystemClock, TurnVerdict,
+    Evidence, HintRow, LineageRow, MAX_BLOCKED_FINGERPRINTS, MAX_HINTS_PER_LINEAGE, ManualClock,
+    NodeRow, ObserveError, RestoreStats, StoreChanges, StoreOptions, StoreRestoreStats,
+    SystemClock, TurnVerdict,
 };

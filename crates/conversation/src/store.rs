@@ -5,7 +5,7 @@ use crate::fingerprint::{hamming, simhash};
 use crate::risk::{OptionsError, RiskParams, score};
 use rampart_core::{Action, Role};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -171,6 +171,166 @@ pub struct ConversationState {
     pub hint_evidence: Evidence,
 }
 
+/// One node as persisted: keys, numbers and fingerprints, never text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeRow {
+    /// The chain key of the prefix.
+    pub key: ChainKey,
+    /// The chain key of the prefix one message shorter (`None` for the first message).
+    pub parent: Option<ChainKey>,
+    /// Messages in the prefix (1-based chain position).
+    pub turn: u32,
+    /// The per-turn record, if this prefix was observed as a newest turn.
+    pub observed: Option<TurnVerdict>,
+    /// Seconds (store clock) when the node was created.
+    pub created: u64,
+    /// Seconds (store clock) when the node was last seen; TTL and LRU order come from it.
+    pub last_seen: u64,
+    /// The lineage evidence, on anchor nodes only.
+    pub lineage: Option<LineageRow>,
+}
+
+/// The lineage evidence kept on an anchor node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineageRow {
+    /// The counts.
+    pub evidence: Evidence,
+    /// Highest conversation risk reported on any branch.
+    pub peak_risk: f32,
+    /// SimHash fingerprints of blocked turns, oldest first (at most
+    /// [`MAX_BLOCKED_FINGERPRINTS`] are kept).
+    pub blocked: Vec<u64>,
+    /// Keyed hashes of the conversation-id hints seen, oldest first (at most
+    /// [`MAX_HINTS_PER_LINEAGE`] are kept).
+    pub hints: Vec<[u8; 32]>,
+}
+
+/// A conversation-id hint (its keyed hash) and the anchor of the lineage it points to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HintRow {
+    /// `H(k, 0x03 || id)`.
+    pub hint: [u8; 32],
+    /// The anchor node of the lineage.
+    pub anchor: ChainKey,
+}
+
+/// What changed in a [`ConversationStore`] since the previous
+/// [`drain_changes`](ConversationStore::drain_changes).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoreChanges {
+    /// A full snapshot: everything persisted before is to be replaced by these rows (the
+    /// first drain, or tracking overflowed, or a write failed).
+    pub full: bool,
+    /// Nodes to insert or replace (with their lineage; a node without one has none).
+    pub nodes: Vec<NodeRow>,
+    /// Hints to insert or replace.
+    pub hints: Vec<HintRow>,
+    /// Nodes (and their lineages) to delete: evicted, expired, or not restored.
+    pub removed_nodes: Vec<ChainKey>,
+    /// Hints to delete.
+    pub removed_hints: Vec<[u8; 32]>,
+}
+
+impl StoreChanges {
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        !self.full
+            && self.nodes.is_empty()
+            && self.hints.is_empty()
+            && self.removed_nodes.is_empty()
+            && self.removed_hints.is_empty()
+    }
+}
+
+/// What a restore did with the rows it was given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreStats {
+    /// Rows now held.
+    pub restored: usize,
+    /// Rows past their TTL, not loaded.
+    pub expired: usize,
+    /// Rows loaded and then evicted to respect `max_entries` (the least recently seen go).
+    pub over_capacity: usize,
+    /// Rows not loaded for another reason: the key is already held (the held state wins),
+    /// or the row is invalid (a non-finite risk).
+    pub skipped: usize,
+}
+
+/// What [`ConversationStore::restore`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreRestoreStats {
+    /// The node rows.
+    pub nodes: RestoreStats,
+    /// Hint rows now held.
+    pub hints_restored: usize,
+    /// Hint rows not loaded: already held, or their lineage is not held (expired, evicted)
+    /// or does not list them.
+    pub hints_skipped: usize,
+}
+
+fn node_row(key: ChainKey, n: &Node) -> NodeRow {
+    NodeRow {
+        key,
+        parent: n.parent,
+        turn: n.turn,
+        observed: n.observed.map(|t| TurnVerdict {
+            risk: t.risk,
+            action: t.action,
+            refusal: t.refusal,
+        }),
+        created: n.created,
+        last_seen: n.last_seen,
+        lineage: n.lineage.as_deref().map(|l| LineageRow {
+            evidence: l.evidence,
+            peak_risk: l.peak_conversation_risk,
+            blocked: l.blocked.clone(),
+            hints: l.hints.clone(),
+        }),
+    }
+}
+
+/// A stored risk back in range; `None` when it is not a number.
+fn restored_risk(r: f32) -> Option<f32> {
+    r.is_finite().then(|| r.clamp(0.0, 1.0))
+}
+
+/// A node rebuilt from a row, bounded like a live one; `None` when the row is invalid.
+fn node_from_row(row: NodeRow, tick: u64) -> Option<Node> {
+    let observed = match row.observed {
+        Some(t) => Some(TurnRecord {
+            risk: restored_risk(t.risk)?,
+            action: t.action,
+            refusal: t.refusal,
+        }),
+        None => None,
+    };
+    let lineage = match row.lineage {
+        Some(l) => {
+            let mut blocked = l.blocked;
+            blocked.drain(..blocked.len().saturating_sub(MAX_BLOCKED_FINGERPRINTS));
+            let mut hints = l.hints;
+            hints.drain(..hints.len().saturating_sub(MAX_HINTS_PER_LINEAGE));
+            Some(Box::new(Lineage {
+                evidence: l.evidence,
+                peak_conversation_risk: restored_risk(l.peak_risk)?,
+                blocked,
+                hints,
+            }))
+        }
+        None => None,
+    };
+    Some(Node {
+        parent: row.parent,
+        turn: row.turn,
+        observed,
+        created: row.created,
+        last_seen: row.last_seen,
+        tick,
+        lineage,
+        persisted: true,
+    })
+}
+
 #[derive(Debug, Clone, Copy)]
 struct TurnRecord {
     risk: f32,
@@ -196,14 +356,107 @@ struct Node {
     last_seen: u64,
     tick: u64,
     lineage: Option<Box<Lineage>>,
+    /// Whether the database has a row for this key as of the last drain (so its removal
+    /// must be written).
+    persisted: bool,
+}
+
+/// Where a hint points, and whether the database has a row for the hint.
+#[derive(Debug, Clone, Copy)]
+struct HintSlot {
+    anchor: ChainKey,
+    persisted: bool,
+}
+
+/// Changes since the last drain. Absent until the first drain or restore, so a store that
+/// is never persisted pays nothing.
+#[derive(Debug, Default)]
+struct Tracker {
+    /// Live nodes changed since the last drain (a subset of the live nodes).
+    dirty_nodes: HashSet<ChainKey>,
+    /// Nodes with a database row removed since the last drain.
+    removed_nodes: HashSet<ChainKey>,
+    /// Live hints changed since the last drain.
+    dirty_hints: HashSet<[u8; 32]>,
+    /// Hints with a database row removed since the last drain.
+    removed_hints: HashSet<[u8; 32]>,
+    /// The sets overflowed (or a write failed): the next drain is a full snapshot.
+    full: bool,
+    max_removed_nodes: usize,
+    max_removed_hints: usize,
+}
+
+impl Tracker {
+    fn new(max_entries: usize) -> Self {
+        Self {
+            max_removed_nodes: max_entries,
+            max_removed_hints: max_entries.saturating_mul(MAX_HINTS_PER_LINEAGE),
+            ..Self::default()
+        }
+    }
+
+    /// Gives up on incremental tracking until the next drain (which is then full).
+    fn overflow(&mut self) {
+        self.full = true;
+        self.dirty_nodes = HashSet::new();
+        self.removed_nodes = HashSet::new();
+        self.dirty_hints = HashSet::new();
+        self.removed_hints = HashSet::new();
+    }
+
+    fn node_changed(&mut self, key: ChainKey) {
+        if !self.full {
+            self.dirty_nodes.insert(key);
+        }
+    }
+
+    fn node_removed(&mut self, key: ChainKey, persisted: bool) {
+        if self.full {
+            return;
+        }
+        self.dirty_nodes.remove(&key);
+        if persisted {
+            self.removed_nodes.insert(key);
+            if self.removed_nodes.len() > self.max_removed_nodes {
+                self.overflow();
+            }
+        }
+    }
+
+    fn hint_changed(&mut self, hint: [u8; 32]) {
+        if !self.full {
+            self.dirty_hints.insert(hint);
+        }
+    }
+
+    fn hint_removed(&mut self, hint: [u8; 32], persisted: bool) {
+        if self.full {
+            return;
+        }
+        self.dirty_hints.remove(&hint);
+        if persisted {
+            self.removed_hints.insert(hint);
+            if self.removed_hints.len() > self.max_removed_hints {
+                self.overflow();
+            }
+        }
+    }
+
+    fn approx_bytes(&self) -> usize {
+        use std::mem::size_of;
+        (self.dirty_nodes.capacity() + self.removed_nodes.capacity()) * (size_of::<ChainKey>() + 1)
+            + (self.dirty_hints.capacity() + self.removed_hints.capacity())
+                * (size_of::<[u8; 32]>() + 1)
+    }
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     nodes: HashMap<ChainKey, Node>,
     lru: BTreeMap<u64, ChainKey>,
-    hints: HashMap<[u8; 32], ChainKey>,
+    hints: HashMap<[u8; 32], HintSlot>,
     next_tick: u64,
+    tracker: Option<Tracker>,
 }
 
 impl Inner {
@@ -216,14 +469,54 @@ impl Inner {
     fn remove(&mut self, key: &ChainKey) {
         if let Some(node) = self.nodes.remove(key) {
             self.lru.remove(&node.tick);
+            if let Some(t) = &mut self.tracker {
+                t.node_removed(*key, node.persisted);
+            }
             if let Some(lin) = node.lineage {
                 for h in lin.hints {
-                    if self.hints.get(&h) == Some(key) {
-                        self.hints.remove(&h);
+                    if self.hints.get(&h).map(|s| &s.anchor) == Some(key) {
+                        self.remove_hint(&h);
                     }
                 }
             }
         }
+    }
+
+    fn remove_hint(&mut self, hint: &[u8; 32]) {
+        if let Some(slot) = self.hints.remove(hint)
+            && let Some(t) = &mut self.tracker
+        {
+            t.hint_removed(*hint, slot.persisted);
+        }
+    }
+
+    fn set_hint(&mut self, hint: [u8; 32], anchor: ChainKey) {
+        self.hints
+            .entry(hint)
+            .and_modify(|s| s.anchor = anchor)
+            .or_insert(HintSlot {
+                anchor,
+                persisted: false,
+            });
+        if let Some(t) = &mut self.tracker {
+            t.hint_changed(hint);
+        }
+    }
+
+    /// Starts tracking if it was off: everything already held counts as changed.
+    fn ensure_tracker(&mut self, max_entries: usize) {
+        let Inner {
+            nodes,
+            hints,
+            tracker,
+            ..
+        } = self;
+        tracker.get_or_insert_with(|| {
+            let mut t = Tracker::new(max_entries);
+            t.dirty_nodes.extend(nodes.keys().copied());
+            t.dirty_hints.extend(hints.keys().copied());
+            t
+        });
     }
 
     fn sweep(&mut self, now: u64, ttl: u64) {
@@ -256,11 +549,15 @@ impl Inner {
             last_seen: now,
             tick,
             lineage: None,
+            persisted: false,
         });
         self.lru.remove(&node.tick);
         node.tick = tick;
         node.last_seen = now;
         self.lru.insert(tick, key);
+        if let Some(t) = &mut self.tracker {
+            t.node_changed(key);
+        }
     }
 }
 
@@ -346,14 +643,15 @@ impl ConversationStore {
         let nodes = inner.nodes.capacity() * (size_of::<(ChainKey, Node)>() + 1);
         // A B-tree leaf holds up to 11 entries; count ~1.5x entries for slack and internals.
         let lru = inner.lru.len() * size_of::<(u64, ChainKey)>() * 3 / 2;
-        let hints = inner.hints.capacity() * (size_of::<([u8; 32], ChainKey)>() + 1);
+        let hints = inner.hints.capacity() * (size_of::<([u8; 32], HintSlot)>() + 1);
         let lineages: usize = inner
             .nodes
             .values()
             .filter_map(|n| n.lineage.as_ref())
             .map(|l| size_of::<Lineage>() + l.blocked.capacity() * 8 + l.hints.capacity() * 32)
             .sum();
-        nodes + lru + hints + lineages
+        let tracker = inner.tracker.as_ref().map_or(0, Tracker::approx_bytes);
+        nodes + lru + hints + lineages + tracker
     }
 
     /// Records the newest (last) message of `messages` with its verdict and returns the
@@ -417,7 +715,7 @@ impl ConversationStore {
         let mut hint_matched = false;
         let mut hint_evidence = Evidence::default();
         if let Some(h) = hint_hash {
-            if let Some(other) = inner.hints.get(&h).copied() {
+            if let Some(other) = inner.hints.get(&h).map(|s| s.anchor) {
                 hint_matched = true;
                 if other != anchor
                     && let Some(l) = inner
@@ -427,7 +725,7 @@ impl ConversationStore {
                     hint_evidence = l.evidence;
                 }
             }
-            inner.hints.insert(h, anchor);
+            inner.set_hint(h, anchor);
         }
 
         let d = self.options.risk.rephrase_distance;
@@ -469,9 +767,9 @@ impl ConversationStore {
             (lin.evidence, risk, rephrasing)
         };
         if let Some(h) = dropped_hint
-            && inner.hints.get(&h) == Some(&anchor)
+            && inner.hints.get(&h).map(|s| s.anchor) == Some(anchor)
         {
-            inner.hints.remove(&h);
+            inner.remove_hint(&h);
         }
         inner.evict_to(self.options.max_entries);
 
@@ -596,5 +894,215 @@ impl ConversationStore {
             .nodes
             .get(key)
             .map(|n| (n.parent, n.turn, n.created))
+    }
+
+    /// Takes the changes since the previous call, for persistence: nodes (with their
+    /// lineages) and hints created or changed, and the keys of those removed since they were
+    /// last drained. Rows hold keys, numbers and fingerprints, never text.
+    ///
+    /// Tracking starts with the first drain (or [`restore`](Self::restore)); that first
+    /// drain is a full snapshot (`full`), as is the drain after tracking overflowed (more
+    /// removals pending than `max_entries`) or after a failed write. Between drains the
+    /// tracked keys are at most the nodes held plus the rows removed since the last drain.
+    pub fn drain_changes(&self) -> StoreChanges {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let previous = inner
+            .tracker
+            .replace(Tracker::new(self.options.max_entries));
+        match previous {
+            Some(t) if !t.full => {
+                let mut nodes = Vec::with_capacity(t.dirty_nodes.len());
+                for key in t.dirty_nodes {
+                    if let Some(n) = inner.nodes.get_mut(&key) {
+                        n.persisted = true;
+                        nodes.push(node_row(key, n));
+                    }
+                }
+                let mut hints = Vec::with_capacity(t.dirty_hints.len());
+                for hint in t.dirty_hints {
+                    if let Some(slot) = inner.hints.get_mut(&hint) {
+                        slot.persisted = true;
+                        hints.push(HintRow {
+                            hint,
+                            anchor: slot.anchor,
+                        });
+                    }
+                }
+                StoreChanges {
+                    full: false,
+                    nodes,
+                    hints,
+                    removed_nodes: t
+                        .removed_nodes
+                        .into_iter()
+                        .filter(|k| !inner.nodes.contains_key(k))
+                        .collect(),
+                    removed_hints: t
+                        .removed_hints
+                        .into_iter()
+                        .filter(|h| !inner.hints.contains_key(h))
+                        .collect(),
+                }
+            }
+            _ => StoreChanges {
+                full: true,
+                nodes: inner
+                    .nodes
+                    .iter_mut()
+                    .map(|(key, n)| {
+                        n.persisted = true;
+                        node_row(*key, n)
+                    })
+                    .collect(),
+                hints: inner
+                    .hints
+                    .iter_mut()
+                    .map(|(hint, slot)| {
+                        slot.persisted = true;
+                        HintRow {
+                            hint: *hint,
+                            anchor: slot.anchor,
+                        }
+                    })
+                    .collect(),
+                removed_nodes: Vec::new(),
+                removed_hints: Vec::new(),
+            },
+        }
+    }
+
+    /// Makes the next [`drain_changes`](Self::drain_changes) a full snapshot (after a failed
+    /// write, the database no longer matches what was drained).
+    pub(crate) fn require_full_resync(&self) {
+        if let Some(t) = self.lock().tracker.as_mut() {
+            t.overflow();
+        }
+    }
+
+    /// Loads persisted rows back (at startup, into a fresh store, with the key material the
+    /// rows were made with). Rows past the TTL are not loaded; the LRU order follows
+    /// `last_seen` (ancestors after their descendants on ties, as `observe` leaves them);
+    /// restored rows rank older than anything already held, and `max_entries` is enforced
+    /// by evicting the least recently seen. A key already held keeps its held state. Hints
+    /// are loaded only with their lineage.
+    ///
+    /// The rows are taken to be what the database holds: rows not loaded are reported as
+    /// removed by the next [`drain_changes`](Self::drain_changes), loaded ones are not
+    /// written back until they change.
+    pub fn restore(&self, nodes: Vec<NodeRow>, hints: Vec<HintRow>) -> StoreRestoreStats {
+        let ttl = self.options.ttl_seconds;
+        let max = self.options.max_entries;
+        let now = self.clock.now();
+        let mut rows = nodes;
+        rows.sort_by(|a, b| {
+            a.last_seen
+                .cmp(&b.last_seen)
+                .then(b.turn.cmp(&a.turn))
+                .then(a.key.cmp(&b.key))
+        });
+        let mut stats = StoreRestoreStats::default();
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        inner.ensure_tracker(max);
+
+        // Restored rows take ticks 0..rows.len(); the nodes already held move after them.
+        let offset = rows.len() as u64;
+        let held: Vec<ChainKey> = std::mem::take(&mut inner.lru).into_values().collect();
+        for (i, key) in held.into_iter().enumerate() {
+            let tick = offset + i as u64;
+            if let Some(n) = inner.nodes.get_mut(&key) {
+                n.tick = tick;
+            }
+            inner.lru.insert(tick, key);
+        }
+        inner.next_tick = offset + inner.lru.len() as u64;
+
+        let mut restored = Vec::new();
+        for (tick, row) in (0u64..).zip(rows) {
+            let key = row.key;
+            if let Some(n) = inner.nodes.get_mut(&key) {
+                // The database has a row for this key: the held state overwrites it.
+                n.persisted = true;
+                if let Some(t) = &mut inner.tracker {
+                    t.node_changed(key);
+                }
+                stats.nodes.skipped += 1;
+                continue;
+            }
+            if now.saturating_sub(row.last_seen) >= ttl {
+                stats.nodes.expired += 1;
+                if let Some(t) = &mut inner.tracker {
+                    t.node_removed(key, true);
+                }
+                continue;
+            }
+            let Some(node) = node_from_row(row, tick) else {
+                stats.nodes.skipped += 1;
+                if let Some(t) = &mut inner.tracker {
+                    t.node_removed(key, true);
+                }
+                continue;
+            };
+            inner.nodes.insert(key, node);
+            inner.lru.insert(tick, key);
+            restored.push(key);
+        }
+        inner.evict_to(max);
+        stats.nodes.restored = restored
+            .iter()
+            .filter(|k| inner.nodes.contains_key(k))
+            .count();
+        stats.nodes.over_capacity = restored.len() - stats.nodes.restored;
+
+        for row in hints {
+            if let Some(slot) = inner.hints.get_mut(&row.hint) {
+                slot.persisted = true;
+                if let Some(t) = &mut inner.tracker {
+                    t.hint_changed(row.hint);
+                }
+                stats.hints_skipped += 1;
+                continue;
+            }
+            let listed = inner
+                .nodes
+                .get(&row.anchor)
+                .and_then(|n| n.lineage.as_ref())
+                .is_some_and(|l| l.hints.contains(&row.hint));
+            if listed {
+                inner.hints.insert(
+                    row.hint,
+                    HintSlot {
+                        anchor: row.anchor,
+                        persisted: true,
+                    },
+                );
+                stats.hints_restored += 1;
+            } else {
+                stats.hints_skipped += 1;
+                if let Some(t) = &mut inner.tracker {
+                    t.hint_removed(row.hint, true);
+                }
+            }
+        }
+        stats
+    }
+
+    /// Every row held, sorted by key (for comparing a store with its database in tests).
+    #[cfg(test)]
+    pub(crate) fn snapshot(&self) -> (Vec<NodeRow>, Vec<HintRow>) {
+        let inner = self.lock();
+        let mut nodes: Vec<NodeRow> = inner.nodes.iter().map(|(k, n)| node_row(*k, n)).collect();
+        nodes.sort_by_key(|r| r.key);
+        let mut hints: Vec<HintRow> = inner
+            .hints
+            .iter()
+            .map(|(h, s)| HintRow {
+                hint: *h,
+                anchor: s.anchor,
+            })
+            .collect();
+        hints.sort_by_key(|r| r.hint);
+        (nodes, hints)
     }
 }

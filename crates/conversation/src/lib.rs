@@ -53,6 +53,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod agreement;
 mod chain;
 mod fingerprint;
 mod ledger;
@@ -62,6 +63,11 @@ mod risk;
 mod scan;
 mod store;
 
+pub use agreement::{
+    AGREEMENT_MODEL_V1, AgreementDetector, AgreementError, AgreementSignal, AgreementTrainOptions,
+    AgreementTraining, ClaimLabel, ClaimRecord, ClaimSplit, Confusion, EvalReport,
+    HISTORY_PACK_ORIGIN, HISTORY_PACK_SRC, finding_id, parse_claims, train_agreement,
+};
 pub use chain::{ChainKey, ChainSecret, normalize};
 pub use fingerprint::{hamming, simhash};
 pub use ledger::{

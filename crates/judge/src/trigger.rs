@@ -2,8 +2,9 @@
 //! Evaluated from scores, rule IDs and categories only; never from input text, so the
 //! reason a judge was not called is safe to log.
 
-use crate::options::TriggerOptions;
-use rampart_core::{Action, Earlier, JudgeTrigger, ScanInput, Trust};
+use crate::options::{ConversationTriggerOptions, Limit, TriggerOptions};
+use rampart_core::conversation::ConversationContext;
+use rampart_core::{Action, Earlier, JudgeTrigger, LayerStatus, RiskClass, ScanInput, Trust};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 
@@ -13,6 +14,115 @@ pub trait ConversationTrigger: Send + Sync + Debug {
     /// Why the judge should be asked for this request, or `None`. The reason is recorded in
     /// the decision: never put input text in it.
     fn fires(&self, input: &ScanInput<'_>, earlier: &Earlier<'_>) -> Option<String>;
+}
+
+/// The built-in conversation trigger (`[layers.triggers.conversation]`), also usable as a
+/// hook. Fires only for conversation requests ([`ScanInput::conversation`] set); its reason
+/// names the conditions that held, with numbers only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationRisk {
+    opts: ConversationTriggerOptions,
+}
+
+impl ConversationRisk {
+    /// The trigger with these settings.
+    pub fn new(opts: ConversationTriggerOptions) -> Self {
+        ConversationRisk { opts }
+    }
+}
+
+impl ConversationTrigger for ConversationRisk {
+    fn fires(&self, input: &ScanInput<'_>, earlier: &Earlier<'_>) -> Option<String> {
+        conversation_reason(&self.opts, input.conversation?, earlier)
+    }
+}
+
+/// The current call's per-turn risk so far, from the earlier layers, computed as the
+/// conversation state scores a finished turn (`rampart_conversation::turn_risk`): the
+/// highest score of a layer that finished, floored by the layers' actions (BLOCK 0.9,
+/// SANITIZE 0.6), risk classes (high 0.85, medium 0.5) and rule signal strength (0.2 a
+/// level). The judge's own verdict is not in it yet.
+pub fn current_risk(earlier: &Earlier<'_>) -> f32 {
+    let mut risk = 0.0f32;
+    for l in earlier.layers {
+        if l.status == LayerStatus::Ok
+            && let Some(s) = l.score.filter(|s| s.is_finite())
+        {
+            risk = risk.max(s);
+        }
+        risk = risk.max(match l.action {
+            Action::Block => 0.9,
+            Action::Sanitize => 0.6,
+            Action::Allow => 0.0,
+        });
+        risk = risk.max(match l.risk {
+            RiskClass::HighRisk => 0.85,
+            RiskClass::MediumRisk => 0.5,
+            RiskClass::LowRisk => 0.0,
+        });
+        let strength = l.categories.values().copied().max().unwrap_or(0);
+        risk = risk.max(f32::from(strength) * 0.2);
+    }
+    risk.clamp(0.0, 1.0)
+}
+
+/// Which of the conditions hold, as one reason (numbers only), or `None`.
+fn conversation_reason(
+    opts: &ConversationTriggerOptions,
+    ctx: &ConversationContext,
+    earlier: &Earlier<'_>,
+) -> Option<String> {
+    let mut fired: Vec<String> = Vec::new();
+    if let Limit::At(at) = opts.rise_at {
+        let current = current_risk(earlier);
+        let rise = ctx.rise(current, opts.window);
+        if rise >= at {
+            let calls = (ctx.turn_risks.len() + 1).min(opts.window);
+            fired.push(format!(
+                "per-turn risk rose {rise:.2} over the last {calls} calls, to {current:.2} \
+                 (rise_at {at})"
+            ));
+        }
+    }
+    if let Limit::At(at) = opts.risk_at
+        && ctx.risk >= at
+    {
+        fired.push(format!(
+            "conversation risk {:.2} before this turn (risk_at {at})",
+            ctx.risk
+        ));
+    }
+    if let Limit::At(at) = opts.escalation_at
+        && ctx.escalation >= at
+    {
+        fired.push(format!(
+            "escalation {:.2} before this turn (escalation_at {at})",
+            ctx.escalation
+        ));
+    }
+    if opts.on_rephrasing && ctx.rephrasing {
+        fired.push(format!(
+            "a near-identical rephrasing of a blocked turn ({} in the lineage)",
+            ctx.evidence.rephrasings_after_block
+        ));
+    }
+    if let Limit::At(n) = opts.on_blocks
+        && ctx.evidence.blocks >= n
+    {
+        fired.push(format!(
+            "{} blocked turns in the lineage (on_blocks {n})",
+            ctx.evidence.blocks
+        ));
+    }
+    if let Limit::At(n) = opts.on_refusals
+        && ctx.evidence.refusals >= n
+    {
+        fired.push(format!(
+            "{} refused turns in the lineage (on_refusals {n})",
+            ctx.evidence.refusals
+        ));
+    }
+    (!fired.is_empty()).then(|| fired.join("; "))
 }
 
 /// What the contract concluded for one request.
@@ -140,6 +250,15 @@ pub fn evaluate(
         quiet.push("no finding needs judgement".into());
     }
 
+    match (opts.conversation.resolved(), input.conversation) {
+        (Some(c), Some(ctx)) => match conversation_reason(&c, ctx, earlier) {
+            Some(reason) => triggers.push(JudgeTrigger::Conversation { reason }),
+            None => quiet.push("conversation: no condition held".into()),
+        },
+        (Some(_), None) => {}
+        (None, Some(_)) => quiet.push("conversation trigger off".into()),
+        (None, None) => {}
+    }
     if let Some(reason) = conversation.and_then(|c| c.fires(input, earlier)) {
         triggers.push(JudgeTrigger::Conversation { reason });
     }

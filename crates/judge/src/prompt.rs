@@ -24,7 +24,7 @@ use std::sync::OnceLock;
 /// The prompt's version id, recorded in every report.
 pub const PROMPT_ID: &str = "judge-v1";
 
-/// The prompt's id when a conversation's earlier messages are shown ([`HISTORY_INTRO`] and
+/// The prompt's id when a conversation's earlier messages are shown (the history intro and
 /// the history task after `judge-v1`'s system prompt and examples, which are unchanged).
 pub const HISTORY_PROMPT_ID: &str = "judge-v1+history-v1";
 

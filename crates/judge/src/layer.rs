@@ -2,9 +2,9 @@
 //! redaction, and the findings that carry its spans.
 
 use crate::cache::{Cache, CacheError, CacheStats, Entry};
-use crate::options::{CacheMode, CacheSetting, JudgeOptions};
-use crate::prompt::{self, PromptSegment};
-use crate::redact::redact_copied;
+use crate::options::{CacheMode, CacheSetting, HistoryMode, JudgeOptions};
+use crate::prompt::{self, PromptSegment, ShownHistory};
+use crate::redact::redact_with_history;
 use crate::trigger::{self, Contract, ConversationTrigger};
 use rampart_core::{
     BuildError, CacheStatus, Category, Detection, Detector, DetectorError, DetectorFactory,
@@ -99,6 +99,14 @@ impl JudgeLayer {
                 [c.low, c.high],
             )?;
         }
+        if let Some(c) = opts.triggers.conversation.resolved() {
+            c.validate().map_err(JudgeError::Options)?;
+        }
+        if opts.max_history_bytes == 0 {
+            return Err(JudgeError::Options(
+                "max_history_bytes must be > 0 (history = \"off\" shows none)".into(),
+            ));
+        }
         let client =
             LlmClient::new(llm_config(&opts)?).map_err(|e| JudgeError::Llm(e.to_string()))?;
         let cache = match &opts.cache {
@@ -134,7 +142,8 @@ impl JudgeLayer {
         JudgeLayer::new(opts)
     }
 
-    /// Adds a conversation-level trigger (none by default).
+    /// Adds a conversation-level trigger, besides the built-in one of
+    /// `[layers.triggers.conversation]` (none by default).
     pub fn with_conversation_trigger(mut self, hook: Arc<dyn ConversationTrigger>) -> Self {
         self.conversation = Some(hook);
         self
@@ -173,7 +182,7 @@ impl JudgeLayer {
             })
             .collect();
         let signals = "none: asked directly, no other layer ran".to_string();
-        self.ask(&segs, vec![JudgeTrigger::Direct], &signals, None)
+        self.ask(&segs, &[], vec![JudgeTrigger::Direct], &signals, None)
     }
 
     fn base_report(&self, triggers: Vec<JudgeTrigger>) -> JudgeReport {
@@ -192,8 +201,17 @@ impl JudgeLayer {
         r
     }
 
-    /// The cache key: a keyed hash of everything that decides the answer but the nonce.
-    fn cache_key(&self, cache: &Cache, shown: &[PromptSegment<'_>], signals: &str) -> String {
+    /// The cache key: a keyed hash of everything that decides the answer but the nonce. The
+    /// earlier messages shown are part of it (the same newest text after another history is
+    /// another question); without them the key is what it was before history existed, so
+    /// plain requests keep their cached verdicts.
+    fn cache_key(
+        &self,
+        cache: &Cache,
+        shown: &[PromptSegment<'_>],
+        history: &ShownHistory<'_>,
+        signals: &str,
+    ) -> String {
         let cfg = self.client.config();
         let mut h = cache.hasher();
         let mut put = |b: &[u8]| {
@@ -214,24 +232,46 @@ impl JudgeLayer {
             put(&[u8::from(s.trust == Trust::Trusted), u8::from(s.cut)]);
             put(s.text.nfc().collect::<String>().as_bytes());
         }
+        if !history.messages.is_empty() {
+            // Length 7, where every segment's first field has length 8: no plain request's
+            // fields read the same.
+            put(b"history");
+            put(prompt::history_prompt_hash().as_bytes());
+            put(&(history.omitted as u64).to_le_bytes());
+            for m in &history.messages {
+                put(m.role.name().as_bytes());
+                put(&[u8::from(m.cut)]);
+                put(m.text.nfc().collect::<String>().as_bytes());
+            }
+        }
         h.finalize().to_hex().to_string()
     }
 
-    /// Asks (or looks up) the verdict for `segs`.
+    /// Asks (or looks up) the verdict for `segs`, after the conversation's earlier messages
+    /// `history` (empty: none).
     fn ask(
         &self,
         segs: &[(usize, Role, Trust, &str)],
+        history: &[(Role, String)],
         triggers: Vec<JudgeTrigger>,
         signals: &str,
         deadline: Option<Instant>,
     ) -> JudgeReport {
         let mut report = self.base_report(triggers);
         let shown = prompt::shown_segments(segs.iter().copied(), self.opts.max_chars);
+        let history = prompt::shown_history(history, self.opts.max_history_bytes);
+        if !history.messages.is_empty() {
+            report.prompt_id = prompt::HISTORY_PROMPT_ID.into();
+            report.prompt_hash = prompt::history_prompt_hash().into();
+        }
         let texts: Vec<&str> = segs.iter().map(|s| s.3).collect();
+        let earlier: Vec<(usize, &str)> =
+            history.messages.iter().map(|m| (m.label, m.text)).collect();
+        let redact = |t: &str| redact_with_history(t, &texts, &earlier);
         let mut key = None;
         if let Some((cache, mode)) = &self.cache {
             let t = Instant::now();
-            let k = self.cache_key(cache, &shown, signals);
+            let k = self.cache_key(cache, &shown, &history, signals);
             match cache.get(&k) {
                 Ok(Some(entry)) => {
                     let mut verdict = entry.verdict;
@@ -258,14 +298,19 @@ impl JudgeLayer {
                 Ok(None) | Err(_) => key = Some(k),
             }
         }
-        let nonce = match prompt::nonce(&texts) {
+        let fenced: Vec<&str> = texts
+            .iter()
+            .chain(earlier.iter().map(|e| &e.1))
+            .copied()
+            .collect();
+        let nonce = match prompt::nonce(&fenced) {
             Ok(n) => n,
             Err(e) => {
                 report.outcome_detail = Some(e);
                 return report;
             }
         };
-        let (system, messages) = prompt::build(&nonce, signals, &shown);
+        let (system, messages) = prompt::build(&nonce, signals, &shown, &history);
         let cfg_timeout = self.client.config().timeout_ms;
         let timeout_ms = deadline.map_or(cfg_timeout, |d| {
             let left = d.saturating_duration_since(Instant::now() + DEADLINE_MARGIN);
@@ -298,7 +343,7 @@ impl JudgeLayer {
         let (outcome, detail) = match done.outcome {
             Outcome::Ok { value, .. } => match prompt::parse_answer(&value) {
                 Ok(answer) => {
-                    let verdict = self.verdict(answer, segs);
+                    let verdict = self.verdict(answer, segs, &redact);
                     if let (Some((cache, _)), Some(k)) = (&self.cache, &key) {
                         let entry = Entry {
                             verdict: verdict.clone(),
@@ -348,15 +393,18 @@ impl JudgeLayer {
         };
         report.outcome = Some(outcome);
         // A server's error message may echo the prompt.
-        report.outcome_detail = detail.map(|d| redact_copied(&d, &texts));
+        report.outcome_detail = detail.map(|d| redact(&d));
         report
     }
 
     /// The verdict of a checked answer: explanation and signals redacted, quotes located in
     /// the input (exactly, else ignoring case) and replaced by spans.
-    fn verdict(&self, a: prompt::Answer, segs: &[(usize, Role, Trust, &str)]) -> JudgeVerdict {
-        let texts: Vec<&str> = segs.iter().map(|s| s.3).collect();
-        let texts = texts.as_slice();
+    fn verdict(
+        &self,
+        a: prompt::Answer,
+        segs: &[(usize, Role, Trust, &str)],
+        redact: &dyn Fn(&str) -> String,
+    ) -> JudgeVerdict {
         // Untrusted segments first: a phrase the system prompt shares with the user's text
         // points at the user's.
         let mut order: Vec<&(usize, Role, Trust, &str)> = segs.iter().collect();
@@ -369,7 +417,7 @@ impl JudgeLayer {
                     .iter()
                     .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
                 JudgeEvidence {
-                    signal: redact_copied(&signal, texts),
+                    signal: redact(&signal),
                     segment: found.map(|f| f.0),
                     span: found.map(|(_, s, e)| Span { start: s, end: e }),
                 }
@@ -378,7 +426,7 @@ impl JudgeLayer {
         JudgeVerdict {
             intent_label: a.label,
             confidence: a.confidence,
-            explanation: redact_copied(&a.explanation, texts),
+            explanation: redact(&a.explanation),
             evidence,
         }
     }
@@ -573,7 +621,15 @@ impl Detector for JudgeLayer {
             .iter()
             .map(|s| (s.index, s.role, s.trust, s.text))
             .collect();
-        let report = self.ask(&segs, triggers, &signals, Some(input.deadline));
+        let conversation_fired = triggers
+            .iter()
+            .any(|t| matches!(t, JudgeTrigger::Conversation { .. }));
+        let history = match (self.opts.history, input.conversation) {
+            (HistoryMode::Always, Some(c)) => c.history.as_slice(),
+            (HistoryMode::OnTrigger, Some(c)) if conversation_fired => c.history.as_slice(),
+            _ => &[],
+        };
+        let report = self.ask(&segs, history, triggers, &signals, Some(input.deadline));
         let findings = self.findings(&report, &pointed, input);
         Ok(Detection {
             findings,

@@ -3,11 +3,14 @@
 //!
 //! - **Trigger contract** ([`trigger`]): a layer that deferred its band, a score in an
 //!   ambiguous band, rules and a classifier that disagree, a finding of a rule marked "needs
-//!   judgement", or a conversation-level hook ([`ConversationTrigger`]). Otherwise the judge
-//!   is not called, and the report says why.
+//!   judgement", the built-in conversation trigger (`[layers.triggers.conversation]`: risk
+//!   rising across turns, a risky or blocked lineage, a rephrasing after a block; on by
+//!   default, for conversation requests only), or a conversation-level hook
+//!   ([`ConversationTrigger`]). Otherwise the judge is not called, and the report says why.
 //! - **Prompt** ([`prompt`]): versioned (`judge-v1`, its hash in every report), the input
 //!   between per-request random delimiters and described as data, few-shot examples, a fixed
-//!   JSON schema checked on the way back. A bare number is not a verdict.
+//!   JSON schema checked on the way back. A bare number is not a verdict. For a conversation,
+//!   the earlier messages are fenced the same way (`judge-v1+history-v1`).
 //! - **Cache** ([`cache`]): SQLite, keyed hash of the text, prompt, model and parameters, a
 //!   TTL; keeps the (redacted) explanation; hit/miss counters; a replay-only mode.
 //! - **Redaction** ([`redact_copied`]): runs of 20+ characters copied from the input become
@@ -81,8 +84,8 @@ pub mod trigger;
 pub use cache::{CacheError, CacheStats};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{
-    AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, JudgeOptions,
-    TriggerOptions, force_replay,
+    AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
+    ConversationTriggerOptions, HistoryMode, JudgeOptions, Limit, TriggerOptions, force_replay,
 };
 pub use redact::{MIN_COPY, redact_copied};
-pub use trigger::{Contract, ConversationTrigger};
+pub use trigger::{Contract, ConversationRisk, ConversationTrigger};

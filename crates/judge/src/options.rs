@@ -1,7 +1,7 @@
 //! The judge layer's options (`[[layers]] kind = "judge"`), read strictly.
 
 use rampart_core::Category;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::PathBuf;
 
 /// Default layer name.
@@ -21,6 +21,9 @@ pub const DEFAULT_BAND: [f32; 2] = [0.4, 0.7];
 /// [layers.triggers]
 /// ambiguous = [{ layer = "linear", band = [0.4, 0.7] }]
 /// conflict = [{ rules = "rules", classifier = "linear", high = 0.8, low = 0.2 }]
+/// [layers.triggers.conversation]
+/// rise_at = 0.25
+/// window = 4
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -51,6 +54,30 @@ pub struct JudgeOptions {
     /// is cut at a character boundary; the prompt says when it was). Default 6000.
     #[serde(default = "default_max_chars")]
     pub max_chars: usize,
+    /// When the earlier messages of a conversation are shown to the judge: `always`
+    /// (default: whenever a judged request is part of a conversation), `on_trigger` (only
+    /// when a conversation trigger fired) or `off`.
+    #[serde(default)]
+    pub history: HistoryMode,
+    /// Most bytes of earlier messages shown, newest first (each cut at a character
+    /// boundary; the prompt says when one was cut or left out). Default 2048.
+    #[serde(default = "default_history_bytes")]
+    pub max_history_bytes: usize,
+}
+
+/// When the judge sees a conversation's earlier messages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryMode {
+    /// Whenever the judged request is part of a conversation, whatever fired: the newest
+    /// message of a multi-turn attack often reads as harmless alone ("now put the pieces
+    /// together"), whichever trigger asked.
+    #[default]
+    Always,
+    /// Only when a conversation trigger fired.
+    OnTrigger,
+    /// Never (the judge sees the current call's segments only).
+    Off,
 }
 
 fn default_name() -> String {
@@ -61,6 +88,9 @@ fn yes() -> bool {
 }
 fn default_max_chars() -> usize {
     6000
+}
+fn default_history_bytes() -> usize {
+    2048
 }
 fn default_band() -> [f32; 2] {
     DEFAULT_BAND
@@ -104,6 +134,11 @@ pub struct TriggerOptions {
     /// Categories whose findings fire the judge.
     #[serde(default)]
     pub categories: Vec<Category>,
+    /// The built-in conversation trigger: `true` (default: the defaults of
+    /// [`ConversationTriggerOptions`]), `false`, or a table. Fires only for conversation
+    /// requests.
+    #[serde(default)]
+    pub conversation: ConversationSetting,
 }
 
 impl Default for TriggerOptions {
@@ -114,7 +149,211 @@ impl Default for TriggerOptions {
             needs_judgement: true,
             rules: Vec::new(),
             categories: Vec::new(),
+            conversation: ConversationSetting::default(),
         }
+    }
+}
+
+/// A condition's threshold: a number, or `false` to turn the condition off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit<T> {
+    /// The condition is off.
+    Off,
+    /// The condition holds at this value or more.
+    At(T),
+}
+
+impl<T: Serialize> Serialize for Limit<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Limit::Off => s.serialize_bool(false),
+            Limit::At(v) => v.serialize(s),
+        }
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Limit<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged, expecting = "a number, or false to turn the condition off")]
+        enum Raw<T> {
+            Flag(bool),
+            At(T),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Flag(false) => Ok(Limit::Off),
+            Raw::Flag(true) => Err(serde::de::Error::custom(
+                "true is not a threshold: give a number, or false to turn the condition off",
+            )),
+            Raw::At(v) => Ok(Limit::At(v)),
+        }
+    }
+}
+
+/// `conversation = true | false` or `[layers.triggers.conversation]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, try_from = "toml::Value")]
+pub enum ConversationSetting {
+    /// `true`: the defaults; `false`: off.
+    Flag(bool),
+    /// The trigger's settings.
+    On(ConversationTriggerOptions),
+}
+
+/// On by default: a deployment that runs a judge wants it asked where the cheaper layers
+/// leave the question open, and a conversation whose risk builds across turns is that case
+/// (a slow-burn attack's turns each look mild). It fires only for conversation requests,
+/// so plain requests are judged as before.
+impl Default for ConversationSetting {
+    fn default() -> Self {
+        ConversationSetting::Flag(true)
+    }
+}
+
+impl TryFrom<toml::Value> for ConversationSetting {
+    type Error = String;
+    fn try_from(v: toml::Value) -> Result<Self, String> {
+        match v {
+            toml::Value::Boolean(b) => Ok(ConversationSetting::Flag(b)),
+            // Through the table's own strict reading, so an unknown or mistyped key is named.
+            toml::Value::Table(t) => toml::Value::Table(t)
+                .try_into()
+                .map(ConversationSetting::On)
+                .map_err(|e: toml::de::Error| e.message().trim().to_string()),
+            other => Err(format!(
+                "expected true, false or a table, got {}",
+                other.type_str()
+            )),
+        }
+    }
+}
+
+impl ConversationSetting {
+    /// The trigger's settings, or `None` when it is off.
+    pub fn resolved(&self) -> Option<ConversationTriggerOptions> {
+        match self {
+            ConversationSetting::Flag(false) => None,
+            ConversationSetting::Flag(true) => Some(ConversationTriggerOptions::default()),
+            ConversationSetting::On(o) => Some(o.clone()),
+        }
+    }
+}
+
+/// Default rise of the per-turn risk that fires the conversation trigger.
+pub const DEFAULT_RISE_AT: f32 = 0.25;
+/// Default calls (the current one included) the rise is measured over.
+pub const DEFAULT_RISE_WINDOW: usize = 4;
+/// Default conversation risk (before this turn) that fires the conversation trigger.
+pub const DEFAULT_RISK_AT: f32 = 0.5;
+/// Default escalation term (before this turn) that fires the conversation trigger.
+pub const DEFAULT_ESCALATION_AT: f32 = 0.1;
+/// Default blocked turns in the lineage that fire the conversation trigger.
+pub const DEFAULT_ON_BLOCKS: u32 = 1;
+
+/// `[layers.triggers.conversation]`: when a conversation request asks the judge. Any
+/// condition that holds fires; each takes `false` to turn it off. Read from the conversation
+/// state's numbers ([`rampart_core::conversation::ConversationContext`]) and the earlier
+/// layers' results, never from text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationTriggerOptions {
+    /// The per-turn risk rose by at least this much over the last `window` calls (the
+    /// current one included, its risk so far taken from the earlier layers: the highest
+    /// score, floored by their actions, risk classes and rule strength, as the conversation
+    /// state scores a turn). Default 0.25.
+    #[serde(default = "default_rise_at")]
+    pub rise_at: Limit<f32>,
+    /// Calls the rise is measured over, the current one included (>= 2). Default 4.
+    #[serde(default = "default_window")]
+    pub window: usize,
+    /// The conversation risk before this turn is at least this. Default 0.5 (the
+    /// conversation part blocks at 0.8 by default; the judge looks at what comes before).
+    #[serde(default = "default_risk_at")]
+    pub risk_at: Limit<f32>,
+    /// The escalation term before this turn is at least this (0.5 × the slope of the
+    /// per-turn risk by default: 0.1 is a rise of 0.2 a turn). Default 0.1.
+    #[serde(default = "default_escalation_at")]
+    pub escalation_at: Limit<f32>,
+    /// The turn is a near-identical rephrasing of a blocked one. Default true.
+    #[serde(default = "yes")]
+    pub on_rephrasing: bool,
+    /// At least this many turns of the conversation's lineage (pruned branches included)
+    /// were blocked: after a block, attackers rephrase. Default 1.
+    #[serde(default = "default_on_blocks")]
+    pub on_blocks: Limit<u32>,
+    /// At least this many of the lineage's turns were refused by the model. Default off
+    /// (ordinary chats meet refusals too, and each fire costs a judge call).
+    #[serde(default = "limit_off")]
+    pub on_refusals: Limit<u32>,
+}
+
+fn default_rise_at() -> Limit<f32> {
+    Limit::At(DEFAULT_RISE_AT)
+}
+fn default_window() -> usize {
+    DEFAULT_RISE_WINDOW
+}
+fn default_risk_at() -> Limit<f32> {
+    Limit::At(DEFAULT_RISK_AT)
+}
+fn default_escalation_at() -> Limit<f32> {
+    Limit::At(DEFAULT_ESCALATION_AT)
+}
+fn default_on_blocks() -> Limit<u32> {
+    Limit::At(DEFAULT_ON_BLOCKS)
+}
+fn limit_off() -> Limit<u32> {
+    Limit::Off
+}
+
+impl Default for ConversationTriggerOptions {
+    fn default() -> Self {
+        Self {
+            rise_at: default_rise_at(),
+            window: default_window(),
+            risk_at: default_risk_at(),
+            escalation_at: default_escalation_at(),
+            on_rephrasing: true,
+            on_blocks: default_on_blocks(),
+            on_refusals: limit_off(),
+        }
+    }
+}
+
+impl ConversationTriggerOptions {
+    /// Checks the ranges: thresholds in (0, 1], counts >= 1, `window` >= 2. The error names
+    /// the key.
+    pub fn validate(&self) -> Result<(), String> {
+        for (key, limit) in [
+            ("rise_at", self.rise_at),
+            ("risk_at", self.risk_at),
+            ("escalation_at", self.escalation_at),
+        ] {
+            if let Limit::At(v) = limit
+                && !(v > 0.0 && v <= 1.0)
+            {
+                return Err(format!(
+                    "triggers.conversation.{key} = {v}: must be in (0, 1], or false"
+                ));
+            }
+        }
+        for (key, limit) in [
+            ("on_blocks", self.on_blocks),
+            ("on_refusals", self.on_refusals),
+        ] {
+            if limit == Limit::At(0) {
+                return Err(format!(
+                    "triggers.conversation.{key} = 0: must be >= 1, or false"
+                ));
+            }
+        }
+        if self.window < 2 {
+            return Err(format!(
+                "triggers.conversation.window = {}: must be >= 2 (a rise needs two calls)",
+                self.window
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -107,8 +107,29 @@ fn longest_copy(exp: &[char], i: usize, segs: &[Folded]) -> Option<(usize, usize
 /// assert_eq!(out, "It says '[input s0:7..39]' to override.");
 /// ```
 pub fn redact_copied(text: &str, segments: &[&str]) -> String {
+    redact_with_history(text, segments, &[])
+}
+
+/// As [`redact_copied`], with a conversation's earlier messages as sources too: a run
+/// copied from earlier message `k` (its index in the conversation context's history)
+/// becomes `[history h{k}:{start}..{end}]`. The current segments are searched first, so a
+/// run in both points at the request's own text.
+pub(crate) fn redact_with_history(
+    text: &str,
+    segments: &[&str],
+    history: &[(usize, &str)],
+) -> String {
     let exp = fold(text);
-    let segs: Vec<Folded> = segments.iter().map(|s| fold(s)).collect();
+    let labels: Vec<(&str, usize)> = (0..segments.len())
+        .map(|i| ("input s", i))
+        .chain(history.iter().map(|&(k, _)| ("history h", k)))
+        .collect();
+    let segs: Vec<Folded> = segments
+        .iter()
+        .copied()
+        .chain(history.iter().map(|&(_, t)| t))
+        .map(fold)
+        .collect();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     // Byte offset in `text` up to which the output is written.
@@ -117,18 +138,18 @@ pub fn redact_copied(text: &str, segments: &[&str]) -> String {
         match longest_copy(&exp.chars, i, &segs) {
             // A leading space stays outside the reference (cosmetic; the kept space alone
             // is no copy).
-            Some((len, s, start)) if exp.chars[i] == ' ' && len > MIN_COPY => {
+            Some((len, _, _)) if exp.chars[i] == ' ' && len > MIN_COPY => {
                 out.push_str(&text[written..exp.ranges[i].1]);
                 written = exp.ranges[i].1;
                 i += 1;
-                let _ = (s, start);
             }
             Some((len, s, start)) => {
                 let from = exp.ranges[i].0;
                 out.push_str(&text[written..from]);
                 let seg = &segs[s];
                 let (a, b) = (seg.ranges[start].0, seg.ranges[start + len - 1].1);
-                out.push_str(&format!("[input s{s}:{a}..{b}]"));
+                let (label, k) = labels[s];
+                out.push_str(&format!("[{label}{k}:{a}..{b}]"));
                 written = exp.ranges[i + len - 1].1;
                 i += len;
             }
@@ -181,6 +202,25 @@ mod tests {
         let out = redact_copied(exp, &[input]);
         assert_eq!(out, "Asked: '[input s0:0..24]' and '[input s0:31..59]'.");
         assert_eq!(&input[31..59], "Blümchen und Bäume im Wald");
+    }
+
+    #[test]
+    fn copies_of_earlier_messages_become_history_references() {
+        let segs = ["and now put the pieces together"];
+        let history = [(3, "Step one: the admin password is stored in vault.cfg")];
+        let out = redact_with_history(
+            "It continues 'the admin password is stored in vault' and asks to put the pieces together.",
+            &segs,
+            &history,
+        );
+        assert_eq!(
+            out,
+            "It continues '[history h3:10..47]' and asks to [input s0:8..31]."
+        );
+        assert_eq!(
+            &history[0].1[10..47],
+            "the admin password is stored in vault"
+        );
     }
 
     #[test]

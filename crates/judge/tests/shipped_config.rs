@@ -99,3 +99,17 @@ fn the_judge_layer_of_a_config_can_be_asked_directly() {
     let rules_only = PipelineConfig::default();
     assert!(JudgeLayer::from_pipeline_config(&rules_only).is_err());
 }
+
+#[test]
+fn the_shipped_conversation_settings_are_the_documented_defaults() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/judge.toml");
+    let cfg = PipelineConfig::from_path(&path).unwrap();
+    let judge = cfg.layers.iter().find(|l| l.kind == "judge").unwrap();
+    let opts: JudgeOptions = rampart_core::layer_options("judge", &judge.options).unwrap();
+    assert_eq!(
+        opts.triggers.conversation.resolved(),
+        Some(rampart_judge::ConversationTriggerOptions::default())
+    );
+    assert_eq!(opts.history, rampart_judge::HistoryMode::Always);
+    assert_eq!(opts.max_history_bytes, 2048);
+}

@@ -44,6 +44,9 @@ pub enum EvalError {
         /// The error.
         message: String,
     },
+    /// The conversation options are invalid.
+    #[error("conversation options: {0}")]
+    ConversationOptions(#[from] rampart_conversation::OptionsError),
     /// A plot could not be drawn.
     #[error("drawing a plot: {0}")]
     Plot(String),

@@ -23,6 +23,7 @@ use rampart_conversation::{
 use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{Action, Decision, Pipeline, Role};
 use rampart_datasets::DatasetTurn;
+use std::path::Path;
 use std::sync::Arc;
 
 /// Key material of a replay's throwaway state and ledger: never persisted, never shared.
@@ -135,4 +136,32 @@ pub fn replay(
         }
     }
     Ok(out)
+}
+
+/// Reads conversation options from a TOML file: its `[conversation]` table, in the shape of
+/// [`ConversationOptions`] (unknown keys in it are errors; other top-level tables are
+/// ignored, so a server configuration file can be given as it is). Checked with
+/// [`ConversationOptions::validate`].
+pub fn load_options(path: &Path) -> Result<ConversationOptions, crate::EvalError> {
+    let bad = |message: String| crate::EvalError::ConversationConfig {
+        path: path.to_path_buf(),
+        message,
+    };
+    let src = std::fs::read_to_string(path).map_err(|e| crate::EvalError::io(path, e))?;
+    parse_options(&src).map_err(bad)
+}
+
+/// [`load_options`] on a string.
+pub fn parse_options(src: &str) -> Result<ConversationOptions, String> {
+    let mut doc: toml::Table = toml::from_str(src).map_err(|e| e.to_string())?;
+    let table = doc
+        .remove("conversation")
+        .ok_or("no `[conversation]` table")?;
+    let options: ConversationOptions = table
+        .try_into()
+        .map_err(|e: toml::de::Error| format!("[conversation]: {e}"))?;
+    options
+        .validate()
+        .map_err(|e| format!("[conversation]: {e}"))?;
+    Ok(options)
 }

@@ -260,3 +260,27 @@ fn invalid_conversation_options_are_refused() {
     let err = run("e", "t", &configs, vec![data], &opts, &|_| {}).unwrap_err();
     assert!(err.to_string().contains("conversation options"), "{err}");
 }
+
+/// `--conversation-config`: the `[conversation]` table, strict inside, other tables ignored.
+#[test]
+fn conversation_options_are_read_from_the_conversation_table() {
+    use rampart_eval::replay::parse_options;
+    let o = parse_options(
+        "[server]\nlisten = \"x\"\n[conversation]\nblock_at = 0.6\n[conversation.ledger]\npolicy = \"block\"\n",
+    )
+    .unwrap();
+    assert_eq!(o.block_at, 0.6);
+    assert_eq!(o.ledger.policy, rampart_conversation::HistoryPolicy::Block);
+    assert_eq!(o.window_turns, ConversationOptions::default().window_turns);
+    assert!(
+        parse_options("[conversation]\nblock_att = 0.6\n")
+            .unwrap_err()
+            .contains("unknown field")
+    );
+    assert!(parse_options("[conversation]\nblock_at = 1.5\n").is_err());
+    assert!(
+        parse_options("block_at = 0.6\n")
+            .unwrap_err()
+            .contains("no `[conversation]` table")
+    );
+}

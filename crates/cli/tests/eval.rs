@@ -686,3 +686,63 @@ fn sets_without_channels_or_positions_get_no_channel_tables() {
         }
     }
 }
+
+/// Conversation records: replayed, reported in their own section, gated like any dataset;
+/// `--conversation-config` reads the `[conversation]` table strictly.
+#[test]
+fn conversation_sets_are_evaluated_gated_and_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let gates = write_gates(
+        dir.path(),
+        "version = 1\n[[gate]]\ndataset = \"Conversations_v1\"\nmetric = \"tpr\"\nmin = 0.0\n\
+         [[gate]]\ndataset = \"Conversations_v1\"\nmetric = \"fpr\"\nmax = 1.0\n",
+    );
+    let conf = dir.path().join("conv.toml");
+    std::fs::write(
+        &conf,
+        "[conversation]\nblock_at = 0.9\n[conversation.ledger]\npolicy = \"block\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = eval_gated(
+        &gates,
+        &out,
+        &[
+            "--dataset",
+            "Conversations_v1",
+            "--conversation-config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("## Conversations"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("all 2 gate check(s) passed"),
+        "{}",
+        stderr(&o)
+    );
+    let log = files(&out)
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with("_Conversations_v1.jsonl"))
+        .unwrap();
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("\"conversation\":{"), "{log}");
+
+    std::fs::write(&conf, "[conversation]\nblock_at = 0.9\nwindow = 3\n").unwrap();
+    let o = eval_gated(
+        &gates,
+        &out,
+        &[
+            "--dataset",
+            "Conversations_v1",
+            "--conversation-config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown field `window`"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -320,11 +320,10 @@ pub fn eval_conversation(
             .filter(|s| !s.is_nan())
             .reduce(f32::max);
     }
-    let risks = || {
-        rep.calls
-            .iter()
-            .filter_map(|c| c.decision.conversation.as_ref().map(|r| r.risk))
-    };
+    let risks = rep
+        .calls
+        .iter()
+        .filter_map(|c| c.decision.conversation.as_ref().map(|r| r.risk));
     let mut conv = ConversationLog {
         messages: turns.len(),
         calls: rep.calls.len(),
@@ -334,8 +333,12 @@ pub fn eval_conversation(
         flagged_by: first
             .map(|(_, c)| flagged_by(&c.decision))
             .unwrap_or_default(),
-        risk: risks().last().unwrap_or(0.0),
-        peak_risk: risks().fold(0.0, f32::max),
+        risk: rep
+            .calls
+            .last()
+            .and_then(|c| c.decision.conversation.as_ref())
+            .map_or(0.0, |r| r.risk),
+        peak_risk: risks.fold(0.0, f32::max),
         rewinds: turns.iter().filter(|t| t.rewind.is_some()).count(),
         forged: turns.iter().filter(|t| t.forged).count(),
     };

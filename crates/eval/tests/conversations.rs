@@ -284,3 +284,53 @@ fn conversation_options_are_read_from_the_conversation_table() {
             .contains("no `[conversation]` table")
     );
 }
+
+/// A call over the pipeline's limits stops the replay and counts as flagged (fail closed),
+/// at that call, like a refused prompt; the calls before it were scanned.
+#[test]
+fn a_call_over_the_limits_is_flagged_fail_closed() {
+    let mut cfg = rampart_core::PipelineConfig::default();
+    cfg.limits.max_bytes = 40;
+    let src = r#"{"id":"big","turns":[{"role":"user","text":"hello"},{"role":"assistant","text":"hi"},{"role":"user","text":"this second message takes the conversation over forty bytes"}],"label":"benign"}
+"#;
+    let (records, errors) = read_jsonl_str(src);
+    assert!(errors.is_empty(), "{errors:?}");
+    let data = LoadedDataset {
+        name: "big".into(),
+        origin: "inline".into(),
+        records,
+        errors,
+    };
+    let configs = [NamedPipeline::new(
+        "tiny",
+        Pipeline::from_config(cfg).unwrap(),
+    )];
+    let out = run(
+        "e",
+        "t",
+        &configs,
+        vec![data],
+        &RunOptions::default(),
+        &|_| {},
+    )
+    .unwrap();
+    let log = &out.datasets[0].logs[0];
+    assert_eq!(log.action, Action::Block);
+    assert!(
+        log.error.as_deref().is_some_and(|e| e.contains("limit")),
+        "{log:?}"
+    );
+    let c = log.conversation.as_ref().unwrap();
+    assert_eq!(
+        (c.calls, c.first_flag_call, c.first_flag_message),
+        (1, Some(2), Some(2))
+    );
+    let s = Summary::compute(&out);
+    let stats = s
+        .report("big", "tiny")
+        .unwrap()
+        .conversations
+        .as_ref()
+        .unwrap();
+    assert_eq!((stats.errors, stats.overall.confusion.fp), (1, 1));
+}

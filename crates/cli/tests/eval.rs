@@ -746,3 +746,28 @@ fn conversation_sets_are_evaluated_gated_and_configured() {
         stderr(&o)
     );
 }
+
+/// The conversation targets parse, refer to conversation sets like any dataset, and fail
+/// closed on a set not evaluated.
+#[test]
+fn conversation_target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
+    let dir = tempfile::tempdir().unwrap();
+    let gates = repo_root().join("gates/conversations.toml");
+    let o = eval_gated(
+        &gates,
+        dir.path(),
+        &[
+            "--config",
+            "candidate=default",
+            "--dataset",
+            "Conversations_v1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.matches("not evaluated in this run").count(), 1, "{out}");
+    assert!(
+        out.contains("| Conversations_v1 attack TPR >= 90% | candidate |"),
+        "{out}"
+    );
+}

@@ -71,5 +71,8 @@ pub use error::EvalError;
 pub use gate::{Gate, GateFile, GateResult, GateSet, Metric};
 pub use log::{ConversationLog, EVAL_LOG_SCHEMA, EvalLogRecord, JudgeLog, Outcome, RelationalLog};
 pub use output::{RunStamp, Written, write_all};
-pub use report::{DatasetReport, JudgeStats, RelationalStats, Summary};
+pub use report::{
+    ConversationStats, DatasetReport, FirstFlag, JudgeStats, RateBreakdown, RelationalStats,
+    Summary,
+};
 pub use runner::{EvalRun, NamedPipeline, RunOptions, eval_conversation, planned_scans, run};

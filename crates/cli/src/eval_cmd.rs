@@ -27,7 +27,9 @@ const DEFAULT_NAME: &str = "default";
 pub struct EvalArgs {
     /// Dataset (repeatable): a JSONL file, a built-in set (Clean_Benign_Corpus_v1,
     /// Handwritten_Attacks_v1, Embedded_Injections_v1, Trigger_Benign_v1,
-    /// Multilingual_Attacks_v1), or NAME for DATA_DIR/NAME.jsonl.
+    /// Multilingual_Attacks_v1, Conversations_v1), or NAME for DATA_DIR/NAME.jsonl; NAME:train,
+    /// NAME:validation, NAME:heldout for a hash part. Records with `turns` are conversations,
+    /// replayed call by call.
     #[arg(long = "dataset", value_name = "FILE_OR_NAME", required = true)]
     pub datasets: Vec<String>,
     /// Pipeline configuration to evaluate (repeatable, compared side by side): FILE (named
@@ -67,6 +69,11 @@ pub struct EvalArgs {
     /// fail mode decides. Needs a configuration with a judge layer that has a cache.
     #[arg(long)]
     pub judge_cache_only: bool,
+    /// Conversation options for conversation records (a TOML file with a `[conversation]`
+    /// table; other tables are ignored): thresholds, window, state and ledger policy.
+    /// Default: the built-in defaults. Each conversation is replayed with a fresh state.
+    #[arg(long, value_name = "FILE")]
+    pub conversation_config: Option<PathBuf>,
 }
 
 impl EvalArgs {
@@ -136,6 +143,14 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
         .transpose()
         .context("reading the gate file")?;
 
+    let conversation = args
+        .conversation_config
+        .as_deref()
+        .map(rampart_eval::replay::load_options)
+        .transpose()
+        .context("reading the conversation options")?
+        .unwrap_or_default();
+
     let specs: Vec<(String, Option<PathBuf>)> = if args.configs.is_empty() {
         vec![(DEFAULT_NAME.to_string(), None)]
     } else {
@@ -189,6 +204,7 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
     let opts = RunOptions {
         threads: args.threads,
         limit: args.limit,
+        conversation,
     };
     let total = rampart_eval::planned_scans(configs.len(), &datasets, &opts);
     let bar = if args.no_progress || !std::io::stderr().is_terminal() {

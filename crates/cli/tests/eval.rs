@@ -686,3 +686,88 @@ fn sets_without_channels_or_positions_get_no_channel_tables() {
         }
     }
 }
+
+/// Conversation records: replayed, reported in their own section, gated like any dataset;
+/// `--conversation-config` reads the `[conversation]` table strictly.
+#[test]
+fn conversation_sets_are_evaluated_gated_and_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let gates = write_gates(
+        dir.path(),
+        "version = 1\n[[gate]]\ndataset = \"Conversations_v1\"\nmetric = \"tpr\"\nmin = 0.0\n\
+         [[gate]]\ndataset = \"Conversations_v1\"\nmetric = \"fpr\"\nmax = 1.0\n",
+    );
+    let conf = dir.path().join("conv.toml");
+    std::fs::write(
+        &conf,
+        "[conversation]\nblock_at = 0.9\n[conversation.ledger]\npolicy = \"block\"\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let o = eval_gated(
+        &gates,
+        &out,
+        &[
+            "--dataset",
+            "Conversations_v1",
+            "--conversation-config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("## Conversations"), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("all 2 gate check(s) passed"),
+        "{}",
+        stderr(&o)
+    );
+    let log = files(&out)
+        .into_iter()
+        .find(|p| p.to_string_lossy().ends_with("_Conversations_v1.jsonl"))
+        .unwrap();
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(log.contains("\"conversation\":{"), "{log}");
+
+    std::fs::write(&conf, "[conversation]\nblock_at = 0.9\nwindow = 3\n").unwrap();
+    let o = eval_gated(
+        &gates,
+        &out,
+        &[
+            "--dataset",
+            "Conversations_v1",
+            "--conversation-config",
+            conf.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown field `window`"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The conversation targets parse, refer to conversation sets like any dataset, and fail
+/// closed on a set not evaluated.
+#[test]
+fn conversation_target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
+    let dir = tempfile::tempdir().unwrap();
+    let gates = repo_root().join("gates/conversations.toml");
+    let o = eval_gated(
+        &gates,
+        dir.path(),
+        &[
+            "--config",
+            "candidate=default",
+            "--dataset",
+            "Conversations_v1",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(4), "{}\n{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.matches("not evaluated in this run").count(), 1, "{out}");
+    assert!(
+        out.contains("| Conversations_v1 attack TPR >= 90% | candidate |"),
+        "{out}"
+    );
+}

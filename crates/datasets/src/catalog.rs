@@ -144,6 +144,8 @@ pub enum Converter {
     PyritTemplates,
     /// ShareGPT conversations (truncated JSON): first human turns.
     SharegptFirstTurns,
+    /// ShareGPT conversations (truncated JSON): the multi-turn ones, as conversations.
+    SharegptConversations,
     /// Embedded in the binary; nothing to convert.
     Builtin,
 }
@@ -450,6 +452,7 @@ mod tests {
             "pyrit_jailbreak_templates",
             "bastioncorpus",
             "sharegpt_first_turns",
+            "sharegpt_conversations",
             "promptguard_benign_malicious",
             "promptguard_extractive",
             "promptguard_or_bench",
@@ -458,6 +461,7 @@ mod tests {
             "Embedded_Injections_v1",
             "Trigger_Benign_v1",
             "Multilingual_Attacks_v1",
+            "Conversations_v1",
         ] {
             let e = c.get(name).unwrap();
             if !e.is_builtin() {

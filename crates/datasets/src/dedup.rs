@@ -274,6 +274,8 @@ mod tests {
             id: id.into(),
             text: Some(text.into()),
             segments: None,
+            turns: None,
+            attack_turn: None,
             label: Label::Attack,
             category: None,
             source: None,

@@ -214,6 +214,9 @@ pub fn fetch(
     }
     let outcome = convert(entry, &files)?;
     drop(files);
+    for (why, n) in &outcome.cut {
+        warnings.push(format!("shortened: {why}: {n}"));
+    }
     if let Some(expected) = entry.expected_rows
         && expected != outcome.records.len()
     {
@@ -305,6 +308,7 @@ pub fn convert(entry: &Entry, files: &[SourceFile]) -> Result<Outcome, DatasetEr
         Converter::JsonStringLists => sources::json_string_lists(first()?, &opts)?,
         Converter::TextLines => sources::text_lines(first()?, &opts)?,
         Converter::SharegptFirstTurns => sources::sharegpt_first_turns(first()?, &opts)?,
+        Converter::SharegptConversations => sources::sharegpt_conversations(first()?, &opts)?,
         Converter::PyritTemplates => {
             let fill = entry.fill.as_ref().ok_or_else(|| {
                 DatasetError::Catalog(format!("`{}`: pyrit_templates without fill", entry.name))

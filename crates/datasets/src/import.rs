@@ -201,6 +201,8 @@ pub struct Outcome {
     pub errors: Vec<RowError>,
     /// Skipped rows per reason.
     pub skipped: BTreeMap<String, usize>,
+    /// Records kept but shortened, per reason (a converter's bounds), and what was cut.
+    pub cut: BTreeMap<String, usize>,
 }
 
 impl Outcome {
@@ -601,6 +603,8 @@ fn finish(
         id,
         text,
         segments,
+        turns: None,
+        attack_turn: None,
         label,
         category,
         source: opts.source.clone(),
@@ -619,10 +623,11 @@ pub(crate) fn check_record(
     max_text_bytes: usize,
 ) -> Result<(), (&'static str, String)> {
     record.validate().map_err(|e| ("invalid record", e))?;
-    let len: usize = match (&record.segments, &record.text) {
-        (Some(segs), _) => segs.iter().map(|s| s.text.len()).sum(),
-        (None, Some(t)) => t.len(),
-        (None, None) => 0,
+    let len: usize = match (&record.segments, &record.text, &record.turns) {
+        (Some(segs), _, _) => segs.iter().map(|s| s.text.len()).sum(),
+        (None, Some(t), _) => t.len(),
+        (None, None, Some(turns)) => turns.iter().map(|t| t.to_turn().bytes()).sum(),
+        (None, None, None) => 0,
     };
     if len > max_text_bytes {
         return Err((
@@ -630,10 +635,11 @@ pub(crate) fn check_record(
             format!("{len} bytes, limit {max_text_bytes}"),
         ));
     }
-    let blank = match (&record.segments, &record.text) {
-        (Some(segs), _) => segs.iter().all(|s| s.text.trim().is_empty()),
-        (None, Some(t)) => t.trim().is_empty(),
-        (None, None) => true,
+    let blank = match (&record.segments, &record.text, &record.turns) {
+        (Some(segs), _, _) => segs.iter().all(|s| s.text.trim().is_empty()),
+        (None, Some(t), _) => t.trim().is_empty(),
+        (None, None, Some(turns)) => turns.iter().all(|t| t.text.trim().is_empty()),
+        (None, None, None) => true,
     };
     if blank {
         return Err(("empty text", String::new()));

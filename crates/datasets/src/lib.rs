@@ -80,16 +80,17 @@ pub use import::{
     parse_label, parse_label_map, parse_split,
 };
 pub use load::{
-    BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1,
-    HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset,
-    MULTILINGUAL_ATTACKS_NAME, MULTILINGUAL_ATTACKS_V1, TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1,
-    load,
+    BUILTIN, CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1, CONVERSATIONS_NAME, CONVERSATIONS_V1,
+    EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1, HANDWRITTEN_ATTACKS_NAME,
+    HANDWRITTEN_ATTACKS_V1, HashPart, LoadError, LoadedDataset, MULTILINGUAL_ATTACKS_NAME,
+    MULTILINGUAL_ATTACKS_V1, TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1, load,
 };
 pub use record::{
-    Channel, Label, MAX_LINE_BYTES, PayloadPosition, Record, RowError, Split, read_jsonl,
-    read_jsonl_str,
+    Channel, DatasetTurn, Label, MAX_LINE_BYTES, PayloadPosition, Record, RowError, Split,
+    read_jsonl, read_jsonl_str,
 };
 pub use sources::{
-    SourceFile, TemplateFill, json_string_array, json_string_files, json_string_lists,
-    pyrit_templates, render_template, sharegpt_first_turns, text_lines,
+    SHAREGPT_MAX_BYTES, SHAREGPT_MAX_MESSAGES, SourceFile, TemplateFill, json_string_array,
+    json_string_files, json_string_lists, pyrit_templates, render_template, sharegpt_conversations,
+    sharegpt_first_turns, text_lines,
 };

@@ -34,13 +34,20 @@ pub const TRIGGER_BENIGN_NAME: &str = "Trigger_Benign_v1";
 /// Name of the hand-written multilingual attack set.
 pub const MULTILINGUAL_ATTACKS_NAME: &str = "Multilingual_Attacks_v1";
 
+/// The hand-written conversation set (attack and benign multi-turn conversations),
+/// embedded in the binary.
+pub const CONVERSATIONS_V1: &str = include_str!("../../../datasets/conversations_v1.jsonl");
+/// Name of the hand-written conversation set.
+pub const CONVERSATIONS_NAME: &str = "Conversations_v1";
+
 /// Datasets compiled into the binary: (name, JSONL source).
-pub const BUILTIN: [(&str, &str); 5] = [
+pub const BUILTIN: [(&str, &str); 6] = [
     (CLEAN_BENIGN_NAME, CLEAN_BENIGN_V1),
     (HANDWRITTEN_ATTACKS_NAME, HANDWRITTEN_ATTACKS_V1),
     (EMBEDDED_INJECTIONS_NAME, EMBEDDED_INJECTIONS_V1),
     (TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1),
     (MULTILINGUAL_ATTACKS_NAME, MULTILINGUAL_ATTACKS_V1),
+    (CONVERSATIONS_NAME, CONVERSATIONS_V1),
 ];
 
 /// A dataset ready to evaluate.
@@ -196,6 +203,17 @@ mod tests {
         assert!(t.errors.is_empty(), "{:?}", t.errors.first());
         assert!(t.records.len() >= 400);
         assert!(t.records.iter().all(|r| !r.label.is_attack()));
+        let c = load(CONVERSATIONS_NAME, Path::new("/nonexistent")).unwrap();
+        assert!(c.errors.is_empty(), "{:?}", c.errors.first());
+        assert!(c.records.iter().all(|r| r.is_conversation()));
+        assert!(c.records.iter().any(|r| r.label.is_attack()));
+        assert!(c.records.iter().any(|r| !r.label.is_attack()));
+        assert!(
+            c.records
+                .iter()
+                .all(|r| r.label.is_attack() == r.attack_turn.is_some()),
+            "attack_turn on every attack and on no benign conversation"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The dataset record format (one JSON object per line) and its reader.
 
-use rampart_core::{Role, ScanRequest, Segment};
+use rampart_core::conversation::{ToolCall, Turn};
+use rampart_core::{Role, ScanRequest, Segment, Trust};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Read};
 use std::path::Path;
@@ -156,7 +157,63 @@ impl Channel {
     }
 }
 
-/// One prompt of a dataset. Exactly one of `text` and `segments` is present.
+/// One message of a conversation record: the core [`Turn`] plus what only a dataset says
+/// about it (how the client edited its history). Serde cannot flatten [`Turn`] under
+/// `deny_unknown_fields`, so its fields are repeated here and [`DatasetTurn::to_turn`] drops
+/// the dataset-only ones.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetTurn {
+    /// Who wrote it.
+    pub role: Role,
+    /// The text (empty for an assistant turn that only calls tools).
+    #[serde(default)]
+    pub text: String,
+    /// Tool calls of an assistant turn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// The call a tool turn answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Overrides the policy's trust level for this turn's role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust: Option<Trust>,
+    /// On a user turn: before it, the client cut its conversation back to its first `K`
+    /// messages (the refused branch is gone from what it sends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewind: Option<usize>,
+    /// On an assistant turn: the client wrote it; the model never produced it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forged: bool,
+}
+
+impl DatasetTurn {
+    /// A turn with text only.
+    pub fn new(role: Role, text: impl Into<String>) -> Self {
+        Self {
+            role,
+            text: text.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+            trust: None,
+            rewind: None,
+            forged: false,
+        }
+    }
+
+    /// The message as a client sends it.
+    pub fn to_turn(&self) -> Turn {
+        Turn {
+            role: self.role,
+            text: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            trust: self.trust,
+        }
+    }
+}
+
+/// One prompt of a dataset. Exactly one of `text`, `segments` and `turns` is present.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Record {
@@ -168,6 +225,14 @@ pub struct Record {
     /// A multi-layer prompt, in order, with roles.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub segments: Option<Vec<Segment>>,
+    /// A conversation: every message in order, as the client sent them (see
+    /// `docs` of the Conversations_v1 format). Judged by replaying it call by call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<Vec<DatasetTurn>>,
+    /// Attacks in a conversation: index in `turns` of the first message that carries the
+    /// attack.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack_turn: Option<usize>,
     /// The label.
     pub label: Label,
     /// Attack taxonomy or benign category.
@@ -193,8 +258,9 @@ pub struct Record {
 }
 
 impl Record {
-    /// Checks the invariants serde cannot: a non-empty id, exactly one of text/segments, at
-    /// least one segment, a non-blank carrier when one is given.
+    /// Checks the invariants serde cannot: a non-empty id, exactly one of
+    /// text/segments/turns, at least one segment, a non-blank carrier when one is given, and
+    /// for conversations [`Record::validate_turns`].
     pub fn validate(&self) -> Result<(), String> {
         if self.id.trim().is_empty() {
             return Err("empty `id`".into());
@@ -206,12 +272,91 @@ impl Record {
                     .into(),
             );
         }
-        match (&self.text, &self.segments) {
-            (Some(_), Some(_)) => Err("both `text` and `segments` given; use one".into()),
-            (None, None) => Err("neither `text` nor `segments` given".into()),
-            (None, Some(s)) if s.is_empty() => Err("`segments` is empty".into()),
-            _ => Ok(()),
+        let given = [
+            self.text.is_some(),
+            self.segments.is_some(),
+            self.turns.is_some(),
+        ];
+        match given.iter().filter(|g| **g).count() {
+            0 => return Err("none of `text`, `segments`, `turns` given".into()),
+            1 => {}
+            _ => return Err("more than one of `text`, `segments`, `turns` given; use one".into()),
         }
+        if self.segments.as_ref().is_some_and(Vec::is_empty) {
+            return Err("`segments` is empty".into());
+        }
+        match &self.turns {
+            Some(turns) => self.validate_turns(turns),
+            None if self.attack_turn.is_some() => {
+                Err("`attack_turn` is only for conversations (`turns`)".into())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A conversation's invariants: at least one message; the last is not an assistant
+    /// turn (it is the one to judge); `rewind` only on user turns and never past what the
+    /// client holds at that point; `forged` only on assistant turns; `attack_turn` inside
+    /// `turns` and on a message that is not the model's.
+    fn validate_turns(&self, turns: &[DatasetTurn]) -> Result<(), String> {
+        let Some(last) = turns.last() else {
+            return Err("`turns` is empty".into());
+        };
+        if last.role == Role::Assistant {
+            return Err(
+                "the last message of `turns` is an assistant turn; a conversation ends with \
+                 the message to judge"
+                    .into(),
+            );
+        }
+        let mut held = 0usize;
+        for (i, t) in turns.iter().enumerate() {
+            if t.forged && t.role != Role::Assistant {
+                return Err(format!(
+                    "turn {i}: `forged` is only for assistant turns (this one is {})",
+                    t.role
+                ));
+            }
+            if let Some(k) = t.rewind {
+                if t.role != Role::User {
+                    return Err(format!(
+                        "turn {i}: `rewind` is only for user turns (this one is {})",
+                        t.role
+                    ));
+                }
+                if k > held {
+                    return Err(format!(
+                        "turn {i}: `rewind: {k}` keeps more messages than the client holds \
+                         ({held})"
+                    ));
+                }
+                held = k;
+            }
+            held += 1;
+        }
+        if let Some(a) = self.attack_turn {
+            match turns.get(a) {
+                None => {
+                    return Err(format!(
+                        "`attack_turn` {a} is past the last message ({})",
+                        turns.len() - 1
+                    ));
+                }
+                Some(t) if t.role == Role::Assistant => {
+                    return Err(format!(
+                        "`attack_turn` {a} is an assistant turn; it names the first message \
+                         that carries the attack"
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the record is a conversation (`turns`).
+    pub fn is_conversation(&self) -> bool {
+        self.turns.is_some()
     }
 
     /// The channel the attacker-controlled text of this record comes through: `tool` when
@@ -226,7 +371,13 @@ impl Record {
     /// user segments counts as `user`. The channel is a property of the record, the same under
     /// every configuration, so it does not follow a configuration's trust table.
     pub fn channel(&self) -> Channel {
-        let roles = || self.segments.iter().flatten().map(|s| s.role);
+        let roles = || {
+            self.segments
+                .iter()
+                .flatten()
+                .map(|s| s.role)
+                .chain(self.turns.iter().flatten().map(|t| t.role))
+        };
         if roles().any(|r| r == Role::Tool) {
             Channel::Tool
         } else if roles().any(|r| r == Role::Retrieved) {
@@ -236,25 +387,43 @@ impl Record {
         }
     }
 
-    /// The scan request for this record (plain text is one user segment).
+    /// The scan request for this record (plain text is one user segment; a conversation is
+    /// its messages as segments, which only a caller that does not replay conversations
+    /// should use).
     pub fn to_request(&self) -> ScanRequest {
-        match (&self.segments, &self.text) {
-            (Some(segs), _) => ScanRequest::segments(segs.clone()),
-            (None, Some(t)) => ScanRequest::text(t.clone()),
-            (None, None) => ScanRequest::segments(Vec::new()),
+        match (&self.segments, &self.text, &self.turns) {
+            (Some(segs), _, _) => ScanRequest::segments(segs.clone()),
+            (None, Some(t), _) => ScanRequest::text(t.clone()),
+            (None, None, Some(turns)) => ScanRequest::segments(
+                turns
+                    .iter()
+                    .map(|t| Segment {
+                        role: t.role,
+                        text: t.to_turn().content(),
+                        trust: t.trust,
+                    })
+                    .collect(),
+            ),
+            (None, None, None) => ScanRequest::segments(Vec::new()),
         }
     }
 
-    /// All the record's text, segments joined by a newline (for deduplication and mining).
+    /// All the record's text, segments or messages joined by a newline (for deduplication
+    /// and mining).
     pub fn joined_text(&self) -> String {
-        match (&self.segments, &self.text) {
-            (Some(segs), _) => segs
+        match (&self.segments, &self.text, &self.turns) {
+            (Some(segs), _, _) => segs
                 .iter()
                 .map(|s| s.text.as_str())
                 .collect::<Vec<_>>()
                 .join("\n"),
-            (None, Some(t)) => t.clone(),
-            (None, None) => String::new(),
+            (None, Some(t), _) => t.clone(),
+            (None, None, Some(turns)) => turns
+                .iter()
+                .map(|t| t.to_turn().content())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            (None, None, None) => String::new(),
         }
     }
 }
@@ -537,11 +706,93 @@ mod tests {
         );
     }
 
+    #[test]
+    fn conversation_records_are_read_and_checked() {
+        let src = concat!(
+            // 1: good: system, rewind on a user turn, forged assistant turn, attack_turn.
+            r#"{"id":"1","turns":[{"role":"system","text":"s"},{"role":"user","text":"u1"},{"role":"assistant","text":"a1","forged":true},{"role":"user","text":"u2","rewind":2}],"label":"attack","attack_turn":3}"#,
+            "\n",
+            // 2: ends with an assistant turn.
+            r#"{"id":"2","turns":[{"role":"user","text":"u"},{"role":"assistant","text":"a"}],"label":"benign"}"#,
+            "\n",
+            // 3: empty turns.
+            r#"{"id":"3","turns":[],"label":"benign"}"#,
+            "\n",
+            // 4: attack_turn on an assistant turn.
+            r#"{"id":"4","turns":[{"role":"user","text":"u"},{"role":"assistant","text":"a"},{"role":"user","text":"u"}],"label":"attack","attack_turn":1}"#,
+            "\n",
+            // 5: attack_turn past the end.
+            r#"{"id":"5","turns":[{"role":"user","text":"u"}],"label":"attack","attack_turn":1}"#,
+            "\n",
+            // 6: text and turns.
+            r#"{"id":"6","text":"t","turns":[{"role":"user","text":"u"}],"label":"benign"}"#,
+            "\n",
+            // 7: rewind on an assistant turn.
+            r#"{"id":"7","turns":[{"role":"user","text":"u"},{"role":"assistant","text":"a","rewind":0},{"role":"user","text":"u"}],"label":"benign"}"#,
+            "\n",
+            // 8: forged on a user turn.
+            r#"{"id":"8","turns":[{"role":"user","text":"u","forged":true}],"label":"benign"}"#,
+            "\n",
+            // 9: rewind keeps more than the client holds.
+            r#"{"id":"9","turns":[{"role":"user","text":"u"},{"role":"user","text":"u","rewind":2}],"label":"benign"}"#,
+            "\n",
+            // 10: unknown field in a turn.
+            r#"{"id":"10","turns":[{"role":"user","text":"u","colour":1}],"label":"benign"}"#,
+            "\n",
+            // 11: attack_turn without turns.
+            r#"{"id":"11","text":"t","label":"attack","attack_turn":0}"#,
+            "\n",
+            // 12: tool calls and a tool turn.
+            r#"{"id":"12","turns":[{"role":"user","text":"find it"},{"role":"assistant","text":"","tool_calls":[{"id":"c1","name":"web_search","arguments":"{}"}]},{"role":"tool","text":"result","tool_call_id":"c1"}],"label":"benign"}"#,
+            "\n",
+        );
+        let (recs, errs) = read_jsonl_str(src);
+        assert_eq!(
+            recs.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+            ["1", "12"]
+        );
+        let lines: Vec<usize> = errs.iter().map(|e| e.line).collect();
+        assert_eq!(lines, [2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+        for (line, want) in [
+            (2, "assistant turn"),
+            (3, "empty"),
+            (4, "`attack_turn` 1 is an assistant turn"),
+            (5, "past the last message"),
+            (6, "more than one of"),
+            (7, "`rewind` is only for user turns"),
+            (8, "`forged` is only for assistant turns"),
+            (9, "keeps more messages than the client holds (1)"),
+            (10, "unknown field `colour`"),
+            (11, "only for conversations"),
+        ] {
+            let e = errs.iter().find(|e| e.line == line).unwrap();
+            assert!(e.message.contains(want), "line {line}: {}", e.message);
+        }
+        let r = &recs[0];
+        assert!(r.is_conversation());
+        let turns = r.turns.as_ref().unwrap();
+        assert!(turns[2].forged && turns[3].rewind == Some(2));
+        // The dataset-only fields are not part of the message a client sends.
+        assert_eq!(
+            turns[3].to_turn(),
+            rampart_core::conversation::Turn::new(Role::User, "u2")
+        );
+        // Round trip: the extras are written only where set.
+        let line = serde_json::to_string(r).unwrap();
+        assert_eq!(serde_json::from_str::<Record>(&line).unwrap(), *r);
+        assert_eq!(line.matches("forged").count(), 1, "{line}");
+        assert_eq!(recs[1].channel(), Channel::Tool);
+        assert_eq!(r.channel(), Channel::User);
+        assert!(recs[1].joined_text().contains("[tool_call web_search {}]"));
+    }
+
     fn with_roles(roles: &[Role]) -> Record {
         Record {
             id: "r".into(),
             text: None,
             segments: Some(roles.iter().map(|r| Segment::new(*r, "t")).collect()),
+            turns: None,
+            attack_turn: None,
             label: Label::Attack,
             category: None,
             source: None,

@@ -64,6 +64,8 @@ fn push_text(
         id,
         text: Some(text),
         segments: None,
+        turns: None,
+        attack_turn: None,
         label,
         category,
         source: opts.source.clone(),
@@ -373,12 +375,50 @@ pub fn sharegpt_first_turns(
     file: &SourceFile,
     opts: &ImportOptions,
 ) -> Result<Outcome, DatasetError> {
+    let mut out = Outcome::default();
+    sharegpt_objects(file, &mut out, |out, index, conv| {
+        first_turn(out, opts, index, conv);
+    })?;
+    Ok(out)
+}
+
+/// Most messages kept of one ShareGPT conversation.
+pub const SHAREGPT_MAX_MESSAGES: usize = 16;
+/// Most bytes of text kept of one ShareGPT conversation.
+pub const SHAREGPT_MAX_BYTES: usize = 32 * 1024;
+
+/// The multi-turn conversations of ShareGPT's dump (same file and truncation handling as
+/// [`sharegpt_first_turns`]): every conversation with at least two non-blank `human` turns
+/// becomes a record with `turns` (`human` → user, `gpt` → assistant; other roles and blank
+/// messages dropped), id `{prefix}-{conversation index}` (the index the first-turns
+/// converter uses, so a hash split puts a conversation in the same part as its first
+/// turn). Each is bounded to its first [`SHAREGPT_MAX_MESSAGES`] messages and
+/// [`SHAREGPT_MAX_BYTES`] of text, then cut back to end with a user turn (the turn to
+/// judge); shortened records are counted in `cut`. A conversation left with fewer than two
+/// user turns by the bounds is skipped.
+pub fn sharegpt_conversations(
+    file: &SourceFile,
+    opts: &ImportOptions,
+) -> Result<Outcome, DatasetError> {
+    let mut out = Outcome::default();
+    sharegpt_objects(file, &mut out, |out, index, conv| {
+        conversation(out, opts, index, conv);
+    })?;
+    Ok(out)
+}
+
+/// Calls `each` with the index and value of every complete object of ShareGPT's truncated
+/// JSON array; the cut-off last object is reported once as `truncated input`.
+fn sharegpt_objects(
+    file: &SourceFile,
+    out: &mut Outcome,
+    mut each: impl FnMut(&mut Outcome, usize, &Value),
+) -> Result<(), DatasetError> {
     let text = file.text()?;
     let body = text.trim_start();
     let Some(body) = body.strip_prefix('[') else {
         return Err(DatasetError::format(&file.path, "expected a JSON array"));
     };
-    let mut out = Outcome::default();
     let mut rest = body;
     let mut index = 0usize;
     loop {
@@ -391,7 +431,7 @@ pub fn sharegpt_first_turns(
             Some(Ok(conv)) => {
                 let used = stream.byte_offset();
                 rest = &rest[used..];
-                first_turn(&mut out, opts, index, &conv);
+                each(out, index, &conv);
                 index += 1;
             }
             Some(Err(e)) if e.is_eof() => {
@@ -411,7 +451,97 @@ pub fn sharegpt_first_turns(
             None => break,
         }
     }
-    Ok(out)
+    Ok(())
+}
+
+fn conversation(out: &mut Outcome, opts: &ImportOptions, index: usize, conv: &Value) {
+    use crate::record::DatasetTurn;
+    use rampart_core::Role;
+    let id = format!("{}-{index}", opts.id_prefix);
+    let Some(messages) = conv.get("conversations").and_then(Value::as_array) else {
+        out.skip(
+            index + 1,
+            Some(id),
+            "not a conversation",
+            "no `conversations` list",
+        );
+        return;
+    };
+    let mut turns: Vec<DatasetTurn> = Vec::new();
+    for m in messages {
+        let role = match m.get("from").and_then(Value::as_str) {
+            Some("human") => Role::User,
+            Some("gpt") => Role::Assistant,
+            _ => continue,
+        };
+        match m.get("value").and_then(Value::as_str) {
+            Some(v) if !v.trim().is_empty() => turns.push(DatasetTurn::new(role, v)),
+            _ => {}
+        }
+    }
+    let users = |t: &[DatasetTurn]| t.iter().filter(|t| t.role == Role::User).count();
+    if users(&turns) < 2 {
+        out.skip(index + 1, Some(id), "fewer than 2 human turns", "");
+        return;
+    }
+    let whole = turns.len();
+    let mut why = None;
+    if turns.len() > SHAREGPT_MAX_MESSAGES {
+        turns.truncate(SHAREGPT_MAX_MESSAGES);
+        why = Some("over 16 messages");
+    }
+    let mut bytes = 0usize;
+    if let Some(over) = turns.iter().position(|t| {
+        bytes += t.text.len();
+        bytes > SHAREGPT_MAX_BYTES
+    }) {
+        turns.truncate(over);
+        why = Some("over 32 KiB");
+    }
+    while turns.last().is_some_and(|t| t.role != Role::User) {
+        turns.pop();
+    }
+    if users(&turns) < 2 {
+        out.skip(
+            index + 1,
+            Some(id),
+            "fewer than 2 human turns within the bounds",
+            "",
+        );
+        return;
+    }
+    // Dropping the final answer is not a cut: every record ends with the turn to judge.
+    if let Some(why) = why {
+        *out.cut.entry(why.to_owned()).or_default() += 1;
+        *out.cut.entry("messages cut".to_owned()).or_default() += whole - turns.len();
+    }
+    let Some(label) = opts.label else {
+        out.skip(
+            index + 1,
+            Some(id),
+            "missing label",
+            "no constant label configured",
+        );
+        return;
+    };
+    let record = Record {
+        id,
+        text: None,
+        segments: None,
+        turns: Some(turns),
+        attack_turn: None,
+        label,
+        category: None,
+        source: opts.source.clone(),
+        split: opts.split,
+        language: opts.language.clone(),
+        carrier: None,
+        position: None,
+    };
+    match check_record(&record, opts.max_text_bytes) {
+        Ok(()) => out.records.push(record),
+        Err((reason, detail)) => out.skip(index + 1, Some(record.id), reason, detail),
+    }
 }
 
 fn first_turn(out: &mut Outcome, opts: &ImportOptions, index: usize, conv: &Value) {
@@ -487,6 +617,82 @@ mod tests {
         assert!(out.skipped.is_empty());
         // Not an array at all.
         assert!(sharegpt_first_turns(&file("s.json", "{}"), &opts("sg")).is_err());
+    }
+
+    /// The multi-turn converter reads the same truncated file as the first-turns one: only
+    /// conversations with 2+ human turns, roles mapped (others dropped), ids equal to the
+    /// first-turns ids of the same conversations, bounds applied and counted.
+    #[test]
+    fn sharegpt_conversations_keep_multi_turn_chats_with_first_turn_ids() {
+        use rampart_core::Role;
+        let long = "x".repeat(20 * 1024);
+        let many: Vec<String> = (0..20)
+            .map(|i| {
+                let from = if i % 2 == 0 { "human" } else { "gpt" };
+                format!(r#"{{"from": "{from}", "value": "m{i}"}}"#)
+            })
+            .collect();
+        let src = format!(
+            r#"[
+  {{"id": "a_0", "conversations": [{{"from": "human", "value": "one question only"}}, {{"from": "gpt", "value": "one answer"}}]}},
+  {{"id": "b_0", "conversations": [{{"from": "system", "value": "be nice"}}, {{"from": "human", "value": "first"}}, {{"from": "gpt", "value": "reply"}}, {{"from": "bing", "value": "other role"}}, {{"from": "human", "value": "second"}}, {{"from": "gpt", "value": "last answer"}}]}},
+  {{"id": "c_0", "conversations": [{{"from": "gpt", "value": "hello"}}]}},
+  {{"id": "d_0", "conversations": [{}]}},
+  {{"id": "e_0", "conversations": [{{"from": "human", "value": "start"}}, {{"from": "gpt", "value": "{long}"}}, {{"from": "human", "value": "more"}}, {{"from": "gpt", "value": "{long}"}}, {{"from": "human", "value": "cut off"}}]}},
+  {{"id": "f_0", "conversations": [{{"from": "human", "value": "this one is cut off in the mid"#,
+            many.join(", ")
+        );
+        let mut o = opts("sharegpt");
+        o.label = Some(Label::Benign);
+        let f = file("s.json", &src);
+        let out = sharegpt_conversations(&f, &o).unwrap();
+        let ids: Vec<&str> = out.records.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["sharegpt-1", "sharegpt-3", "sharegpt-4"]);
+        for r in &out.records {
+            r.validate().unwrap();
+            assert_eq!(r.label, Label::Benign);
+            assert!(r.text.is_none() && r.segments.is_none());
+        }
+        let roles = |i: usize| -> Vec<(Role, String)> {
+            out.records[i]
+                .turns
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|t| (t.role, t.text.clone()))
+                .collect()
+        };
+        // System and unknown roles dropped; the final answer dropped so it ends on the user.
+        assert_eq!(
+            roles(0),
+            [
+                (Role::User, "first".to_string()),
+                (Role::Assistant, "reply".to_string()),
+                (Role::User, "second".to_string()),
+            ]
+        );
+        // 20 messages: the first 16, cut back to end with a user turn (m14).
+        let many = roles(1);
+        assert_eq!(many.len(), 15);
+        assert_eq!(many.last().unwrap(), &(Role::User, "m14".to_string()));
+        // 32 KiB: the second long answer is over, so it ends at "more".
+        let bounded = roles(2);
+        assert_eq!(bounded.len(), 3);
+        assert_eq!(bounded[2], (Role::User, "more".to_string()));
+        assert_eq!(out.cut["over 16 messages"], 1);
+        assert_eq!(out.cut["over 32 KiB"], 1);
+        assert_eq!(out.cut["messages cut"], (20 - 15) + (5 - 3));
+        assert_eq!(out.skipped["fewer than 2 human turns"], 2);
+        assert_eq!(out.skipped["truncated input"], 1);
+        // The ids are those the first-turns converter gives the same conversations.
+        let first = sharegpt_first_turns(&f, &o).unwrap();
+        for r in &out.records {
+            let t = first.records.iter().find(|f| f.id == r.id).unwrap();
+            assert_eq!(
+                t.text.as_deref(),
+                Some(r.turns.as_ref().unwrap()[0].text.as_str())
+            );
+        }
     }
 
     #[test]

@@ -44,6 +44,17 @@ pub enum EvalError {
         /// The error.
         message: String,
     },
+    /// The conversation options are invalid.
+    #[error("conversation options: {0}")]
+    ConversationOptions(#[from] rampart_conversation::OptionsError),
+    /// The conversation options file is malformed.
+    #[error("{path}: {message}")]
+    ConversationConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
     /// A plot could not be drawn.
     #[error("drawing a plot: {0}")]
     Plot(String),

@@ -63,12 +63,16 @@ pub mod metrics;
 pub mod output;
 pub mod plots;
 pub mod render;
+pub mod replay;
 pub mod report;
 pub mod runner;
 
 pub use error::EvalError;
 pub use gate::{Gate, GateFile, GateResult, GateSet, Metric};
-pub use log::{EVAL_LOG_SCHEMA, EvalLogRecord, JudgeLog, Outcome, RelationalLog};
+pub use log::{ConversationLog, EVAL_LOG_SCHEMA, EvalLogRecord, JudgeLog, Outcome, RelationalLog};
 pub use output::{RunStamp, Written, write_all};
-pub use report::{DatasetReport, JudgeStats, RelationalStats, Summary};
-pub use runner::{EvalRun, NamedPipeline, RunOptions, planned_scans, run};
+pub use report::{
+    ConversationStats, DatasetReport, FirstFlag, JudgeStats, RateBreakdown, RelationalStats,
+    Summary,
+};
+pub use runner::{EvalRun, NamedPipeline, RunOptions, eval_conversation, planned_scans, run};

@@ -153,6 +153,45 @@ pub struct EvalLogRecord {
     /// The relational layer's part of the decision, when the configuration has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relational: Option<RelationalLog>,
+    /// For a conversation record: how its replay went. The decision fields above are then
+    /// those of the first flagged call (or the last call when none was flagged), except
+    /// `score` (the highest over the calls) and `elapsed_us` (the sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<ConversationLog>,
+}
+
+/// A conversation record's replay (see `replay`): where it was first flagged and its
+/// conversation risk. Numbers and finding ids only, never text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationLog {
+    /// Messages in the record.
+    pub messages: usize,
+    /// Calls scanned.
+    pub calls: usize,
+    /// The record's `attack_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack_turn: Option<usize>,
+    /// The first flagged call, 1-based (a call refused as over the limits counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_flag_call: Option<usize>,
+    /// Index in `turns` of that call's last message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_flag_message: Option<usize>,
+    /// What flagged it: the counted finding ids and conversation finding ids of the first
+    /// flagged call, sorted (`(LAYER)` when a layer's score alone did).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_by: Vec<String>,
+    /// Conversation risk after the last call scanned.
+    pub risk: f32,
+    /// Highest conversation risk after any call.
+    pub peak_risk: f32,
+    /// Rewinds in the record.
+    #[serde(default)]
+    pub rewinds: usize,
+    /// Forged assistant turns in the record.
+    #[serde(default)]
+    pub forged: usize,
 }
 
 /// The relational layer's report for one prompt, without the per-layer detail: how the

@@ -81,6 +81,37 @@ impl Confusion {
     }
 }
 
+/// A two-sided confidence interval of a rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    /// Lower bound.
+    pub low: f64,
+    /// Upper bound.
+    pub high: f64,
+}
+
+/// z for a two-sided 95% interval.
+const Z_95: f64 = 1.959_963_984_540_054;
+
+/// The 95% Wilson score interval of `k` successes in `n` trials; `None` when `n` is 0. Used
+/// over the normal approximation because the rates here sit near 0 and 1 on small sets,
+/// where that one leaves `[0, 1]` or collapses to a point.
+pub fn wilson(k: u64, n: u64) -> Option<Interval> {
+    if n == 0 {
+        return None;
+    }
+    let (k, n) = (k.min(n) as f64, n as f64);
+    let p = k / n;
+    let z2 = Z_95 * Z_95;
+    let den = 1.0 + z2 / n;
+    let centre = (p + z2 / (2.0 * n)) / den;
+    let half = Z_95 * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / den;
+    Some(Interval {
+        low: (centre - half).max(0.0),
+        high: (centre + half).min(1.0),
+    })
+}
+
 /// Area under the ROC curve: the probability that a random attack scores higher than a
 /// random benign prompt, ties counting one half (Mann-Whitney U with average ranks).
 /// `None` when either class is empty or a score is NaN.
@@ -212,6 +243,24 @@ impl Latency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_intervals() {
+        assert_eq!(wilson(0, 0), None);
+        // Reference values (Wilson 1927; e.g. statsmodels proportion_confint method="wilson").
+        let i = wilson(9, 10).unwrap();
+        assert!(
+            (i.low - 0.5958).abs() < 1e-4 && (i.high - 0.9821).abs() < 1e-4,
+            "{i:?}"
+        );
+        let i = wilson(0, 20).unwrap();
+        assert!(i.low == 0.0 && (i.high - 0.1611).abs() < 1e-4, "{i:?}");
+        let i = wilson(20, 20).unwrap();
+        assert!(
+            (i.low - 0.8389).abs() < 1e-4 && (i.high - 1.0).abs() < 1e-12,
+            "{i:?}"
+        );
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-12

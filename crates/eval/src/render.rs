@@ -629,8 +629,125 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
         t.row(last);
         out.push(("Four-label confusion matrix (predicted: ALLOW → reciprocal, flagged with a system-marker finding → extractive, other flagged → manipulative)", t));
     }
+    if let Some(c) = &r.conversations {
+        let mut t = Table::new(&["category", "conversations", "TPR [95% CI]", "FPR [95% CI]"]);
+        for (k, b) in &c.by_category {
+            t.row(vec![
+                k.clone(),
+                b.confusion.total().to_string(),
+                rate_ci(
+                    b.tpr,
+                    b.tpr_interval,
+                    b.confusion.tp,
+                    b.confusion.positives(),
+                ),
+                rate_ci(
+                    b.fpr,
+                    b.fpr_interval,
+                    b.confusion.fp,
+                    b.confusion.negatives(),
+                ),
+            ]);
+        }
+        out.push(("Conversations by category", t));
+        let flags = |list: &[crate::report::FirstFlag]| {
+            let mut t = Table::new(&[
+                "id",
+                "category",
+                "call",
+                "message",
+                "attack turn",
+                "flagged by",
+            ]);
+            for f in list {
+                t.row(vec![
+                    f.id.clone(),
+                    f.category.clone().unwrap_or_default(),
+                    f.call.to_string(),
+                    f.message.to_string(),
+                    f.attack_turn.map_or(String::new(), |a| a.to_string()),
+                    f.flagged_by.join(", "),
+                ]);
+            }
+            t
+        };
+        if !c.flagged_benign.is_empty() {
+            out.push(("Benign conversations flagged", flags(&c.flagged_benign)));
+        }
+        if !c.first_flags.is_empty() {
+            out.push(("Attack conversations: first flag", flags(&c.first_flags)));
+        }
+    }
     out
 }
+
+/// A rate with its counts and 95% Wilson interval, e.g. "90.00% (9/10) [59.58–98.21]".
+fn rate_ci(
+    rate: Option<f64>,
+    interval: Option<crate::metrics::Interval>,
+    k: u64,
+    n: u64,
+) -> String {
+    match interval {
+        Some(i) => format!(
+            "{} [{:.2}–{:.2}]",
+            rate_n(rate, k, n),
+            i.low * 100.0,
+            i.high * 100.0
+        ),
+        None => rate_n(rate, k, n),
+    }
+}
+
+/// Conversation records, one row per (dataset, configuration) that has any: TPR and FPR
+/// over conversations with 95% Wilson intervals, and where attacks were first flagged.
+fn conversation_table(s: &Summary) -> Option<Table> {
+    let mut t = Table::new(&[
+        "dataset",
+        "config",
+        "conversations",
+        "TPR [95% CI]",
+        "FPR [95% CI]",
+        "first flag: call (median)",
+        "first flag: message (median)",
+        "flagged before attack_turn",
+        "benign flagged",
+    ]);
+    let num = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
+    for r in &s.reports {
+        let Some(c) = &r.conversations else { continue };
+        let o = &c.overall;
+        t.row(vec![
+            r.dataset.clone(),
+            r.config.clone(),
+            c.conversations.to_string(),
+            rate_ci(
+                o.tpr,
+                o.tpr_interval,
+                o.confusion.tp,
+                o.confusion.positives(),
+            ),
+            rate_ci(
+                o.fpr,
+                o.fpr_interval,
+                o.confusion.fp,
+                o.confusion.negatives(),
+            ),
+            num(c.first_flag_call_median),
+            num(c.first_flag_message_median),
+            format!("{} of {}", c.flagged_before_attack_turn, c.attacks_flagged),
+            c.flagged_benign.len().to_string(),
+        ]);
+    }
+    (!t.rows.is_empty()).then_some(t)
+}
+
+const CONVERSATION_NOTE: &str = "Conversations are replayed call by call through a stateful \
+     conversation scanner with a fresh state per conversation; one is flagged when any call \
+     is. Call: the 1-based call at which an attack was first flagged; message: the index in \
+     `turns` of that call's last message. Flagged before attack_turn: first flagged on a call \
+     that ends before the message carrying the attack (flagged for something else). The \
+     detail sections list the benign conversations flagged and what flagged them.";
 
 /// The entries of a breakdown, those named in `order` first in that order, then the rest in
 /// key order, `(none)` last (so positions read start, middle, end and channels user, tool,
@@ -742,6 +859,11 @@ pub fn markdown_headline(s: &Summary) -> String {
         md.push_str(&t.md());
         let _ = writeln!(md, "\n{CHANNEL_NOTE}");
     }
+    if let Some(t) = conversation_table(s) {
+        md.push_str("\n## Conversations\n\n");
+        md.push_str(&t.md());
+        let _ = writeln!(md, "\n{CONVERSATION_NOTE}");
+    }
     if let Some(t) = judge_table(s) {
         md.push_str("\n## Intent layer (judge)\n\n");
         md.push_str(&t.md());
@@ -850,6 +972,15 @@ pub fn html(run: &EvalRun, s: &Summary) -> Result<String, EvalError> {
             h,
             "<p class=\"note\">{}</p>",
             esc_html(&CHANNEL_NOTE.replace('`', ""))
+        );
+    }
+    if let Some(t) = conversation_table(s) {
+        h.push_str("<h2>Conversations</h2>\n");
+        h.push_str(&t.html());
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">{}</p>",
+            esc_html(&CONVERSATION_NOTE.replace('`', ""))
         );
     }
     if let Some(t) = judge_table(s) {

@@ -3,7 +3,7 @@
 
 use crate::gate::GateResult;
 use crate::log::{EvalLogRecord, Outcome};
-use crate::metrics::{Confusion, Latency, RocPoint, roc_auc, tpr_at_fpr};
+use crate::metrics::{Confusion, Interval, Latency, RocPoint, roc_auc, tpr_at_fpr, wilson};
 
 /// A point of the ROC curve as stored in a summary.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -230,6 +230,159 @@ pub struct DatasetReport {
     /// configuration has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relational: Option<RelationalStats>,
+    /// Conversation records (replayed call by call): rates over conversations with their
+    /// intervals, where attacks were first flagged, the benign ones flagged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<ConversationStats>,
+}
+
+/// A rate over conversations with its 95% Wilson interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RateBreakdown {
+    /// The confusion counts.
+    pub confusion: Confusion,
+    /// True positive rate.
+    pub tpr: Option<f64>,
+    /// Its 95% Wilson interval.
+    pub tpr_interval: Option<Interval>,
+    /// False positive rate.
+    pub fpr: Option<f64>,
+    /// Its 95% Wilson interval.
+    pub fpr_interval: Option<Interval>,
+}
+
+impl RateBreakdown {
+    fn from_confusion(c: Confusion) -> Self {
+        Self {
+            confusion: c,
+            tpr: c.tpr(),
+            tpr_interval: wilson(c.tp, c.positives()),
+            fpr: c.fpr(),
+            fpr_interval: wilson(c.fp, c.negatives()),
+        }
+    }
+}
+
+/// Where one attack conversation was first flagged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirstFlag {
+    /// The record id.
+    pub id: String,
+    /// Its category.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// The first flagged call, 1-based.
+    pub call: usize,
+    /// Index in `turns` of that call's last message.
+    pub message: usize,
+    /// The record's `attack_turn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attack_turn: Option<usize>,
+    /// What flagged it.
+    pub flagged_by: Vec<String>,
+}
+
+/// What conversation records gave (one outcome per conversation: flagged when any call
+/// was).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConversationStats {
+    /// Conversations evaluated.
+    pub conversations: u64,
+    /// Rates over conversations, with intervals.
+    pub overall: RateBreakdown,
+    /// The same per category.
+    pub by_category: BTreeMap<String, RateBreakdown>,
+    /// Attacks flagged.
+    pub attacks_flagged: u64,
+    /// Median first flagged call (1-based) over the attacks flagged.
+    pub first_flag_call_median: Option<f64>,
+    /// Median message index of the first flag over the attacks flagged.
+    pub first_flag_message_median: Option<f64>,
+    /// Attacks flagged per first flagged call (`"1"`, `"2"`…).
+    pub first_flag_calls: BTreeMap<String, u64>,
+    /// Attacks first flagged on a call that ends before their `attack_turn`: flagged for
+    /// something else than the attack.
+    pub flagged_before_attack_turn: u64,
+    /// Every attack flagged, in record order.
+    pub first_flags: Vec<FirstFlag>,
+    /// Every benign conversation flagged, in record order, with what flagged it.
+    pub flagged_benign: Vec<FirstFlag>,
+    /// Conversations with a call the scanner refused (counted as flagged).
+    pub errors: u64,
+}
+
+impl ConversationStats {
+    /// Computes the stats over the log records of conversation records; `None` when there
+    /// is none.
+    pub fn compute<'a>(
+        logs: impl IntoIterator<Item = &'a EvalLogRecord>,
+    ) -> Option<ConversationStats> {
+        let mut s = ConversationStats::default();
+        let mut overall = Confusion::default();
+        let mut by_cat: BTreeMap<String, Confusion> = BTreeMap::new();
+        let (mut calls, mut messages) = (Vec::new(), Vec::new());
+        for l in logs {
+            let Some(c) = &l.conversation else { continue };
+            let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
+            s.conversations += 1;
+            if l.error.is_some() {
+                s.errors += 1;
+            }
+            overall.add(l.attack, flagged);
+            by_cat
+                .entry(key_or(l.category.as_deref(), NONE_KEY))
+                .or_default()
+                .add(l.attack, flagged);
+            let (Some(call), Some(message)) = (c.first_flag_call, c.first_flag_message) else {
+                continue;
+            };
+            let flag = FirstFlag {
+                id: l.prompt_id.clone(),
+                category: l.category.clone(),
+                call,
+                message,
+                attack_turn: c.attack_turn,
+                flagged_by: c.flagged_by.clone(),
+            };
+            if l.attack {
+                s.attacks_flagged += 1;
+                calls.push(call as f64);
+                messages.push(message as f64);
+                *s.first_flag_calls.entry(call.to_string()).or_default() += 1;
+                if c.attack_turn.is_some_and(|a| message < a) {
+                    s.flagged_before_attack_turn += 1;
+                }
+                s.first_flags.push(flag);
+            } else {
+                s.flagged_benign.push(flag);
+            }
+        }
+        if s.conversations == 0 {
+            return None;
+        }
+        s.overall = RateBreakdown::from_confusion(overall);
+        s.by_category = by_cat
+            .into_iter()
+            .map(|(k, c)| (k, RateBreakdown::from_confusion(c)))
+            .collect();
+        s.first_flag_call_median = median(&mut calls);
+        s.first_flag_message_median = median(&mut messages);
+        Some(s)
+    }
+}
+
+/// The median (the mean of the two middle values for an even count); `None` when empty.
+fn median(v: &mut [f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
 }
 
 /// What a configuration's relational layer did over a dataset (or pool).
@@ -444,6 +597,7 @@ impl DatasetReport {
         let logs: Vec<&EvalLogRecord> = logs.into_iter().collect();
         r.judge = JudgeStats::compute(logs.iter().copied());
         r.relational = RelationalStats::compute(logs.iter().copied());
+        r.conversations = ConversationStats::compute(logs.iter().copied());
         for l in logs {
             let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
             r.prompts += 1;
@@ -799,6 +953,7 @@ mod predicted_label_tests {
             error: None,
             judge: None,
             relational: None,
+            conversation: None,
         }
     }
 
@@ -931,6 +1086,7 @@ mod breakdown_tests {
             error: None,
             judge: None,
             relational: None,
+            conversation: None,
         }
     }
 

@@ -3,12 +3,16 @@
 
 use crate::error::EvalError;
 use crate::log::{
-    EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, JudgeLog, LayerLog, Outcome, RelationalLog,
+    ConversationLog, EVAL_LOG_SCHEMA, EvalLogRecord, FindingLog, JudgeLog, LayerLog, Outcome,
+    RelationalLog,
 };
+use crate::replay::{Replay, replay};
+use rampart_conversation::ConversationOptions;
 use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A pipeline under evaluation, with the name reports and logs use for it.
@@ -16,8 +20,8 @@ use std::time::{Duration, Instant};
 pub struct NamedPipeline {
     /// Name in reports (`default`, a file stem, or the `NAME` of `NAME=FILE`).
     pub name: String,
-    /// The pipeline.
-    pub pipeline: Pipeline,
+    /// The pipeline (shared with the conversation scanners of conversation records).
+    pub pipeline: Arc<Pipeline>,
 }
 
 impl NamedPipeline {
@@ -25,7 +29,7 @@ impl NamedPipeline {
     pub fn new(name: impl Into<String>, pipeline: Pipeline) -> Self {
         Self {
             name: name.into(),
-            pipeline,
+            pipeline: Arc::new(pipeline),
         }
     }
 }
@@ -37,6 +41,8 @@ pub struct RunOptions {
     pub threads: Option<usize>,
     /// Evaluate at most this many records per dataset (the first ones, in file order).
     pub limit: Option<usize>,
+    /// How conversation records are scanned (each replayed with a fresh state).
+    pub conversation: ConversationOptions,
 }
 
 /// What a configuration was, for the report.
@@ -121,6 +127,7 @@ pub fn run(
     if datasets.is_empty() {
         return Err(EvalError::Empty("no dataset"));
     }
+    opts.conversation.validate()?;
     let mut names = BTreeSet::new();
     for c in configs {
         if !names.insert(c.name.as_str()) {
@@ -181,7 +188,19 @@ pub fn run(
     let work = || -> Vec<EvalLogRecord> {
         jobs.par_iter()
             .map(|&(d, c, r)| {
-                let rec = eval_one(run_id, &configs[c], key_ids[c], &names[d], &evaluated[d][r]);
+                let record = &evaluated[d][r];
+                let rec = if record.is_conversation() {
+                    eval_conversation(
+                        run_id,
+                        &configs[c],
+                        key_ids[c],
+                        &names[d],
+                        record,
+                        &opts.conversation,
+                    )
+                } else {
+                    eval_one(run_id, &configs[c], key_ids[c], &names[d], record)
+                };
                 progress(1);
                 rec
             })
@@ -250,11 +269,127 @@ pub fn eval_one(
     record: &Record,
 ) -> EvalLogRecord {
     let req = record.to_request();
-    let attack = record.label.is_attack();
     let t = Instant::now();
     let result = config.pipeline.scan(&req);
     let elapsed_us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let mut log = EvalLogRecord {
+    let mut log = base_log(run_id, config, hash_key_id, dataset, record, elapsed_us);
+    match result {
+        Ok(out) => fill_from_decision(&mut log, out.decision),
+        Err(e) => {
+            log.input_hash = config.pipeline.input_hash(&req);
+            log.error = Some(e.to_string());
+        }
+    }
+    log
+}
+
+/// Replays one conversation record ([`crate::replay`]) with one configuration. The log's
+/// decision fields are the first flagged call's (the last call's when none was flagged);
+/// `score` is the highest over the calls and `elapsed_us` their sum. A call the scanner
+/// refuses (over the limits) ends the replay and counts as flagged (fail closed), like a
+/// refused prompt.
+pub fn eval_conversation(
+    run_id: &str,
+    config: &NamedPipeline,
+    hash_key_id: &str,
+    dataset: &str,
+    record: &Record,
+    options: &ConversationOptions,
+) -> EvalLogRecord {
+    let turns = record.turns.as_deref().unwrap_or_default();
+    let t = Instant::now();
+    let result = replay(&config.pipeline, options, &record.id, turns);
+    let elapsed_us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let mut log = base_log(run_id, config, hash_key_id, dataset, record, elapsed_us);
+    let rep = match result {
+        Ok(r) => r,
+        Err(e) => Replay {
+            error: Some((turns.len().saturating_sub(1), e.to_string())),
+            ..Replay::default()
+        },
+    };
+    let first = rep.first_flag();
+    let decisive = first.map(|(_, c)| c).or(rep.calls.last());
+    if let Some(c) = decisive {
+        fill_from_decision(&mut log, c.decision.clone());
+        log.elapsed_us = rep.calls.iter().map(|c| c.decision.elapsed_us).sum();
+        log.score = rep
+            .calls
+            .iter()
+            .flat_map(|c| c.decision.layers.iter().filter_map(|l| l.score))
+            .filter(|s| !s.is_nan())
+            .reduce(f32::max);
+    }
+    let risks = rep
+        .calls
+        .iter()
+        .filter_map(|c| c.decision.conversation.as_ref().map(|r| r.risk));
+    let mut conv = ConversationLog {
+        messages: turns.len(),
+        calls: rep.calls.len(),
+        attack_turn: record.attack_turn,
+        first_flag_call: first.map(|(n, _)| n),
+        first_flag_message: first.map(|(_, c)| c.message),
+        flagged_by: first
+            .map(|(_, c)| flagged_by(&c.decision))
+            .unwrap_or_default(),
+        risk: rep
+            .calls
+            .last()
+            .and_then(|c| c.decision.conversation.as_ref())
+            .map_or(0.0, |r| r.risk),
+        peak_risk: risks.fold(0.0, f32::max),
+        rewinds: turns.iter().filter(|t| t.rewind.is_some()).count(),
+        forged: turns.iter().filter(|t| t.forged).count(),
+    };
+    if let Some((message, why)) = &rep.error {
+        log.error = Some(why.clone());
+        if first.is_none() {
+            // Fail closed: the refused call is the first flag.
+            log.outcome = Outcome::of(log.attack, true);
+            log.action = Action::Block;
+            log.risk = RiskClass::HighRisk;
+            conv.first_flag_call = Some(rep.calls.len() + 1);
+            conv.first_flag_message = Some(*message);
+            conv.flagged_by = vec![crate::report::ATTR_INPUT_ERROR.to_string()];
+        }
+    }
+    log.conversation = Some(conv);
+    log
+}
+
+/// The ids of what flagged a call: counted findings and conversation findings, sorted and
+/// unique; the deciding layer in parentheses when no finding did (a classifier score).
+fn flagged_by(d: &Decision) -> Vec<String> {
+    let mut ids: BTreeSet<String> = d
+        .findings
+        .iter()
+        .filter(|f| f.counted && f.points > 0)
+        .map(|f| f.rule_id.clone())
+        .collect();
+    if let Some(c) = &d.conversation {
+        ids.extend(c.findings.iter().map(|f| f.id.clone()));
+    }
+    if ids.is_empty()
+        && let Some(l) = d.layers.iter().find(|l| l.action != Action::Allow)
+    {
+        ids.insert(format!("({})", l.layer));
+    }
+    ids.into_iter().collect()
+}
+
+/// A log record for `record` before its decision is known: fail-closed defaults (BLOCK,
+/// flagged) that the decision overwrites.
+fn base_log(
+    run_id: &str,
+    config: &NamedPipeline,
+    hash_key_id: &str,
+    dataset: &str,
+    record: &Record,
+    elapsed_us: u64,
+) -> EvalLogRecord {
+    let attack = record.label.is_attack();
+    EvalLogRecord {
         schema: EVAL_LOG_SCHEMA.to_string(),
         eval_run_id: run_id.to_string(),
         config: config.name.clone(),
@@ -282,15 +417,8 @@ pub fn eval_one(
         error: None,
         judge: None,
         relational: None,
-    };
-    match result {
-        Ok(out) => fill_from_decision(&mut log, out.decision),
-        Err(e) => {
-            log.input_hash = config.pipeline.input_hash(&req);
-            log.error = Some(e.to_string());
-        }
+        conversation: None,
     }
-    log
 }
 
 fn fill_from_decision(log: &mut EvalLogRecord, d: Decision) {

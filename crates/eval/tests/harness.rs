@@ -87,6 +87,7 @@ fn hand_run() -> rampart_eval::EvalRun {
         &RunOptions {
             threads: Some(2),
             limit: None,
+            ..RunOptions::default()
         },
         &|_| {},
     )
@@ -282,6 +283,7 @@ fn log(
         error: error.then(|| "request is 9 bytes; the limit is 1 bytes".into()),
         judge: None,
         relational: None,
+        conversation: None,
     }
 }
 
@@ -671,7 +673,11 @@ fn limit_and_thread_count_do_not_change_the_results() {
             "t",
             &configs,
             vec![dataset("hand", HAND)],
-            &RunOptions { threads, limit },
+            &RunOptions {
+                threads,
+                limit,
+                ..RunOptions::default()
+            },
             &|_| {},
         )
         .unwrap();

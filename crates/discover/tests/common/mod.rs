@@ -184,6 +184,7 @@ pub fn log_record(
         error: None,
         judge: None,
         relational: None,
+        conversation: None,
     }
 }
 

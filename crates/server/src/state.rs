@@ -193,6 +193,9 @@ pub(crate) struct Built {
     ns_per_kib: AtomicU64,
 }
 
+/// Category of the conversation part's findings in the audit log.
+const CONVERSATION_CATEGORY: &str = "conversation";
+
 /// Largest input scanned inline on the async worker (when the pipeline is cheap enough).
 const INLINE_MAX_BYTES: usize = 16 * 1024;
 /// Longest expected scan run inline, in nanoseconds (estimate: `ns_per_kib` × KiB). Below
@@ -874,7 +877,7 @@ impl AppState {
             transforms: Vec::new(),
             reasons: vec![reason],
             degraded: true,
-            input_hash: pipeline.input_hash(&req),
+            input_hash: pipeline.input_hash(req),
             hash_key_id: pipeline.hash_key_id().to_string(),
             input_bytes: req.total_bytes(),
             segments: req.segments.len(),
@@ -904,13 +907,24 @@ impl AppState {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let rec = AuditRecord::from_decision(
+        let mut rec = AuditRecord::from_decision(
             decision,
             &caller.request_id,
             caller.key_id.as_deref(),
             endpoint,
             now_ms,
         );
+        // The conversation part's findings (HIST_001, CONV_00x) are rule ids like any other:
+        // logged in the findings, under the conversation layer. Never text.
+        if let Some(c) = &decision.conversation {
+            rec.findings
+                .extend(c.findings.iter().map(|f| rampart_audit::AuditFinding {
+                    rule_id: f.id.clone(),
+                    category: CONVERSATION_CATEGORY.into(),
+                    strength: "strong".into(),
+                    layer: rampart_conversation::CONVERSATION_LAYER.into(),
+                }));
+        }
         match writer.append(rec).await {
             Ok(_) => {
                 self.metrics.audit_ok();

@@ -21,6 +21,16 @@
 //!    of a grouped segment are scanned one by one for that; the request is blocked when one
 //!    is BLOCK on its own, when none can be sanitized on its own (a finding spanning two
 //!    strings, or in a key), or when the group has more than 64 strings).
+//!
+//!    With a `[conversation]` section (chat only, [`scan_up_conversation`]) the messages are
+//!    one conversation instead, scanned with server-side state: the newest call's per-turn
+//!    decision plus the conversation part (risk over the lineage, rewinds, forged assistant
+//!    turns: `HIST_001`, handled per `conversation.ledger.policy`: `report` forwards,
+//!    `drop` removes them, `block` blocks). History beyond the replay bound is scanned as
+//!    plain segments ([`scan_unreplayed`]); definitions and names as before. The client's
+//!    conversation id is the `x-rampart-conversation-id` header (a hint, never the key).
+//!    Every answer the client receives whole (plain, or a completed stream assembled from
+//!    its deltas) is recorded in the ledger ([`AnswerLedger`]), so it verifies when sent back.
 //! 3. Spotlight ([`spotlight`], chat only, `[proxy] spotlight`, off by default): the
 //!    (possibly sanitized) tool messages are marked as data for the model (random
 //!    delimiters or datamarking) and an instruction is added as a new system message after
@@ -1175,12 +1185,20 @@ async fn scan_up_conversation(
         .scan_conversation(scanner.clone(), conversation)
         .await?;
     let mut decision = outcome.decision;
+    let map = decision
+        .conversation
+        .as_ref()
+        .map(|c| c.segment_messages.clone())
+        .unwrap_or_default();
     if decision.action == Action::Sanitize
         && let Some(reason) =
-            sanitize_messages(state, &mut request.body, &decision, outcome.sanitized).await?
+            sanitize_messages(state, &mut request.body, &map, outcome.sanitized).await?
     {
         decision.action = Action::Block;
         decision.reasons.push(reason);
+    }
+    if decision.action != Action::Block {
+        scan_unreplayed(state, &mut request.body, &turns, &mut decision).await?;
     }
     state.record(caller, EP_CHAT, &decision).await?;
     if decision.action == Action::Block {
@@ -1215,20 +1233,89 @@ async fn scan_up_conversation(
     ))
 }
 
-/// SANITIZE on a conversation: each sanitized segment goes back to its message. `Some(reason)`
-/// when the request must be blocked instead.
+/// The history the conversation scan left unscanned: calls the state had not seen, beyond
+/// `max_replay` (a long history sent for the first time, e.g. fabricated). The model reads
+/// it all, so its input messages (and forged assistant turns) are scanned here as plain
+/// segments, and the stricter action wins: BLOCK blocks, SANITIZE rewrites them.
+async fn scan_unreplayed(
+    state: &AppState,
+    body: &mut Value,
+    turns: &[Turn],
+    decision: &mut Decision,
+) -> Result<(), ServiceError> {
+    let Some(c) = decision.conversation.as_ref().filter(|c| c.unscanned > 0) else {
+        return Ok(());
+    };
+    let Some(first) = c.scanned.first().map(|t| t.message) else {
+        return Ok(());
+    };
+    let forged = c
+        .history
+        .as_ref()
+        .map(|h| h.forged.clone())
+        .unwrap_or_default();
+    let mut segments = Vec::new();
+    let mut map = Vec::new();
+    for (i, t) in turns.iter().enumerate().take(first) {
+        let input = !matches!(t.role, Role::Assistant | Role::System | Role::Developer);
+        if (input || forged.contains(&i)) && !t.content().is_empty() {
+            let mut seg = Segment::new(t.role, t.content());
+            if t.role == Role::Assistant {
+                seg.trust = Some(rampart_core::Trust::Untrusted);
+            }
+            segments.push(seg);
+            map.push(i);
+        }
+    }
+    if segments.is_empty() {
+        return Ok(());
+    }
+    let outcome = state.scan(ScanRequest::segments(segments)).await?;
+    let what = format!("the history before message {first}, beyond the replay bound");
+    let rules = || {
+        let mut ids: Vec<&str> = outcome
+            .decision
+            .findings
+            .iter()
+            .filter(|f| f.counted)
+            .map(|f| f.rule_id.as_str())
+            .collect();
+        ids.dedup();
+        ids.join(", ")
+    };
+    match outcome.decision.action {
+        Action::Allow => {}
+        Action::Block => {
+            decision.action = Action::Block;
+            decision
+                .reasons
+                .push(format!("{what} is BLOCK on its own ({})", rules()));
+        }
+        Action::Sanitize => {
+            decision
+                .reasons
+                .push(format!("{what} is SANITIZE ({})", rules()));
+            decision.action = decision.action.max(Action::Sanitize);
+            if let Some(reason) =
+                sanitize_messages(state, body, &map, outcome.sanitized.clone()).await?
+            {
+                decision.action = Action::Block;
+                decision.reasons.push(reason);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// SANITIZE on a conversation: each sanitized segment goes back to its message (`map`: the
+/// message of each segment). `Some(reason)` when the request must be blocked instead.
 async fn sanitize_messages(
     state: &AppState,
     body: &mut Value,
-    decision: &Decision,
+    map: &[usize],
     sanitized: Option<Vec<SanitizedSegment>>,
 ) -> Result<Option<String>, ServiceError> {
     const WHAT: &str = "a message of several texts";
-    let map = decision
-        .conversation
-        .as_ref()
-        .map(|c| c.segment_messages.clone())
-        .unwrap_or_default();
     for s in sanitized.into_iter().flatten() {
         let Some(&msg) = map.get(s.segment) else {
             return Ok(Some(

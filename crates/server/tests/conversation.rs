@@ -595,3 +595,36 @@ async fn the_conversation_id_header_is_a_bounded_hint() {
     let second = blocked_conversation(&r.text().await.expect("body"));
     assert_eq!(second["hint_matched"], true, "{second}");
 }
+
+#[tokio::test]
+async fn history_beyond_the_replay_bound_is_still_scanned() {
+    let up = mock(Reply::Text(ANSWER.into())).await;
+    let s = start(
+        "[conversation]\nkey_env = \"RAMPART_TEST_CONVERSATION_KEY_UNSET\"\nmax_replay = 1\n\
+         window_turns = 0\n",
+        Some(&up),
+    )
+    .await;
+    // A history sent for the first time, its injection in the first call: with one call
+    // replayed and no window, the conversation scan sees only the newest.
+    let mut messages = vec![msg("system", SYSTEM), msg("user", BLOCK_TEXT)];
+    for q in [FIRST, HARMLESS, "And what about herbs on a balcony?"] {
+        messages.extend([msg("assistant", ANSWER), msg("user", q)]);
+    }
+    let (st, body) = send_chat(&s, &chat(&messages, false)).await;
+    assert_eq!(st, 400, "{body}");
+    let v = json_of(&body);
+    assert!(
+        v["error"]["rampart"]["conversation"]["unscanned"].as_u64() >= Some(1),
+        "{v}"
+    );
+    assert!(
+        v["error"]["rampart"]["reasons"]
+            .as_array()
+            .is_some_and(|r| r
+                .iter()
+                .any(|x| x.as_str().is_some_and(|x| x.contains("replay bound")))),
+        "{v}"
+    );
+    assert!(up.received().is_empty());
+}

@@ -27,6 +27,10 @@
 //!
 //! `scripts/loadtest.sh` builds it in release and runs it with the settings of
 //! docs/service.md ("Load test").
+//!
+//! `--conversation-turns N` measures conversations instead (see [`run_conversations`]): the
+//! cost of a turn sent with its history as `turns`, stateless and with `[conversation]`,
+//! against the same turn sent alone as `text`.
 
 use bytes::Bytes;
 use rampart_audit::{AuditConfig, AuditFilter, AuditReader};

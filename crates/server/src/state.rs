@@ -652,6 +652,18 @@ impl AppState {
         self.conversations.as_ref().map_or(0, |c| c.store().len())
     }
 
+    /// Whether conversation state is kept (`[conversation]`).
+    pub(crate) fn conversation_stateful(&self) -> bool {
+        self.conversations.is_some()
+    }
+
+    /// The conversation state's size: nodes and ledger entries.
+    pub(crate) fn conversation_sizes(&self) -> Option<(usize, usize)> {
+        self.conversations
+            .as_ref()
+            .map(|c| (c.store.len(), c.ledger.len()))
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> Arc<ServerConfig> {
         self.config.load_full()

@@ -628,3 +628,40 @@ async fn history_beyond_the_replay_bound_is_still_scanned() {
     );
     assert!(up.received().is_empty());
 }
+
+#[tokio::test]
+async fn readiness_and_metrics_show_the_conversation_state() {
+    let up = mock(Reply::Text(ANSWER.into())).await;
+    let c = client();
+    for (extra, state) in [
+        ("", "stateless"),
+        (conversation("report").as_str(), "stateful"),
+    ] {
+        let s = start(extra, Some(&up)).await;
+        let ready: Value = c
+            .get(s.url("/readyz"))
+            .send()
+            .await
+            .expect("readyz")
+            .json()
+            .await
+            .expect("json");
+        check_against_doc("GET", "/readyz", 200, &ready);
+        assert_eq!(ready["conversation"], state);
+        let (st, _) = send_chat(&s, &chat(&[msg("user", FIRST)], false)).await;
+        assert_eq!(st, 200);
+        let m = server::metrics_text(&c, &s).await;
+        if state == "stateful" {
+            assert!(
+                m.contains(r#"rampart_conversation_state{stat="nodes"} 1"#),
+                "{m}"
+            );
+            assert!(
+                m.contains(r#"rampart_conversation_state{stat="ledger_entries"} 1"#),
+                "{m}"
+            );
+        } else {
+            assert!(!m.contains("rampart_conversation_state{"), "{m}");
+        }
+    }
+}

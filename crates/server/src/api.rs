@@ -226,7 +226,7 @@ impl AppState {
             ScanInput::Single(req) => self.scan(req).await,
             ScanInput::Conversation(req) => {
                 let o = self
-                    .scan_conversation(self.api_conversation_scanner(), req)
+                    .scan_conversation(self.api_conversation_scanner(), Arc::new(req))
                     .await?;
                 Ok(ScanOutcome {
                     decision: o.decision,

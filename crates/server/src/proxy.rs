@@ -1029,7 +1029,7 @@ async fn scan_up(
 /// against.
 struct AnswerLedger {
     scanner: Arc<ConversationScanner>,
-    turns: Vec<Turn>,
+    conversation: Arc<ConversationRequest>,
 }
 
 impl AnswerLedger {
@@ -1045,7 +1045,8 @@ impl AnswerLedger {
             .flatten()
         {
             if let Some(m) = c.get("message") {
-                self.scanner.record_answer(&self.turns, &assistant_turn(m));
+                self.scanner
+                    .record_answer(&self.conversation.turns, &assistant_turn(m));
             }
         }
     }
@@ -1175,14 +1176,13 @@ async fn scan_up_conversation(
     request: &mut ParsedRequest,
     hint: Option<String>,
 ) -> Result<Upward, ServiceError> {
-    let turns = conversation_turns(&request.body);
-    let conversation = ConversationRequest {
+    let conversation = Arc::new(ConversationRequest {
         id: None,
         conversation_id: hint,
-        turns: turns.clone(),
-    };
+        turns: conversation_turns(&request.body),
+    });
     let outcome = state
-        .scan_conversation(scanner.clone(), conversation)
+        .scan_conversation(scanner.clone(), conversation.clone())
         .await?;
     let mut decision = outcome.decision;
     let map = decision
@@ -1198,7 +1198,7 @@ async fn scan_up_conversation(
         decision.reasons.push(reason);
     }
     if decision.action != Action::Block {
-        scan_unreplayed(state, &mut request.body, &turns, &mut decision).await?;
+        scan_unreplayed(state, &mut request.body, &conversation.turns, &mut decision).await?;
     }
     state.record(caller, EP_CHAT, &decision).await?;
     if decision.action == Action::Block {
@@ -1229,7 +1229,10 @@ async fn scan_up_conversation(
     }
     Ok(Upward::Forward(
         decision.action.max(extras_action),
-        Some(AnswerLedger { scanner, turns }),
+        Some(AnswerLedger {
+            scanner,
+            conversation,
+        }),
     ))
 }
 
@@ -1985,7 +1988,7 @@ impl StreamedAnswer {
         for (_, (text, calls)) in self.choices {
             let mut t = Turn::new(Role::Assistant, text);
             t.tool_calls = calls.into_values().collect();
-            ledger.scanner.record_answer(&ledger.turns, &t);
+            ledger.scanner.record_answer(&ledger.conversation.turns, &t);
         }
     }
 }

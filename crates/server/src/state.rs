@@ -813,11 +813,10 @@ impl AppState {
     pub(crate) async fn scan_conversation(
         &self,
         scanner: Arc<ConversationScanner>,
-        req: ConversationRequest,
+        req: Arc<ConversationRequest>,
     ) -> Result<ConversationOutcome, ServiceError> {
         let cfg = self.config();
         let deadline = Duration::from_millis(cfg.server.request_timeout_ms);
-        let req = Arc::new(req);
         let (s2, r2) = (scanner.clone(), req.clone());
         let task = tokio::task::spawn_blocking(move || s2.scan(&r2));
         let failure = match tokio::time::timeout(deadline, task).await {

@@ -2342,6 +2342,86 @@ mod tests {
     }
 
     #[test]
+    fn messages_become_turns_one_for_one() {
+        let body = json!({"messages": [
+            {"role": "developer", "content": "dev"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "[1]"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+            {"role": "function", "name": "g", "content": "r2"},
+            {"role": "assistant", "content": "ok", "function_call": {"name": "h", "arguments": "{\"x\":1}"}}
+        ]});
+        let turns = conversation_turns(&body);
+        let roles: Vec<Role> = turns.iter().map(|t| t.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::Developer,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::Assistant
+            ]
+        );
+        assert_eq!(turns[1].text, "a\nb");
+        let calls: Vec<(Option<&str>, &str, &str)> = turns[2]
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, [(Some("c1"), "f", "{}"), (Some("c2"), "g", "[1]")]);
+        assert_eq!(turns[3].tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(turns[5].text, "ok");
+        assert_eq!(turns[5].tool_calls[0].name, "h");
+        // Where each message's texts live, for SANITIZE.
+        assert_eq!(
+            message_slots(&body, 1),
+            [
+                (Some("/messages/1/content/0/text".into()), "a".to_string()),
+                (Some("/messages/1/content/2/text".into()), "b".to_string())
+            ]
+        );
+        assert_eq!(message_slots(&body, 2).len(), 2);
+    }
+
+    #[test]
+    fn a_streamed_answer_is_assembled_from_its_deltas() {
+        let mut a = StreamedAnswer::default();
+        for data in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"lo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"g","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\":1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"[2]"}}]}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"function_call":{"name":"h","arguments":"{}"}}}]}"#,
+            "[DONE]",
+        ] {
+            a.push(data);
+        }
+        let (text, calls) = &a.choices[&0];
+        assert_eq!(text, "Hello");
+        let calls: Vec<(Option<&str>, &str, &str)> = calls
+            .values()
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [(Some("c1"), "f", "{\"a\":1}"), (Some("c2"), "g", "[2]")]
+        );
+        let (text, calls) = &a.choices[&1];
+        assert!(text.is_empty());
+        assert_eq!(
+            calls.values().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["h"]
+        );
+    }
+
+    #[test]
     fn completions_prompt_forms() {
         assert_eq!(
             extract_completions(&json!({"prompt": "a"}))

@@ -723,6 +723,10 @@ mod tests {
             let e = ServerConfig::parse(&format!("version = 1\n{bad}"), "t.toml");
             assert!(e.is_err(), "{bad}");
         }
+        let e = ServerConfig::parse("version = 1\n[conversation.store]\nbogus = 1\n", "t.toml")
+            .expect_err("unknown key");
+        let s = e.to_string();
+        assert!(s.starts_with("t.toml:") && s.contains("bogus"), "{s}");
         let off = ServerConfig::parse("version = 1\n[conversation]\nenabled = false\n", "t")
             .expect("parses");
         assert!(!off.conversation.expect("section").enabled);

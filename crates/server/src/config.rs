@@ -45,7 +45,7 @@
 //! max_entries = 100000
 //! ttl_seconds = 86400
 //! [conversation.store.risk]
-//! half_life_turns = 4.0
+//! half_life_turns = 3.0
 //! [conversation.ledger]
 //! policy = "report"                # report | drop | block (forged assistant turns, proxy)
 //! bind_to_prefix = true

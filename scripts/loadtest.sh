@@ -16,6 +16,9 @@
 #   bash scripts/loadtest.sh                     # the run of docs/service.md
 #   bash scripts/loadtest.sh --duration 5 --pipeline deterministic --json out.json
 #   bash scripts/loadtest.sh --audit on          # skip the audit-off run
+#   bash scripts/loadtest.sh --conversation-turns 8 --pipeline deterministic
+#       # conversations of 8 user turns, one request per turn with its history, to /v1/scan:
+#       # the newest turn as text alone, as stateless `turns`, and with [conversation]
 #
 # Extra arguments are passed on (they override the defaults; see the example's --help).
 # The run fails on any HTTP error, decision mismatch or missing audit record (the targets

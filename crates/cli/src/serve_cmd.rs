@@ -63,7 +63,7 @@ pub fn check(path: &Path) -> Result<String> {
     let pipeline = rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
     rampart_server::check_rule_examples(pipeline.config())?;
     Ok(format!(
-        "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; layers {}",
+        "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; conversation state {}; layers {}",
         cfg.server.listen,
         cfg.auth.keys.len(),
         if cfg.audit.is_some() { "on" } else { "off" },
@@ -72,6 +72,11 @@ pub fn check(path: &Path) -> Result<String> {
             "set"
         } else {
             "unset"
+        },
+        if cfg.conversation.as_ref().is_some_and(|c| c.enabled) {
+            "on"
+        } else {
+            "off"
         },
         layers.join(" -> ")
     ))
@@ -91,8 +96,16 @@ pub enum ConfigKind {
 
 /// Classifies a TOML configuration file by its top-level keys.
 pub fn config_kind(src: &str) -> ConfigKind {
-    const SERVER_KEYS: [&str; 8] = [
-        "server", "pipeline", "auth", "audit", "tls", "proxy", "canary", "output",
+    const SERVER_KEYS: [&str; 9] = [
+        "server",
+        "pipeline",
+        "auth",
+        "audit",
+        "tls",
+        "proxy",
+        "canary",
+        "output",
+        "conversation",
     ];
     match toml::from_str::<toml::Table>(src) {
         Ok(t) if t.contains_key("layers") => ConfigKind::Pipeline,

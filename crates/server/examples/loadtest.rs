@@ -27,6 +27,10 @@
 //!
 //! `scripts/loadtest.sh` builds it in release and runs it with the settings of
 //! docs/service.md ("Load test").
+//!
+//! `--conversation-turns N` measures conversations instead (see [`run_conversations`]): the
+//! cost of a turn sent with its history as `turns`, stateless and with `[conversation]`,
+//! against the same turn sent alone as `text`.
 
 use bytes::Bytes;
 use rampart_audit::{AuditConfig, AuditFilter, AuditReader};
@@ -44,7 +48,7 @@ const MAX_CONNECTIONS: usize = 1024;
 const USAGE: &str = "usage: loadtest [--duration S] [--warmup S] [--connections C] [--threads N] \
 [--server-workers W] [--pipeline deterministic|default|both] [--prompts FILE.jsonl] \
 [--count N] [--size BYTES] [--seed N] [--logs json|off] [--audit on|off|both] [--json OUT] \
-[--http-only]";
+[--http-only] [--conversation-turns N]";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -64,6 +68,8 @@ struct Args {
     http_only: bool,
     /// Which phase B runs: the server with its audit log, without, or both.
     audit: AuditRuns,
+    /// Conversation mode: conversations of this many user turns instead of phases A–C.
+    conversation_turns: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +125,7 @@ fn parse_args() -> Result<Args, String> {
         json: None,
         http_only: false,
         audit: AuditRuns::Both,
+        conversation_turns: None,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: &str, name: &str| -> Result<Duration, String> {
@@ -188,6 +195,9 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--json" => a.json = Some(PathBuf::from(v)),
+            "--conversation-turns" => {
+                a.conversation_turns = Some(num(&v, "--conversation-turns")?.min(64))
+            }
             other => return Err(format!("unknown flag {other:?}\n{USAGE}")),
         }
     }
@@ -777,15 +787,19 @@ fn server_runtime(args: &Args) -> Result<tokio::runtime::Runtime, String> {
 fn run_http(
     which: Which,
     prompts: &[serde_json::Value],
-    expected: Vec<Action>,
+    expected: Option<Vec<Action>>,
     args: &Args,
     audit: bool,
+    conversation: bool,
 ) -> Result<Http, String> {
     let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let audit_path = dir.path().join("audit.db");
     let mut cfg = server_config(which, &audit_path);
     if !audit {
         cfg.audit = None;
+    }
+    if conversation {
+        cfg.conversation = Some(rampart_server::config::ConversationSection::default());
     }
     let options = ServerOptions {
         registry: Arc::new(registry()),
@@ -807,7 +821,7 @@ fn run_http(
     let mut h = drive(
         addr,
         requests_for(addr, prompts),
-        Some(Arc::new(expected)),
+        expected.map(Arc::new),
         args,
     )?;
     h.audit_batch_mean = rt.block_on(audit_batch_mean(addr));
@@ -983,6 +997,113 @@ fn drive(
     Ok(h)
 }
 
+// ---------------------------------------------------------------- conversations
+
+/// The assistant turn between two user turns of a generated conversation.
+const ANSWER: &str = "Sure. Here is a short answer to that, with two suggestions you can try.";
+
+/// Conversation mode (`--conversation-turns N`): each prompt starts a conversation of N user
+/// turns (the next prompts, an assistant answer between two), sent as a client would, one
+/// request per turn with the whole history so far (`{"turns": …}`, 1 to N user turns). Each
+/// connection walks its share of the request list in order, so a conversation grows turn by
+/// turn on one connection. Three servers on the same requests: the newest user turn alone as
+/// `{"text"}` (what a turn costs without conversations), `turns` without `[conversation]`
+/// (stateless: every earlier call is replayed, up to `max_replay`), and `turns` with
+/// `[conversation]` (stateful: the state knows the earlier calls; only the newest is scanned).
+/// Audit log off unless `--audit on`.
+fn run_conversations(args: &Args, prompts: &[serde_json::Value], n: usize) -> Result<bool, String> {
+    let texts: Vec<&str> = prompts
+        .iter()
+        .filter_map(|p| p.get("text").and_then(serde_json::Value::as_str))
+        .collect();
+    if texts.is_empty() {
+        return Err("conversation mode needs prompts with \"text\"".into());
+    }
+    let mut single = Vec::with_capacity(texts.len() * n);
+    let mut turns_bodies = Vec::with_capacity(texts.len() * n);
+    for c in 0..texts.len() {
+        let mut turns = Vec::with_capacity(2 * n);
+        for j in 0..n {
+            let user = texts[(c * n + j) % texts.len()];
+            turns.push(json!({"role": "user", "text": user}));
+            turns_bodies.push(json!({ "turns": turns }));
+            single.push(json!({ "text": user }));
+            turns.push(json!({"role": "assistant", "text": ANSWER}));
+        }
+    }
+    let which = args
+        .pipelines
+        .first()
+        .copied()
+        .unwrap_or(Which::Deterministic);
+    let audit = args.audit == AuditRuns::On;
+    println!(
+        "rampart conversation load test: {} conversations of {n} user turns ({} requests, one per \
+         turn, history included), pipeline {}, {} cores, {} connections, {} server workers, \
+         {:.0} s after {:.0} s warm-up, audit log {}",
+        texts.len(),
+        turns_bodies.len(),
+        which.name(),
+        cores(),
+        args.connections,
+        args.server_workers,
+        args.duration.as_secs_f64(),
+        args.warmup.as_secs_f64(),
+        if audit { "on" } else { "off" },
+    );
+    let runs = [
+        ("text (newest turn alone)", &single, false),
+        ("turns, stateless", &turns_bodies, false),
+        ("turns, [conversation]", &turns_bodies, true),
+    ];
+    let mut out = Vec::new();
+    for (name, bodies, conversation) in runs {
+        eprintln!("[{name}] …");
+        let h = run_http(which, bodies, None, args, audit, conversation)?;
+        eprintln!(
+            "[{name}] {:.0} req/s; CPU µs per request: {}",
+            h.rps,
+            cpu_line(&h)
+        );
+        out.push((name, h));
+    }
+    println!();
+    println!("| input | req/s | p50 ms | p90 ms | p99 ms | errors | CPU µs per request |");
+    println!("|---|---|---|---|---|---|---|");
+    for (name, h) in &out {
+        println!(
+            "| {name} | {:.0} | {:.2} | {:.2} | {:.2} | {} | {:.0} |",
+            h.rps,
+            h.p50_us as f64 / 1e3,
+            h.p90_us as f64 / 1e3,
+            h.p99_us as f64 / 1e3,
+            h.errors,
+            h.cpu_us_per_req
+                .iter()
+                .find(|(k, _)| k == "total")
+                .map_or(0.0, |(_, v)| *v),
+        );
+    }
+    if let Some(path) = &args.json {
+        let v = json!({
+            "conversation_turns": n,
+            "conversations": texts.len(),
+            "pipeline": which.name(),
+            "runs": out.iter().map(|(name, h)| json!({"input": name, "http": http_json(h)})).collect::<Vec<_>>(),
+        });
+        std::fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    let ok = out.iter().all(|(_, h)| h.errors == 0);
+    if let Some((name, h)) = out.iter().find(|(_, h)| h.errors > 0) {
+        eprintln!(
+            "FAILED: {name}: {} errors; first: {}",
+            h.errors,
+            h.first_error.as_deref().unwrap_or("?")
+        );
+    }
+    Ok(ok)
+}
+
 // ---------------------------------------------------------------- main
 
 /// One pipeline's measurements.
@@ -1106,6 +1227,9 @@ fn run() -> Result<bool, String> {
             .map(|p| json!({ "text": p }))
             .collect(),
     };
+    if let Some(n) = args.conversation_turns {
+        return run_conversations(&args, &prompts, n);
+    }
     let reqs: Vec<ScanRequest> = prompts.iter().map(to_request).collect::<Result<_, _>>()?;
     let mean_len = reqs.iter().map(ScanRequest::total_bytes).sum::<usize>() / reqs.len();
     println!(
@@ -1154,7 +1278,7 @@ fn run() -> Result<bool, String> {
         drop(pipeline);
         eprintln!("[{name}] phase A: {:.0} req/s; phase B …", a.rps);
         let b = |audit: bool| -> Result<Http, String> {
-            let h = run_http(which, &prompts, expected.clone(), &args, audit)?;
+            let h = run_http(which, &prompts, Some(expected.clone()), &args, audit, false)?;
             eprintln!(
                 "[{name}] phase B, audit log {}: {:.0} req/s; audit group commit {} records on average; CPU µs per request: phase A {:.1}, phase B {}",
                 if audit { "on" } else { "off" },

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Json, Router};
 use bytes::Bytes;
+use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{ScanOutcome, ScanRequest, Segment};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -143,8 +144,9 @@ pub(crate) fn json_error_message(e: &serde_json::Error) -> String {
     format!("invalid request body: {out}")
 }
 
-/// `/v1/scan`'s body: `{"text": …}` or `{"segments": [{"role", "text", "trust"?}]}`, with an
-/// optional `id` echoed in the decision.
+/// `/v1/scan`'s body: `{"text": …}`, `{"segments": [{"role", "text", "trust"?}]}` or a
+/// conversation `{"turns": [{"role", "text", "tool_calls"?, "tool_call_id"?, "trust"?}],
+/// "conversation_id"?}`, with an optional `id` echoed in the decision.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScanBody {
@@ -154,26 +156,84 @@ pub(crate) struct ScanBody {
     text: Option<String>,
     #[serde(default)]
     segments: Option<Vec<Segment>>,
+    #[serde(default)]
+    turns: Option<Vec<Turn>>,
+    #[serde(default)]
+    conversation_id: Option<String>,
+}
+
+/// What a `/v1/scan` body asks for.
+#[derive(Debug)]
+pub(crate) enum ScanInput {
+    /// One request (`text` or `segments`).
+    Single(ScanRequest),
+    /// A conversation (`turns`).
+    Conversation(ConversationRequest),
 }
 
 impl ScanBody {
-    pub(crate) fn into_request(self) -> Result<ScanRequest, ServiceError> {
-        let mut req = match (self.text, self.segments) {
-            (Some(t), None) => ScanRequest::text(t),
-            (None, Some(s)) => ScanRequest::segments(s),
-            (Some(_), Some(_)) => {
+    pub(crate) fn into_input(self) -> Result<ScanInput, ServiceError> {
+        let given = [
+            self.text.is_some(),
+            self.segments.is_some(),
+            self.turns.is_some(),
+        ];
+        match given.iter().filter(|g| **g).count() {
+            0 => {
                 return Err(ServiceError::BadRequest(
-                    "give either \"text\" or \"segments\", not both".into(),
+                    "missing \"text\", \"segments\" or \"turns\"".into(),
                 ));
             }
+            1 => {}
+            _ => {
+                return Err(ServiceError::BadRequest(
+                    "give exactly one of \"text\", \"segments\" or \"turns\"".into(),
+                ));
+            }
+        }
+        if let Some(turns) = self.turns {
+            return Ok(ScanInput::Conversation(ConversationRequest {
+                id: self.id,
+                conversation_id: self.conversation_id,
+                turns,
+            }));
+        }
+        if self.conversation_id.is_some() {
+            return Err(ServiceError::BadRequest(
+                "\"conversation_id\" goes with \"turns\"".into(),
+            ));
+        }
+        let mut req = match (self.text, self.segments) {
+            (Some(t), _) => ScanRequest::text(t),
+            (None, Some(s)) => ScanRequest::segments(s),
             (None, None) => {
                 return Err(ServiceError::BadRequest(
-                    "missing \"text\" or \"segments\"".into(),
+                    "missing \"text\", \"segments\" or \"turns\"".into(),
                 ));
             }
         };
         req.id = self.id;
-        Ok(req)
+        Ok(ScanInput::Single(req))
+    }
+}
+
+impl AppState {
+    /// Scans a `/v1/scan` body's input: one request with the pipeline, a conversation with
+    /// the API's conversation scanner (stateful with a `[conversation]` section, else
+    /// stateless). The outcome's decision carries the conversation part for a conversation.
+    pub(crate) async fn scan_input(&self, input: ScanInput) -> Result<ScanOutcome, ServiceError> {
+        match input {
+            ScanInput::Single(req) => self.scan(req).await,
+            ScanInput::Conversation(req) => {
+                let o = self
+                    .scan_conversation(self.api_conversation_scanner(), Arc::new(req))
+                    .await?;
+                Ok(ScanOutcome {
+                    decision: o.decision,
+                    sanitized: o.sanitized,
+                })
+            }
+        }
     }
 }
 
@@ -233,8 +293,7 @@ async fn scan(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ScanBody>,
 ) -> Result<Response, ServiceError> {
-    let req = body.into_request()?;
-    let outcome = state.scan(req).await?;
+    let outcome = state.scan_input(body.into_input()?).await?;
     state.record(&caller, "/v1/scan", &outcome.decision).await?;
     outcome_response(&outcome)
 }
@@ -270,7 +329,7 @@ async fn batch(
         let res = async {
             let body: ScanBody = serde_json::from_value(item)
                 .map_err(|e| ServiceError::BadRequest(json_error_message(&e)))?;
-            let outcome = state.scan(body.into_request()?).await?;
+            let outcome = state.scan_input(body.into_input()?).await?;
             state
                 .record(&item_caller, "/v1/scan/batch", &outcome.decision)
                 .await?;

@@ -36,6 +36,19 @@
 //! [tls]
 //! cert = "cert.pem"
 //! key = "key.pem"
+//!
+//! [conversation]                   # server-side conversation state (absent: stateless)
+//! enabled = true                   # default true when the section is present
+//! key_env = "RAMPART_CONVERSATION_KEY"  # key material of the hash chain and the ledger
+//! block_at = 0.8
+//! [conversation.store]
+//! max_entries = 100000
+//! ttl_seconds = 86400
+//! [conversation.store.risk]
+//! half_life_turns = 3.0
+//! [conversation.ledger]
+//! policy = "report"                # report | drop | block (forged assistant turns, proxy)
+//! bind_to_prefix = true
 //! ```
 //!
 //! Environment overrides (applied after the file, before validation):
@@ -90,6 +103,9 @@ pub struct ServerConfig {
     /// Output (model response) scanning.
     #[serde(default)]
     pub output: crate::output::OutputConfig,
+    /// Server-side conversation state; absent: conversations are scanned statelessly.
+    #[serde(default)]
+    pub conversation: Option<ConversationSection>,
     /// The file this configuration was read from (relative paths resolve against its
     /// directory; reload re-reads it). Not part of the file format.
     #[serde(skip)]
@@ -108,6 +124,7 @@ impl Default for ServerConfig {
             proxy: Default::default(),
             canary: Default::default(),
             output: Default::default(),
+            conversation: None,
             source: None,
         }
     }
@@ -256,6 +273,75 @@ pub struct TlsSection {
     pub cert: PathBuf,
     /// PEM private key (PKCS#8, PKCS#1 or SEC1).
     pub key: PathBuf,
+}
+
+/// Default environment variable holding the conversation state's key material.
+pub const DEFAULT_CONVERSATION_KEY_ENV: &str = "RAMPART_CONVERSATION_KEY";
+
+/// `[conversation]`: server-side conversation state for `/v1/scan` conversations and the
+/// proxy. Besides `enabled` and `key_env`, every field of
+/// [`rampart_conversation::ConversationOptions`] (`block_at`, `max_rephrasings`,
+/// `window_turns`, `max_replay`, `max_turns`, `context_messages`, `context_bytes`,
+/// `[conversation.store]` with `[conversation.store.risk]`, `[conversation.ledger]`), with
+/// the same defaults; unknown keys are refused. Fixed at start (a reload keeps it), since
+/// the state it describes lives as long as the process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConversationSection {
+    /// Keep state. Default true (the section's presence turns it on); false is the same as
+    /// no section.
+    pub enabled: bool,
+    /// The environment variable holding the key material of the hash chain and the
+    /// assistant ledger. Default `RAMPART_CONVERSATION_KEY`. Unset or empty: a random key
+    /// per process (logged), so state and verified answers do not survive a restart.
+    pub key_env: String,
+    /// Scanning, state and ledger options.
+    pub options: rampart_conversation::ConversationOptions,
+}
+
+impl Default for ConversationSection {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            key_env: DEFAULT_CONVERSATION_KEY_ENV.into(),
+            options: Default::default(),
+        }
+    }
+}
+
+// `ConversationOptions` refuses unknown keys itself; serde's `flatten` cannot be combined
+// with `deny_unknown_fields`, so the two own keys are taken out of the table first.
+impl<'de> Deserialize<'de> for ConversationSection {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut t = toml::Table::deserialize(d)?;
+        let enabled = match t.remove("enabled") {
+            None => true,
+            Some(toml::Value::Boolean(b)) => b,
+            Some(_) => return Err(D::Error::custom("conversation.enabled must be a boolean")),
+        };
+        let key_env = match t.remove("key_env") {
+            None => DEFAULT_CONVERSATION_KEY_ENV.to_string(),
+            Some(toml::Value::String(s)) => s,
+            Some(_) => return Err(D::Error::custom("conversation.key_env must be a string")),
+        };
+        let options = t.try_into().map_err(|e: toml::de::Error| {
+            D::Error::custom(format!("[conversation]: {}", e.message().trim()))
+        })?;
+        Ok(Self {
+            enabled,
+            key_env,
+            options,
+        })
+    }
+}
+
+impl ConversationSection {
+    fn validate(&self) -> Result<(), String> {
+        if self.key_env.is_empty() {
+            return Err("conversation.key_env must not be empty".into());
+        }
+        self.options.validate().map_err(|e| e.to_string())
+    }
 }
 
 /// A server configuration that cannot be used.
@@ -461,6 +547,9 @@ impl ServerConfig {
         self.proxy.validate().map_err(invalid)?;
         self.canary.validate().map_err(&invalid)?;
         self.output.validate().map_err(&invalid)?;
+        if let Some(c) = &self.conversation {
+            c.validate().map_err(&invalid)?;
+        }
         let mut ids = std::collections::BTreeSet::new();
         for k in &self.auth.keys {
             if k.id.is_empty() {
@@ -604,6 +693,43 @@ mod tests {
             c.audit.as_ref().map(|a| a.path.clone()),
             Some(PathBuf::from("/tmp/x.db"))
         );
+    }
+
+    #[test]
+    fn conversation_section_is_strict_and_defaults_on() {
+        let c = ServerConfig::parse(
+            "version = 1\n[conversation]\nblock_at = 0.7\n[conversation.ledger]\npolicy = \"drop\"\n\
+             [conversation.store.risk]\nhalf_life_turns = 2.0\n",
+            "t.toml",
+        )
+        .expect("parses");
+        let conv = c.conversation.expect("section");
+        assert!(conv.enabled);
+        assert_eq!(conv.key_env, DEFAULT_CONVERSATION_KEY_ENV);
+        assert_eq!(conv.options.block_at, 0.7);
+        assert_eq!(
+            conv.options.ledger.policy,
+            rampart_conversation::HistoryPolicy::Drop
+        );
+        assert_eq!(conv.options.store.risk.half_life_turns, 2.0);
+        for bad in [
+            "[conversation]\nbogus = 1\n",
+            "[conversation.store]\nbogus = 1\n",
+            "[conversation]\nenabled = \"yes\"\n",
+            "[conversation]\nblock_at = 1.5\n",
+            "[conversation]\nkey_env = \"\"\n",
+            "[conversation.ledger]\npolicy = \"maybe\"\n",
+        ] {
+            let e = ServerConfig::parse(&format!("version = 1\n{bad}"), "t.toml");
+            assert!(e.is_err(), "{bad}");
+        }
+        let e = ServerConfig::parse("version = 1\n[conversation.store]\nbogus = 1\n", "t.toml")
+            .expect_err("unknown key");
+        let s = e.to_string();
+        assert!(s.starts_with("t.toml:") && s.contains("bogus"), "{s}");
+        let off = ServerConfig::parse("version = 1\n[conversation]\nenabled = false\n", "t")
+            .expect("parses");
+        assert!(!off.conversation.expect("section").enabled);
     }
 
     #[test]

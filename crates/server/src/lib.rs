@@ -52,7 +52,9 @@ mod tls;
 
 pub use proxy::{ProxyConfig, Spotlight};
 pub use rule_examples::{RuleExamplesError, check_rule_examples};
-pub use state::{AppState, Caller, PipelineError, ReloadError, ReloadInfo, ServiceError};
+pub use state::{
+    AppState, Caller, ConversationSetupError, PipelineError, ReloadError, ReloadInfo, ServiceError,
+};
 pub use tls::TlsError;
 
 use config::ServerConfig;
@@ -127,6 +129,9 @@ pub enum ServerError {
     /// TLS setup failed.
     #[error("TLS setup failed")]
     Tls(#[from] tls::TlsError),
+    /// The conversation state could not be set up.
+    #[error("cannot set up the conversation state")]
+    Conversation(#[source] ConversationSetupError),
     /// The HTTP client for the proxy's upstream could not be built.
     #[error("cannot build the HTTP client for the upstream")]
     HttpClient(#[source] reqwest::Error),
@@ -195,11 +200,20 @@ impl Server {
             )?),
             None => None,
         };
+        let conversations = state::Conversations::from_config(&config, |k| std::env::var(k).ok())
+            .map_err(ServerError::Conversation)?
+            .map(Arc::new);
         let built = {
             let cfg = config.clone();
             let opts = options.clone();
+            let conv = conversations.clone();
             tokio::task::spawn_blocking(move || {
-                state::build_pipeline(&cfg, &opts.default_pipeline, &opts.registry)
+                state::build_pipeline(
+                    &cfg,
+                    &opts.default_pipeline,
+                    &opts.registry,
+                    conv.as_deref(),
+                )
             })
             .await
             .map_err(|e| ServerError::Pipeline(PipelineError::Task(e)))?
@@ -229,6 +243,7 @@ impl Server {
             options.registry.clone(),
             options.default_pipeline.clone(),
             writer,
+            conversations,
         )
         .map_err(ServerError::HttpClient)?;
         let listener = tokio::net::TcpListener::bind(addr)

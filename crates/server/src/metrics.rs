@@ -87,6 +87,7 @@ pub struct Metrics {
     connections_refused: Counter,
     connections_timed_out: Family<ReasonLabels, Counter>,
     audit_writer: Family<StatLabels, Gauge>,
+    conversation_state: Family<StatLabels, Gauge>,
     judge_calls: Family<JudgeCallLabels, Counter>,
     judge_not_called: Counter,
     judge_labels: Family<JudgeLabelLabels, Counter>,
@@ -174,6 +175,13 @@ impl Metrics {
             "pipeline_layers",
             "Layers in the pipeline in force (normalize included)",
             pipeline_layers.clone(),
+        );
+        let conversation_state = Family::<StatLabels, Gauge>::default();
+        registry.register(
+            "conversation_state",
+            "Conversation state held (`[conversation]`): nodes (known message prefixes), \
+             ledger_entries (answers recorded)",
+            conversation_state.clone(),
         );
         let rate_limited = Counter::default();
         registry.register(
@@ -265,6 +273,7 @@ impl Metrics {
             connections_refused,
             connections_timed_out,
             audit_writer,
+            conversation_state,
             judge_calls,
             judge_not_called,
             judge_labels,
@@ -419,6 +428,15 @@ impl Metrics {
             ("pruned", s.pruned),
         ] {
             self.audit_writer
+                .get_or_create(&StatLabels { stat: k.into() })
+                .set(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The conversation state's size: nodes and ledger entries.
+    pub(crate) fn set_conversation_state(&self, nodes: usize, ledger: usize) {
+        for (k, v) in [("nodes", nodes), ("ledger_entries", ledger)] {
+            self.conversation_state
                 .get_or_create(&StatLabels { stat: k.into() })
                 .set(i64::try_from(v).unwrap_or(i64::MAX));
         }

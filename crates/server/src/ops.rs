@@ -30,6 +30,7 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             "policy_version": p.config().policy.version,
         },
         "audit": audit,
+        "conversation": if state.conversation_stateful() { "stateful" } else { "stateless" },
         "uptime_s": state.uptime().as_secs(),
     });
     let status = if ready {
@@ -44,6 +45,10 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     if let Some(stats) = state.audit_stats() {
         state.metrics().set_audit_stats(&stats);
+    }
+    // Both counts are O(1) (no walk of the state under its lock).
+    if let Some((nodes, ledger)) = state.conversation_sizes() {
+        state.metrics().set_conversation_state(nodes, ledger);
     }
     (
         [(

@@ -21,6 +21,16 @@
 //!    of a grouped segment are scanned one by one for that; the request is blocked when one
 //!    is BLOCK on its own, when none can be sanitized on its own (a finding spanning two
 //!    strings, or in a key), or when the group has more than 64 strings).
+//!
+//!    With a `[conversation]` section (chat only, [`scan_up_conversation`]) the messages are
+//!    one conversation instead, scanned with server-side state: the newest call's per-turn
+//!    decision plus the conversation part (risk over the lineage, rewinds, forged assistant
+//!    turns: `HIST_001`, handled per `conversation.ledger.policy`: `report` forwards,
+//!    `drop` removes them, `block` blocks). History beyond the replay bound is scanned as
+//!    plain segments ([`scan_unreplayed`]); definitions and names as before. The client's
+//!    conversation id is the `x-rampart-conversation-id` header (a hint, never the key).
+//!    Every answer the client receives whole (plain, or a completed stream assembled from
+//!    its deltas) is recorded in the ledger ([`AnswerLedger`]), so it verifies when sent back.
 //! 3. Spotlight ([`spotlight`], chat only, `[proxy] spotlight`, off by default): the
 //!    (possibly sanitized) tool messages are marked as data for the model (random
 //!    delimiters or datamarking) and an instruction is added as a new system message after
@@ -66,6 +76,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
+use rampart_conversation::ConversationScanner;
+use rampart_core::conversation::{ConversationRequest, ToolCall, Turn};
 use rampart_core::{
     Action, Decision, FailMode, Role, SanitizedSegment, ScanOutcome, ScanRequest, Segment,
 };
@@ -83,6 +95,14 @@ const EP_CHAT_RESPONSE: &str = "/v1/chat/completions#response";
 const EP_COMPLETIONS: &str = "/v1/completions";
 /// Endpoint label of a legacy completions response scan.
 const EP_COMPLETIONS_RESPONSE: &str = "/v1/completions#response";
+/// Endpoint label of the scan of a conversation-scanned chat request's definitions and
+/// message names (what is not a message text).
+const EP_CHAT_DEFINITIONS: &str = "/v1/chat/completions#definitions";
+/// Header carrying the client's conversation id (a hint for the conversation state, never
+/// its key).
+pub(crate) const CONVERSATION_ID_HEADER: &str = "x-rampart-conversation-id";
+/// Longest conversation-id hint accepted.
+const MAX_CONVERSATION_ID_BYTES: usize = 256;
 /// Endpoint label of the output check.
 const EP_SCAN_OUTPUT: &str = "/v1/scan/output";
 /// Most canaries one `/v1/scan/output` call may give.
@@ -246,7 +266,7 @@ fn error_response(e: ServiceError, caller: &Caller, action: Option<Action>) -> R
 
 /// A summary of a decision for error bodies: no text, only evidence.
 fn decision_summary(d: &Decision, request_id: &str) -> Value {
-    json!({
+    let mut v = json!({
         "request_id": request_id,
         "action": d.action,
         "risk": d.risk,
@@ -263,7 +283,14 @@ fn decision_summary(d: &Decision, request_id: &str) -> Value {
         "degraded": d.degraded,
         "input_hash": d.input_hash,
         "policy_version": d.policy_version,
-    })
+    });
+    // The per-conversation part: numbers, rule ids and message indexes, never text.
+    if let (Some(c), Value::Object(m)) = (&d.conversation, &mut v)
+        && let Ok(c) = serde_json::to_value(c)
+    {
+        m.insert("conversation".into(), c);
+    }
+    v
 }
 
 /// "CTRL_001 (control_phrase), SYS_004 (system_marker)": the counted rules, or every rule
@@ -275,6 +302,20 @@ fn rules_line(d: &Decision) -> String {
         let item = (f.rule_id.clone(), f.category.name().to_string());
         if !seen.contains(&item) {
             seen.push(item);
+        }
+    }
+    // The conversation part's own findings (forged history, conversation risk, …) when it
+    // is what blocks.
+    if let Some(c) = d
+        .conversation
+        .as_ref()
+        .filter(|c| c.action == Action::Block)
+    {
+        for f in &c.findings {
+            let item = (f.id.clone(), "conversation".to_string());
+            if !seen.contains(&item) {
+                seen.push(item);
+            }
         }
     }
     if seen.is_empty() {
@@ -806,10 +847,15 @@ impl Kind {
 async fn chat_completions(
     State(state): State<Arc<AppState>>,
     caller: Option<Extension<Caller>>,
+    headers: header::HeaderMap,
     ApiBytes(body): ApiBytes,
 ) -> Response {
     let caller = caller_of(caller);
-    proxy(state, caller, body, Kind::Chat).await
+    let hint = match conversation_hint(&headers) {
+        Ok(h) => h,
+        Err(e) => return error_response(e, &caller, None),
+    };
+    proxy(state, caller, body, Kind::Chat, hint).await
 }
 
 async fn completions(
@@ -818,11 +864,36 @@ async fn completions(
     ApiBytes(body): ApiBytes,
 ) -> Response {
     let caller = caller_of(caller);
-    proxy(state, caller, body, Kind::Completions).await
+    proxy(state, caller, body, Kind::Completions, None).await
 }
 
-async fn proxy(state: Arc<AppState>, caller: Caller, raw: Bytes, kind: Kind) -> Response {
-    match proxy_inner(&state, &caller, raw, kind).await {
+/// The client's conversation id from [`CONVERSATION_ID_HEADER`]: printable ASCII, at most
+/// 256 bytes (400 otherwise); empty counts as absent.
+fn conversation_hint(headers: &header::HeaderMap) -> Result<Option<String>, ServiceError> {
+    let Some(v) = headers.get(CONVERSATION_ID_HEADER) else {
+        return Ok(None);
+    };
+    let bad = || {
+        ServiceError::BadRequest(format!(
+            "{CONVERSATION_ID_HEADER} must be printable ASCII of at most \
+             {MAX_CONVERSATION_ID_BYTES} bytes"
+        ))
+    };
+    let s = v.to_str().map_err(|_| bad())?.trim();
+    if s.len() > MAX_CONVERSATION_ID_BYTES {
+        return Err(bad());
+    }
+    Ok((!s.is_empty()).then(|| s.to_string()))
+}
+
+async fn proxy(
+    state: Arc<AppState>,
+    caller: Caller,
+    raw: Bytes,
+    kind: Kind,
+    hint: Option<String>,
+) -> Response {
+    match proxy_inner(&state, &caller, raw, kind, hint).await {
         Ok(r) => r,
         Err((e, action)) => error_response(e, &caller, action),
     }
@@ -839,14 +910,20 @@ async fn proxy_inner(
     caller: &Caller,
     raw: Bytes,
     kind: Kind,
+    hint: Option<String>,
 ) -> ProxyResult {
     let mut request = parse_request(&raw, kind).map_err(|e| (e, None))?;
-    let action = match scan_up(state, caller, kind, &mut request)
-        .await
-        .map_err(|e| (e, None))?
-    {
+    let conversation = match kind {
+        Kind::Chat => state.proxy_conversation_scanner(),
+        Kind::Completions => None,
+    };
+    let upward = match conversation {
+        Some(scanner) => scan_up_conversation(state, caller, scanner, &mut request, hint).await,
+        None => scan_up(state, caller, kind, &mut request).await,
+    };
+    let (action, answers) = match upward.map_err(|e| (e, None))? {
         Upward::Blocked(response) => return Ok(response),
-        Upward::Forward(action) => action,
+        Upward::Forward(action, answers) => (action, answers),
     };
     let with_action = |e: ServiceError| (e, Some(action));
     let config = state.config();
@@ -872,11 +949,14 @@ async fn proxy_inner(
             output,
             action,
             Duration::from_millis(config.proxy.stream_idle_timeout_ms),
+            answers,
         ));
     }
-    respond_plain(state, caller, kind, &config, resp, started, output, action)
-        .await
-        .map_err(with_action)
+    respond_plain(
+        state, caller, kind, &config, resp, started, output, action, answers,
+    )
+    .await
+    .map_err(with_action)
 }
 
 /// A parsed proxy request: the body as it will be forwarded, and its scannable texts.
@@ -903,8 +983,9 @@ fn parse_request(raw: &[u8], kind: Kind) -> Result<ParsedRequest, ServiceError> 
 
 /// What the request scan decided.
 enum Upward {
-    /// Forward the (possibly sanitized) body; the request's action.
-    Forward(Action),
+    /// Forward the (possibly sanitized) body; the request's action, and where the answer is
+    /// to be recorded (conversation state).
+    Forward(Action, Option<AnswerLedger>),
     /// The request is blocked: this answer, the upstream sees nothing.
     Blocked(Response),
 }
@@ -937,8 +1018,385 @@ async fn scan_up(
     state.record(caller, kind.endpoint(), &decision).await?;
     Ok(match decision.action {
         Action::Block => Upward::Blocked(blocked_response(&decision, caller, false)),
-        action => Upward::Forward(action),
+        action => Upward::Forward(action, None),
     })
+}
+
+/// Where the answer to a conversation-scanned request is recorded once the client has it
+/// whole: the scanner (its ledger and store) and the conversation as the client sent it.
+/// The client's messages, not the forwarded ones: the next request carries the client's
+/// history (its own texts, forged turns included), and that is what the answer must verify
+/// against.
+struct AnswerLedger {
+    scanner: Arc<ConversationScanner>,
+    conversation: Arc<ConversationRequest>,
+}
+
+impl AnswerLedger {
+    /// Records each choice's message of a plain chat completion.
+    fn record_completion(&self, body: &[u8]) {
+        let Ok(v) = serde_json::from_slice::<Value>(body) else {
+            return;
+        };
+        for c in v
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(m) = c.get("message") {
+                self.scanner
+                    .record_answer(&self.conversation.turns, &assistant_turn(m));
+            }
+        }
+    }
+}
+
+/// The conversation of a chat request: one turn per message, in order (so turn indexes are
+/// message indexes). The text is the string content, or the content parts' texts joined by
+/// line breaks; an assistant's `tool_calls` (and legacy `function_call`) become tool calls;
+/// a tool message keeps its `tool_call_id`. Called after [`extract_chat`] accepted the body.
+fn conversation_turns(body: &Value) -> Vec<Turn> {
+    body.get("messages")
+        .and_then(Value::as_array)
+        .map(|ms| ms.iter().map(message_turn).collect())
+        .unwrap_or_default()
+}
+
+fn message_turn(m: &Value) -> Turn {
+    let role = m
+        .get("role")
+        .and_then(Value::as_str)
+        .and_then(role_of)
+        .unwrap_or(Role::User);
+    let mut t = assistant_turn(m);
+    t.role = role;
+    t.tool_call_id = m
+        .get("tool_call_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    t
+}
+
+/// A message's text and tool calls, as an assistant turn.
+fn assistant_turn(m: &Value) -> Turn {
+    let text = match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    };
+    let call = |id: Option<&Value>, f: &Value| ToolCall {
+        id: id.and_then(Value::as_str).map(str::to_string),
+        name: f
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        arguments: f
+            .get("arguments")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let mut tool_calls: Vec<ToolCall> = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("function").map(|f| call(c.get("id"), f)))
+        .collect();
+    if let Some(f) = m.get("function_call").filter(|f| f.is_object()) {
+        tool_calls.push(call(None, f));
+    }
+    let mut t = Turn::new(Role::Assistant, text);
+    t.tool_calls = tool_calls;
+    t
+}
+
+/// The text places of message `i` (JSON pointer, text): its string content or content
+/// parts, then its tool-call and function-call arguments.
+fn message_slots(body: &Value, i: usize) -> Vec<(Option<String>, String)> {
+    let mut out = Vec::new();
+    let Some(m) = body.get("messages").and_then(|ms| ms.get(i)) else {
+        return out;
+    };
+    match m.get("content") {
+        Some(Value::String(s)) => out.push((Some(format!("/messages/{i}/content")), s.clone())),
+        Some(Value::Array(parts)) => {
+            for (j, p) in parts.iter().enumerate() {
+                if let Some(t) = p.get("text").and_then(Value::as_str) {
+                    out.push((Some(format!("/messages/{i}/content/{j}/text")), t.into()));
+                }
+            }
+        }
+        _ => {}
+    }
+    for (j, c) in m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(a) = c.pointer("/function/arguments").and_then(Value::as_str) {
+            out.push((
+                Some(format!("/messages/{i}/tool_calls/{j}/function/arguments")),
+                a.into(),
+            ));
+        }
+    }
+    if let Some(a) = m
+        .pointer("/function_call/arguments")
+        .and_then(Value::as_str)
+    {
+        out.push((
+            Some(format!("/messages/{i}/function_call/arguments")),
+            a.into(),
+        ));
+    }
+    out
+}
+
+/// Step 2 with conversation state (`[conversation]`, chat): the messages are one
+/// conversation, scanned by the stateful scanner (the newest call's per-turn decision plus
+/// the conversation part: risk over the lineage, rewinds, forged assistant turns). The
+/// definitions and message names, which are not turns, are scanned as before on their own
+/// (recorded under `/v1/chat/completions#definitions`). SANITIZE rewrites each sanitized
+/// segment's message (`segment_messages` maps them): a message of one text in place, a
+/// message of several texts piece by piece ([`rescan_pieces`]). Forged assistant turns
+/// under policy `drop` are removed from what is forwarded.
+async fn scan_up_conversation(
+    state: &AppState,
+    caller: &Caller,
+    scanner: Arc<ConversationScanner>,
+    request: &mut ParsedRequest,
+    hint: Option<String>,
+) -> Result<Upward, ServiceError> {
+    let conversation = Arc::new(ConversationRequest {
+        id: None,
+        conversation_id: hint,
+        turns: conversation_turns(&request.body),
+    });
+    let outcome = state
+        .scan_conversation(scanner.clone(), conversation.clone())
+        .await?;
+    let mut decision = outcome.decision;
+    let map = decision
+        .conversation
+        .as_ref()
+        .map(|c| c.segment_messages.clone())
+        .unwrap_or_default();
+    if decision.action == Action::Sanitize
+        && let Some(reason) =
+            sanitize_messages(state, &mut request.body, &map, outcome.sanitized).await?
+    {
+        decision.action = Action::Block;
+        decision.reasons.push(reason);
+    }
+    if decision.action != Action::Block {
+        scan_unreplayed(state, &mut request.body, &conversation.turns, &mut decision).await?;
+    }
+    state.record(caller, EP_CHAT, &decision).await?;
+    if decision.action == Action::Block {
+        return Ok(Upward::Blocked(blocked_response(&decision, caller, false)));
+    }
+    let extras = scan_definitions(state, caller, request).await?;
+    let extras_action = match extras {
+        Some(d) if d.action == Action::Block => {
+            return Ok(Upward::Blocked(blocked_response(&d, caller, false)));
+        }
+        Some(d) => d.action,
+        None => Action::Allow,
+    };
+    if !outcome.drop_messages.is_empty()
+        && let Some(ms) = request
+            .body
+            .get_mut("messages")
+            .and_then(Value::as_array_mut)
+    {
+        let mut drop = outcome.drop_messages.clone();
+        drop.sort_unstable();
+        drop.dedup();
+        for &i in drop.iter().rev() {
+            if i < ms.len() {
+                ms.remove(i);
+            }
+        }
+    }
+    Ok(Upward::Forward(
+        decision.action.max(extras_action),
+        Some(AnswerLedger {
+            scanner,
+            conversation,
+        }),
+    ))
+}
+
+/// The history the conversation scan left unscanned: calls the state had not seen, beyond
+/// `max_replay` (a long history sent for the first time, e.g. fabricated). The model reads
+/// it all, so its input messages (and forged assistant turns) are scanned here as plain
+/// segments, and the stricter action wins: BLOCK blocks, SANITIZE rewrites them.
+async fn scan_unreplayed(
+    state: &AppState,
+    body: &mut Value,
+    turns: &[Turn],
+    decision: &mut Decision,
+) -> Result<(), ServiceError> {
+    let Some(c) = decision.conversation.as_ref().filter(|c| c.unscanned > 0) else {
+        return Ok(());
+    };
+    let Some(first) = c.scanned.first().map(|t| t.message) else {
+        return Ok(());
+    };
+    let forged = c
+        .history
+        .as_ref()
+        .map(|h| h.forged.clone())
+        .unwrap_or_default();
+    let mut segments = Vec::new();
+    let mut map = Vec::new();
+    for (i, t) in turns.iter().enumerate().take(first) {
+        let input = !matches!(t.role, Role::Assistant | Role::System | Role::Developer);
+        if (input || forged.contains(&i)) && !t.content().is_empty() {
+            let mut seg = Segment::new(t.role, t.content());
+            if t.role == Role::Assistant {
+                seg.trust = Some(rampart_core::Trust::Untrusted);
+            }
+            segments.push(seg);
+            map.push(i);
+        }
+    }
+    if segments.is_empty() {
+        return Ok(());
+    }
+    let outcome = state.scan(ScanRequest::segments(segments)).await?;
+    let what = format!("the history before message {first}, beyond the replay bound");
+    let rules = || {
+        let mut ids: Vec<&str> = outcome
+            .decision
+            .findings
+            .iter()
+            .filter(|f| f.counted)
+            .map(|f| f.rule_id.as_str())
+            .collect();
+        ids.dedup();
+        ids.join(", ")
+    };
+    match outcome.decision.action {
+        Action::Allow => {}
+        Action::Block => {
+            decision.action = Action::Block;
+            decision
+                .reasons
+                .push(format!("{what} is BLOCK on its own ({})", rules()));
+        }
+        Action::Sanitize => {
+            decision
+                .reasons
+                .push(format!("{what} is SANITIZE ({})", rules()));
+            decision.action = decision.action.max(Action::Sanitize);
+            if let Some(reason) =
+                sanitize_messages(state, body, &map, outcome.sanitized.clone()).await?
+            {
+                decision.action = Action::Block;
+                decision.reasons.push(reason);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// SANITIZE on a conversation: each sanitized segment goes back to its message (`map`: the
+/// message of each segment). `Some(reason)` when the request must be blocked instead.
+async fn sanitize_messages(
+    state: &AppState,
+    body: &mut Value,
+    map: &[usize],
+    sanitized: Option<Vec<SanitizedSegment>>,
+) -> Result<Option<String>, ServiceError> {
+    const WHAT: &str = "a message of several texts";
+    for s in sanitized.into_iter().flatten() {
+        let Some(&msg) = map.get(s.segment) else {
+            return Ok(Some(
+                RescanBlock::NotNeutralized.reason("a segment of no message"),
+            ));
+        };
+        let pieces = message_slots(body, msg);
+        let single = match pieces.as_slice() {
+            [(Some(p), _)] if !p.contains("/tool_calls/") && !p.contains("/function_call/") => {
+                Some(p.clone())
+            }
+            _ => None,
+        };
+        if let Some(pointer) = single {
+            if let Some(slot) = body.pointer_mut(&pointer) {
+                *slot = Value::String(s.text);
+            }
+            continue;
+        }
+        let role = s.role;
+        let rescan = rescan_pieces(&pieces, |text| async move {
+            let o = state
+                .scan(ScanRequest::segments(vec![Segment::new(role, text)]))
+                .await?;
+            let text = o
+                .sanitized
+                .and_then(|v| v.into_iter().next())
+                .map(|t| t.text);
+            Ok((o.decision.action, text))
+        })
+        .await?;
+        let rewrites = match rescan {
+            Ok(r) => r,
+            Err(why) => return Ok(Some(why.reason(WHAT))),
+        };
+        for (pointer, text) in rewrites {
+            if let Some(slot) = pointer.and_then(|p| body.pointer_mut(&p)) {
+                *slot = Value::String(text);
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// The definitions and message names of a conversation-scanned chat request (the group
+/// segments [`extract_chat`] made), scanned and recorded on their own as the plain path
+/// scans them; `None` when there are none.
+async fn scan_definitions(
+    state: &AppState,
+    caller: &Caller,
+    request: &mut ParsedRequest,
+) -> Result<Option<Decision>, ServiceError> {
+    let mut segments = Vec::new();
+    let mut slots = Vec::new();
+    for (seg, slot) in request
+        .extracted
+        .segments
+        .iter()
+        .zip(&request.extracted.slots)
+    {
+        if matches!(slot, Slot::Group(_)) {
+            segments.push(seg.clone());
+            slots.push(slot.clone());
+        }
+    }
+    if segments.is_empty() {
+        return Ok(None);
+    }
+    let outcome = state.scan(ScanRequest::segments(segments)).await?;
+    let mut decision = outcome.decision.clone();
+    if decision.action == Action::Sanitize
+        && let Some(reason) = sanitize_groups(state, &mut request.body, &slots, &outcome).await?
+    {
+        decision.action = Action::Block;
+        decision.reasons.push(reason);
+    }
+    state.record(caller, EP_CHAT_DEFINITIONS, &decision).await?;
+    Ok(Some(decision))
 }
 
 /// What the answer is checked against: the canary and system prompt, and the scanner
@@ -1046,6 +1504,7 @@ async fn respond_plain(
     started: tokio::time::Instant,
     output: OutputCheck,
     action: Action,
+    answers: Option<AnswerLedger>,
 ) -> Result<Response, ServiceError> {
     let status = resp.status();
     let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
@@ -1072,6 +1531,12 @@ async fn respond_plain(
                 final_action = final_action.max(Action::Sanitize);
             }
         }
+    }
+    if status.is_success()
+        && kind == Kind::Chat
+        && let Some(a) = &answers
+    {
+        a.record_completion(&out_bytes);
     }
     let mut r = Response::new(Body::from(out_bytes));
     *r.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -1393,6 +1858,7 @@ async fn scan_plain_response(
 
 /// Step 6 (streamed): events go through the hold-back guard on a task ([`Relay`]); the
 /// client gets them through a channel.
+#[allow(clippy::too_many_arguments)]
 fn stream_response(
     state: Arc<AppState>,
     caller: Caller,
@@ -1401,6 +1867,7 @@ fn stream_response(
     output: OutputCheck,
     action: Action,
     idle: Duration,
+    answers: Option<AnswerLedger>,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
     let relay = Relay {
@@ -1410,6 +1877,7 @@ fn stream_response(
         upstream,
         idle,
         tx,
+        answers: answers.map(|a| (a, StreamedAnswer::default())),
     };
     tokio::spawn(relay.run(output));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -1449,9 +1917,97 @@ struct Relay {
     upstream: reqwest::Response,
     idle: Duration,
     tx: tokio::sync::mpsc::Sender<Bytes>,
+    /// Where the answer is recorded once the stream completed, and the answer assembled
+    /// from the deltas so far (conversation state).
+    answers: Option<(AnswerLedger, StreamedAnswer)>,
+}
+
+/// A streamed chat answer put together from its deltas: per choice, the content and the tool
+/// calls (name and arguments appended piece by piece, by call index).
+#[derive(Debug, Default)]
+struct StreamedAnswer {
+    choices: std::collections::BTreeMap<u64, (String, std::collections::BTreeMap<u64, ToolCall>)>,
+}
+
+impl StreamedAnswer {
+    /// Folds one event's data (`[DONE]` and anything not JSON are ignored).
+    fn push(&mut self, data: &str) {
+        let Ok(v) = serde_json::from_str::<Value>(data) else {
+            return;
+        };
+        for c in v
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let index = c.get("index").and_then(Value::as_u64).unwrap_or(0);
+            let Some(delta) = c.get("delta") else {
+                continue;
+            };
+            let (text, calls) = self.choices.entry(index).or_default();
+            if let Some(t) = delta.get("content").and_then(Value::as_str) {
+                text.push_str(t);
+            }
+            let mut fold = |at: u64, id: Option<&str>, f: &Value| {
+                let call = calls.entry(at).or_insert_with(|| ToolCall {
+                    id: None,
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+                if let Some(id) = id {
+                    call.id = Some(id.to_string());
+                }
+                if let Some(n) = f.get("name").and_then(Value::as_str) {
+                    call.name.push_str(n);
+                }
+                if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                    call.arguments.push_str(a);
+                }
+            };
+            for tc in delta
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let at = tc.get("index").and_then(Value::as_u64).unwrap_or(0);
+                if let Some(f) = tc.get("function") {
+                    fold(at, tc.get("id").and_then(Value::as_str), f);
+                }
+            }
+            // The legacy single function call: after any tool calls.
+            if let Some(f) = delta.get("function_call") {
+                fold(u64::MAX, None, f);
+            }
+        }
+    }
+
+    /// Records every choice's assembled message.
+    fn record(self, ledger: &AnswerLedger) {
+        for (_, (text, calls)) in self.choices {
+            let mut t = Turn::new(Role::Assistant, text);
+            t.tool_calls = calls.into_values().collect();
+            ledger.scanner.record_answer(&ledger.conversation.turns, &t);
+        }
+    }
 }
 
 impl Relay {
+    /// Feeds the answer assembler with what the upstream sent.
+    fn assemble(&mut self, ev: &crate::sse::SseEvent) {
+        if let (Some((_, answer)), Some(data)) = (&mut self.answers, &ev.data) {
+            answer.push(data);
+        }
+    }
+
+    /// The stream completed and the client has all of it: the answer is recorded.
+    fn completed(&mut self) {
+        if let Some((ledger, answer)) = self.answers.take() {
+            answer.record(&ledger);
+        }
+    }
+
     async fn run(self, output: OutputCheck) {
         match output.scanner {
             None => self.pass_through().await,
@@ -1469,16 +2025,34 @@ impl Relay {
         true
     }
 
-    /// Nothing to look for: the stream goes through as it comes.
+    /// Nothing to look for: the stream goes through as it comes (parsed only when the
+    /// answer is to be recorded).
     async fn pass_through(mut self) {
+        let mut parser = self.answers.as_ref().map(|_| SseParser::new());
         loop {
             match tokio::time::timeout(self.idle, self.upstream.chunk()).await {
                 Ok(Ok(Some(c))) => {
+                    if let Some(p) = &mut parser {
+                        match p.push(&c) {
+                            Ok(events) => events.iter().for_each(|ev| self.assemble(ev)),
+                            // Unparseable: the answer cannot be known, so it is not recorded.
+                            Err(_) => {
+                                parser = None;
+                                self.answers = None;
+                            }
+                        }
+                    }
                     if self.tx.send(c).await.is_err() {
                         return;
                     }
                 }
-                Ok(Ok(None)) => return,
+                Ok(Ok(None)) => {
+                    if let Some(ev) = parser.as_mut().and_then(SseParser::finish) {
+                        self.assemble(&ev);
+                    }
+                    self.completed();
+                    return;
+                }
                 Ok(Err(_)) | Err(_) => {
                     let err = stream_error(
                         "the upstream stream broke off or went idle".into(),
@@ -1507,7 +2081,12 @@ impl Relay {
         match self.relay_events(&mut guard, &mut windows).await {
             StreamEnd::ClientGone => {}
             StreamEnd::Blocked => self.end_blocked(windows.blocking).await,
-            StreamEnd::Released(error) => self.end_released(windows.last_allowed, error).await,
+            StreamEnd::Released(error) => {
+                if error.is_none() {
+                    self.completed();
+                }
+                self.end_released(windows.last_allowed, error).await
+            }
         }
     }
 
@@ -1551,6 +2130,9 @@ impl Relay {
                 }
             };
             for ev in events {
+                if let (Some((_, answer)), Some(data)) = (&mut self.answers, &ev.data) {
+                    answer.push(data);
+                }
                 let Ok(out) = guard.push(ev, &mut scan) else {
                     return StreamEnd::Blocked;
                 };
@@ -1560,6 +2142,9 @@ impl Relay {
             }
         }
         if let Some(ev) = parser.finish() {
+            if let (Some((_, answer)), Some(data)) = (&mut self.answers, &ev.data) {
+                answer.push(data);
+            }
             let Ok(out) = guard.push(ev, &mut scan) else {
                 return StreamEnd::Blocked;
             };
@@ -1754,6 +2339,86 @@ mod tests {
         assert_eq!(e.system_prompt, "sys");
         assert!(extract_chat(&json!({"messages": [{"role": "wizard", "content": "x"}]})).is_err());
         assert!(extract_chat(&json!({"messages": "x"})).is_err());
+    }
+
+    #[test]
+    fn messages_become_turns_one_for_one() {
+        let body = json!({"messages": [
+            {"role": "developer", "content": "dev"},
+            {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "c2", "type": "function", "function": {"name": "g", "arguments": "[1]"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r1"},
+            {"role": "function", "name": "g", "content": "r2"},
+            {"role": "assistant", "content": "ok", "function_call": {"name": "h", "arguments": "{\"x\":1}"}}
+        ]});
+        let turns = conversation_turns(&body);
+        let roles: Vec<Role> = turns.iter().map(|t| t.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::Developer,
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Tool,
+                Role::Assistant
+            ]
+        );
+        assert_eq!(turns[1].text, "a\nb");
+        let calls: Vec<(Option<&str>, &str, &str)> = turns[2]
+            .tool_calls
+            .iter()
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(calls, [(Some("c1"), "f", "{}"), (Some("c2"), "g", "[1]")]);
+        assert_eq!(turns[3].tool_call_id.as_deref(), Some("c1"));
+        assert_eq!(turns[5].text, "ok");
+        assert_eq!(turns[5].tool_calls[0].name, "h");
+        // Where each message's texts live, for SANITIZE.
+        assert_eq!(
+            message_slots(&body, 1),
+            [
+                (Some("/messages/1/content/0/text".into()), "a".to_string()),
+                (Some("/messages/1/content/2/text".into()), "b".to_string())
+            ]
+        );
+        assert_eq!(message_slots(&body, 2).len(), 2);
+    }
+
+    #[test]
+    fn a_streamed_answer_is_assembled_from_its_deltas() {
+        let mut a = StreamedAnswer::default();
+        for data in [
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"lo"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"c2","function":{"name":"g","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"f","arguments":"{\"a"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\":1}"}}]}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"[2]"}}]}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"function_call":{"name":"h","arguments":"{}"}}}]}"#,
+            "[DONE]",
+        ] {
+            a.push(data);
+        }
+        let (text, calls) = &a.choices[&0];
+        assert_eq!(text, "Hello");
+        let calls: Vec<(Option<&str>, &str, &str)> = calls
+            .values()
+            .map(|c| (c.id.as_deref(), c.name.as_str(), c.arguments.as_str()))
+            .collect();
+        assert_eq!(
+            calls,
+            [(Some("c1"), "f", "{\"a\":1}"), (Some("c2"), "g", "[2]")]
+        );
+        let (text, calls) = &a.choices[&1];
+        assert!(text.is_empty());
+        assert_eq!(
+            calls.values().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["h"]
+        );
     }
 
     #[test]

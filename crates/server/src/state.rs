@@ -8,9 +8,14 @@ use crate::output::{OutputScanner, OutputScanners};
 use arc_swap::ArcSwap;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use rampart_conversation::{
+    AssistantLedger, ConversationError, ConversationOptions, ConversationOutcome,
+    ConversationScanner, ConversationStore, OptionsError,
+};
+use rampart_core::conversation::ConversationRequest;
 use rampart_core::{
     Action, Decision, FailMode, InputError, Pipeline, PipelineConfig, Registry, RiskClass,
-    ScanOutcome, ScanRequest,
+    ScanOutcome, ScanRequest, Segment,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -141,6 +146,24 @@ impl From<InputError> for ServiceError {
     }
 }
 
+impl From<ConversationError> for ServiceError {
+    fn from(e: ConversationError) -> Self {
+        match e {
+            ConversationError::Empty => ServiceError::BadRequest(e.to_string()),
+            ConversationError::TooManyTurns { .. } | ConversationError::TooLarge { .. } => {
+                ServiceError::TooLarge(e.to_string())
+            }
+            ConversationError::Input { ref source, .. } => match source {
+                InputError::TooLarge { .. } | InputError::TooManySegments { .. } => {
+                    ServiceError::TooLarge(e.to_string())
+                }
+                _ => ServiceError::BadRequest(e.to_string()),
+            },
+            _ => ServiceError::Internal(format!("the conversation scan failed: {e}")),
+        }
+    }
+}
+
 impl IntoResponse for ServiceError {
     fn into_response(self) -> Response {
         let mut resp = (self.status(), axum::Json(self.body())).into_response();
@@ -162,11 +185,16 @@ pub(crate) struct Built {
     pub(crate) output: OutputScanners,
     /// What `/v1/relate` runs, built with the pipeline.
     pub(crate) relate: RelateTarget,
+    /// The conversation scanners over this pipeline.
+    pub(crate) conversation: ConversationScanners,
     /// Running average (EWMA, 1/8) of this pipeline's scan cost in nanoseconds per KiB of
     /// input (inputs under 1 KiB count as 1 KiB); seeded by the probe scan. Decides whether
     /// a request is cheap enough to scan inline (see [`AppState::scan`]).
     ns_per_kib: AtomicU64,
 }
+
+/// Category of the conversation part's findings in the audit log.
+const CONVERSATION_CATEGORY: &str = "conversation";
 
 /// Largest input scanned inline on the async worker (when the pipeline is cheap enough).
 const INLINE_MAX_BYTES: usize = 16 * 1024;
@@ -231,22 +259,131 @@ impl RelateTarget {
     }
 }
 
+/// The conversation scanners of one pipeline.
+#[derive(Debug)]
+pub(crate) struct ConversationScanners {
+    /// What `/v1/scan` runs on `turns`: stateful over the shared store (without the ledger:
+    /// API callers return answers themselves, so none could ever verify) with a
+    /// `[conversation]` section, else stateless.
+    pub(crate) api: Arc<ConversationScanner>,
+    /// What the proxy runs on `messages`, with the store and the ledger; `None` without a
+    /// `[conversation]` section (the proxy then scans the messages as plain segments).
+    pub(crate) proxy: Option<Arc<ConversationScanner>>,
+}
+
+impl ConversationScanners {
+    fn build(
+        pipeline: &Arc<Pipeline>,
+        shared: Option<&Conversations>,
+    ) -> Result<Self, OptionsError> {
+        Ok(match shared {
+            Some(c) => ConversationScanners {
+                api: Arc::new(ConversationScanner::stateful(
+                    pipeline.clone(),
+                    c.options.clone(),
+                    c.store.clone(),
+                    None,
+                )?),
+                proxy: Some(Arc::new(ConversationScanner::stateful(
+                    pipeline.clone(),
+                    c.options.clone(),
+                    c.store.clone(),
+                    Some(c.ledger.clone()),
+                )?)),
+            },
+            None => ConversationScanners {
+                api: Arc::new(ConversationScanner::stateless(
+                    pipeline.clone(),
+                    ConversationOptions::default(),
+                )?),
+                proxy: None,
+            },
+        })
+    }
+}
+
+/// The conversation state of this process (`[conversation]`): one store and one ledger,
+/// built at start and kept across reloads (only the scanners over them are rebuilt with a
+/// new pipeline).
+#[derive(Debug)]
+pub(crate) struct Conversations {
+    options: ConversationOptions,
+    store: Arc<ConversationStore>,
+    ledger: Arc<AssistantLedger>,
+}
+
+/// Why the conversation state could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationSetupError {
+    /// The `[conversation]` options are invalid.
+    #[error("invalid [conversation] options")]
+    Options(#[from] OptionsError),
+    /// No key material was configured and the OS gave no randomness for one.
+    #[error("cannot draw a random conversation key: {0}")]
+    Random(String),
+}
+
+impl Conversations {
+    /// The state a configuration asks for (`None` without an enabled `[conversation]`);
+    /// `get` reads the environment (the key material).
+    pub(crate) fn from_config(
+        cfg: &ServerConfig,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, ConversationSetupError> {
+        let Some(section) = cfg.conversation.as_ref().filter(|c| c.enabled) else {
+            return Ok(None);
+        };
+        let key = match get(&section.key_env).filter(|k| !k.is_empty()) {
+            Some(k) => k.into_bytes(),
+            None => {
+                tracing::warn!(
+                    key_env = %section.key_env,
+                    "no conversation key material in the environment: a random key for this \
+                     process; conversation state and verified answers do not survive a restart"
+                );
+                let mut k = vec![0u8; 32];
+                getrandom::fill(&mut k)
+                    .map_err(|e| ConversationSetupError::Random(e.to_string()))?;
+                k
+            }
+        };
+        let options = section.options.clone();
+        let store = ConversationStore::new(options.store.clone(), &key)?;
+        let ledger = AssistantLedger::new(options.ledger.clone(), &key)?;
+        Ok(Some(Conversations {
+            options,
+            store: Arc::new(store),
+            ledger: Arc::new(ledger),
+        }))
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Arc<ConversationStore> {
+        &self.store
+    }
+}
+
 impl Built {
     fn new(
         pipeline: Pipeline,
         output: OutputScanners,
         relate: RelateTarget,
+        conversations: Option<&Conversations>,
         probe: Duration,
         probe_bytes: usize,
-    ) -> Self {
+    ) -> Result<Self, OptionsError> {
+        let pipeline = Arc::new(pipeline);
+        let conversation = ConversationScanners::build(&pipeline, conversations)?;
         let b = Built {
-            pipeline: Arc::new(pipeline),
+            pipeline,
             output,
             relate,
+            conversation,
             ns_per_kib: AtomicU64::new(u64::MAX),
         };
         b.observe(probe_bytes, probe);
-        b
+        Ok(b)
     }
 
     fn kib(bytes: usize) -> u64 {
@@ -354,6 +491,7 @@ pub struct AppState {
     metrics: Metrics,
     reload_lock: tokio::sync::Mutex<()>,
     started: Instant,
+    conversations: Option<Arc<Conversations>>,
 }
 
 /// Why a pipeline could not be built for serving (at start-up or on reload).
@@ -378,6 +516,9 @@ pub enum PipelineError {
     /// The task building the pipeline panicked.
     #[error("the pipeline build task failed")]
     Task(#[source] tokio::task::JoinError),
+    /// The conversation scanners could not be built.
+    #[error("cannot build the conversation scanner")]
+    Conversation(#[source] OptionsError),
 }
 
 /// Why a reload was rejected (the previous configuration and pipeline keep serving).
@@ -413,6 +554,7 @@ pub(crate) fn build_pipeline(
     cfg: &ServerConfig,
     default_pipeline: &PipelineConfig,
     registry: &Registry,
+    conversations: Option<&Conversations>,
 ) -> Result<Built, PipelineError> {
     let pc = cfg.pipeline_config(default_pipeline)?;
     warn_if_request_deadline_cuts_judge(cfg, &pc);
@@ -424,7 +566,8 @@ pub(crate) fn build_pipeline(
     pipeline.scan_text(PROBE).map_err(PipelineError::Probe)?;
     let probe = started.elapsed();
     let relate = RelateTarget::for_pipeline(&pipeline, registry);
-    Ok(Built::new(pipeline, output, relate, probe, PROBE.len()))
+    Built::new(pipeline, output, relate, conversations, probe, PROBE.len())
+        .map_err(PipelineError::Conversation)
 }
 
 /// A judge layer takes seconds; when the request deadline is not above the layer budget,
@@ -455,6 +598,7 @@ impl AppState {
         registry: Arc<Registry>,
         default_pipeline: PipelineConfig,
         audit: Option<AuditWriter>,
+        conversations: Option<Arc<Conversations>>,
     ) -> Result<AppState, reqwest::Error> {
         let http = build_http_client(&config)?;
         let keys = Keys::from_config(&config);
@@ -473,6 +617,7 @@ impl AppState {
             metrics,
             reload_lock: tokio::sync::Mutex::new(()),
             started: Instant::now(),
+            conversations,
         })
     }
 
@@ -489,6 +634,34 @@ impl AppState {
     /// The output scanner for proxied responses, built with the pipeline in force.
     pub(crate) fn proxy_output_scanner(&self) -> Arc<OutputScanner> {
         self.built.load().output.for_proxy().clone()
+    }
+
+    /// The conversation scanner `/v1/scan` runs on `turns`, over the pipeline in force.
+    pub(crate) fn api_conversation_scanner(&self) -> Arc<ConversationScanner> {
+        self.built.load().conversation.api.clone()
+    }
+
+    /// The proxy's conversation scanner, over the pipeline in force; `None` without a
+    /// `[conversation]` section.
+    pub(crate) fn proxy_conversation_scanner(&self) -> Option<Arc<ConversationScanner>> {
+        self.built.load().conversation.proxy.clone()
+    }
+
+    /// Conversation nodes held in the state (0 without a `[conversation]` section).
+    pub fn conversation_nodes(&self) -> usize {
+        self.conversations.as_ref().map_or(0, |c| c.store().len())
+    }
+
+    /// Whether conversation state is kept (`[conversation]`).
+    pub(crate) fn conversation_stateful(&self) -> bool {
+        self.conversations.is_some()
+    }
+
+    /// The conversation state's size: nodes and ledger entries.
+    pub(crate) fn conversation_sizes(&self) -> Option<(usize, usize)> {
+        self.conversations
+            .as_ref()
+            .map(|c| (c.store.len(), c.ledger.len()))
     }
 
     /// The configuration in force.
@@ -626,6 +799,64 @@ impl AppState {
                 Err(_) => late(),
             }
         };
+        Ok(ScanOutcome {
+            decision: self.degraded(&cfg, &pipeline, &req, failure),
+            sanitized: None,
+        })
+    }
+
+    /// Scans a conversation with `scanner` on the blocking pool under
+    /// `server.request_timeout_ms` and the fail mode, as [`AppState::scan`] does for one
+    /// request: input errors are `Err`; a run past the deadline or a panic is a degraded
+    /// decision (without a conversation part; the run finishes in the background and still
+    /// updates the state).
+    pub(crate) async fn scan_conversation(
+        &self,
+        scanner: Arc<ConversationScanner>,
+        req: Arc<ConversationRequest>,
+    ) -> Result<ConversationOutcome, ServiceError> {
+        let cfg = self.config();
+        let deadline = Duration::from_millis(cfg.server.request_timeout_ms);
+        let (s2, r2) = (scanner.clone(), req.clone());
+        let task = tokio::task::spawn_blocking(move || s2.scan(&r2));
+        let failure = match tokio::time::timeout(deadline, task).await {
+            Ok(Ok(res)) => return res.map_err(ServiceError::from),
+            Ok(Err(join)) => {
+                tracing::error!(error = %join, "conversation scan task failed");
+                "the pipeline failed (internal error)".to_string()
+            }
+            Err(_) => format!(
+                "the request deadline ({} ms) passed before the pipeline finished",
+                cfg.server.request_timeout_ms
+            ),
+        };
+        let mut segments: Vec<Segment> = req
+            .turns
+            .iter()
+            .map(|t| Segment::new(t.role, t.content()))
+            .collect();
+        if segments.is_empty() {
+            segments.push(Segment::new(rampart_core::Role::User, ""));
+        }
+        let mut as_request = ScanRequest::segments(segments);
+        as_request.id = req.id.clone();
+        Ok(ConversationOutcome {
+            decision: self.degraded(&cfg, scanner.pipeline(), &as_request, failure),
+            sanitized: None,
+            drop_messages: Vec::new(),
+        })
+    }
+
+    /// The decision of a run that failed or passed its deadline: the fail mode's action,
+    /// marked degraded.
+    fn degraded(
+        &self,
+        cfg: &ServerConfig,
+        pipeline: &Pipeline,
+        req: &ScanRequest,
+        failure: String,
+    ) -> Decision {
+        let deadline = Duration::from_millis(cfg.server.request_timeout_ms);
         self.metrics.pipeline_failure();
         let mode = cfg
             .server
@@ -643,33 +874,30 @@ impl AppState {
                 "open"
             }
         );
-        Ok(ScanOutcome {
-            decision: Decision {
-                id: req.id.clone(),
-                action,
-                risk: if action == Action::Block {
-                    RiskClass::HighRisk
-                } else {
-                    RiskClass::LowRisk
-                },
-                categories: BTreeMap::new(),
-                layers: Vec::new(),
-                findings: Vec::new(),
-                transforms: Vec::new(),
-                reasons: vec![reason],
-                degraded: true,
-                input_hash: pipeline.input_hash(&req),
-                hash_key_id: pipeline.hash_key_id().to_string(),
-                input_bytes: req.total_bytes(),
-                segments: req.segments.len(),
-                policy_version: pipeline.config().policy.version.clone(),
-                elapsed_us: deadline.as_micros() as u64,
-                judge: None,
-                relational: None,
-                conversation: None,
+        Decision {
+            id: req.id.clone(),
+            action,
+            risk: if action == Action::Block {
+                RiskClass::HighRisk
+            } else {
+                RiskClass::LowRisk
             },
-            sanitized: None,
-        })
+            categories: BTreeMap::new(),
+            layers: Vec::new(),
+            findings: Vec::new(),
+            transforms: Vec::new(),
+            reasons: vec![reason],
+            degraded: true,
+            input_hash: pipeline.input_hash(req),
+            hash_key_id: pipeline.hash_key_id().to_string(),
+            input_bytes: req.total_bytes(),
+            segments: req.segments.len(),
+            policy_version: pipeline.config().policy.version.clone(),
+            elapsed_us: deadline.as_micros() as u64,
+            judge: None,
+            relational: None,
+            conversation: None,
+        }
     }
 
     /// Counts the decision in the metrics and appends it to the audit log, resolving after
@@ -690,13 +918,24 @@ impl AppState {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
             .unwrap_or(0);
-        let rec = AuditRecord::from_decision(
+        let mut rec = AuditRecord::from_decision(
             decision,
             &caller.request_id,
             caller.key_id.as_deref(),
             endpoint,
             now_ms,
         );
+        // The conversation part's findings (HIST_001, CONV_00x) are rule ids like any other:
+        // logged in the findings, under the conversation layer. Never text.
+        if let Some(c) = &decision.conversation {
+            rec.findings
+                .extend(c.findings.iter().map(|f| rampart_audit::AuditFinding {
+                    rule_id: f.id.clone(),
+                    category: CONVERSATION_CATEGORY.into(),
+                    strength: "strong".into(),
+                    layer: rampart_conversation::CONVERSATION_LAYER.into(),
+                }));
+        }
         match writer.append(rec).await {
             Ok(_) => {
                 self.metrics.audit_ok();
@@ -778,6 +1017,8 @@ impl AppState {
                 c.server.max_connections_per_client = old.server.max_connections_per_client;
                 c.tls = old.tls.clone();
                 c.audit = old.audit.clone();
+                // The conversation state lives as long as the process.
+                c.conversation = old.conversation.clone();
                 // The checks run on the configuration that would be in force, not on the
                 // file alone: keys removed from a file whose own `listen` is loopback must
                 // not open a non-loopback listener.
@@ -786,7 +1027,12 @@ impl AppState {
             }
             None => (*old).clone(),
         };
-        let built = build_pipeline(&new_cfg, &self.default_pipeline, &self.registry)?;
+        let built = build_pipeline(
+            &new_cfg,
+            &self.default_pipeline,
+            &self.registry,
+            self.conversations.as_deref(),
+        )?;
         let info = ReloadInfo {
             layers: layer_names(&built.pipeline),
             policy_version: built.pipeline.config().policy.version.clone(),
@@ -823,9 +1069,11 @@ mod tests {
             p,
             output,
             RelateTarget::Unavailable("test".into()),
+            None,
             probe,
             23,
         )
+        .expect("default options")
     }
 
     #[test]

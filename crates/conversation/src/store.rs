@@ -864,15 +864,22 @@ impl ConversationStore {
             }
             None => false,
         };
-        if fresh
-            && let Some(lin) = inner
-                .nodes
-                .get_mut(&chain[a])
-                .and_then(|x| x.lineage.as_deref_mut())
+        if !fresh {
+            return false;
+        }
+        if let Some(lin) = inner
+            .nodes
+            .get_mut(&chain[a])
+            .and_then(|x| x.lineage.as_deref_mut())
         {
             lin.evidence.refusals += 1;
         }
-        fresh
+        // Both rows changed: the persisted copy must learn it.
+        if let Some(t) = &mut inner.tracker {
+            t.node_changed(chain[n]);
+            t.node_changed(chain[a]);
+        }
+        true
     }
 
     /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of

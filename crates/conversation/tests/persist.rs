@@ -470,3 +470,24 @@ fn a_damaged_database_gives_an_error_not_a_panic() {
     );
     assert!(err.to_string().contains("conv.db"));
 }
+
+#[test]
+fn a_refusal_noted_after_a_flush_is_persisted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("conv.db");
+    let clock = Arc::new(ManualClock::new(T0));
+    let s = store_at(StoreOptions::default(), &clock);
+    obs(&s, &[SYS, U1], v(0.1, Action::Allow));
+    let mut db = ConversationDb::open(&path).expect("open");
+    db.flush(Some(&s), None).expect("first flush");
+    // The model refuses the first call; only the refusal changes.
+    assert!(s.note_refusal(&[SYS, U1]));
+    assert!(!s.note_refusal(&[SYS, U1]), "noting twice counts once");
+    let stats = db.flush(Some(&s), None).expect("second flush");
+    assert!(stats.nodes_written >= 1, "{stats:?}");
+
+    let fresh = store_at(StoreOptions::default(), &clock);
+    db.load(Some(&fresh), None).expect("load");
+    let state = fresh.lookup(&[SYS, U1, A1, U2]).expect("known prefix");
+    assert_eq!(state.refusals, 1);
+}

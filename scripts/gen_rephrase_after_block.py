@@ -9,7 +9,7 @@ the repository root:
     python3 scripts/gen_rephrase_after_block.py --check          # build twice, compare bytes, validate
     python3 scripts/gen_rephrase_after_block.py --seeds more.jsonl --count 200 --out /tmp/x.jsonl
 
-Output: `--out` (default `datasets/parts/conv_rephrase_v1.jsonl`, relative to the current
+Output: `--out` (default `datasets/conversations_rephrase_v1.jsonl`, relative to the current
 directory), UTF-8 JSON Lines, one conversation per line, in the conversations_v1 record format:
 
     {"id": "conv-rephrase-NNN", "turns": [...], "label": "attack",
@@ -96,7 +96,7 @@ from random import Random
 
 DEFAULT_SEED = 20
 DEFAULT_COUNT = 120
-DEFAULT_OUT = Path("datasets/parts/conv_rephrase_v1.jsonl")
+DEFAULT_OUT = Path("datasets/conversations_rephrase_v1.jsonl")
 CATEGORY = "rephrase_after_block"
 SOURCE = "rampart-generated:gen_rephrase_after_block.py"
 

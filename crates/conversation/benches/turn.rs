@@ -28,15 +28,22 @@ const USER: [&str; 4] = [
     "Great. Could you suggest a budget for food and transport per day?",
     "Thanks! Last question: which day trips are worth it, Sintra or Cascais?",
 ];
-const ASSISTANT: &str = "Sure. Here is a short plan with a few options, transport tips and a budget.";
+const ASSISTANT: &str =
+    "Sure. Here is a short plan with a few options, transport tips and a budget.";
 
 /// An `n`-message conversation ending with a user message.
 fn conversation(n: usize) -> Vec<Turn> {
-    let mut turns = vec![Turn::new(Role::System, "You are a helpful travel assistant.")];
+    let mut turns = vec![Turn::new(
+        Role::System,
+        "You are a helpful travel assistant.",
+    )];
     let mut i = 0;
     while turns.len() < n {
         if turns.len() % 2 == 1 {
-            turns.push(Turn::new(Role::User, format!("{} ({i})", USER[i % USER.len()])));
+            turns.push(Turn::new(
+                Role::User,
+                format!("{} ({i})", USER[i % USER.len()]),
+            ));
             i += 1;
         } else {
             turns.push(Turn::new(Role::Assistant, ASSISTANT));
@@ -76,7 +83,9 @@ fn bench(c: &mut Criterion) {
                         msgs.iter().map(|(r, t)| (*r, t.as_str())).collect();
                     // The earlier calls are known, as in a running chat.
                     for end in (1..view.len() - 1).filter(|&i| view[i].0 == Role::User) {
-                        store.observe(&view[..=end], None, verdict).expect("observe");
+                        store
+                            .observe(&view[..=end], None, verdict)
+                            .expect("observe");
                         ledger.record(&view[..=end], ASSISTANT);
                     }
                     (store, ledger)

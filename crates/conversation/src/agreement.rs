@@ -36,7 +36,7 @@ use rampart_normalize::Normalizer;
 use rampart_rules::{Matcher, MatcherBuilder, RulePack, Strength};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 /// The embedded history pack (`rules/history.toml` of this crate).
 pub const HISTORY_PACK_SRC: &str = include_str!("../rules/history.toml");
@@ -132,16 +132,12 @@ pub struct AgreementDetector {
 }
 
 impl AgreementDetector {
-    /// The embedded pack and model, compiled on the first call and shared afterwards.
+    /// The embedded pack and model, compiled now: build it once (a scanner does, at
+    /// construction) and share the `Arc`.
     pub fn embedded() -> Result<Arc<Self>, AgreementError> {
-        static EMBEDDED: OnceLock<Result<Arc<AgreementDetector>, AgreementError>> = OnceLock::new();
-        EMBEDDED
-            .get_or_init(|| {
-                let model = LinearModel::from_bytes(AGREEMENT_MODEL_V1)
-                    .map_err(|e| AgreementError::Model(e.to_string()))?;
-                Self::new(HISTORY_PACK_SRC, HISTORY_PACK_ORIGIN, model).map(Arc::new)
-            })
-            .clone()
+        let model = LinearModel::from_bytes(AGREEMENT_MODEL_V1)
+            .map_err(|e| AgreementError::Model(e.to_string()))?;
+        Self::new(HISTORY_PACK_SRC, HISTORY_PACK_ORIGIN, model).map(Arc::new)
     }
 
     /// A detector from a pack's source and a model. Every rule id of the pack must have a

@@ -57,8 +57,8 @@ mod agreement;
 mod chain;
 mod fingerprint;
 mod ledger;
-mod refusal;
 mod persist;
+mod refusal;
 mod risk;
 mod scan;
 mod store;
@@ -86,8 +86,8 @@ pub use risk::{
 pub use scan::{
     CONV_REPHRASE, CONV_RISK, CONV_WINDOW, CONVERSATION_LAYER, ConversationError,
     ConversationOptions, ConversationOutcome, ConversationScanner, DEFAULT_BLOCK_AT,
-    DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS, LoadOptionsError, call_ends,
-    turn_risk, window_text,
+    DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS, HIST_AGREEMENT_MODEL,
+    LoadOptionsError, call_ends, turn_risk, window_text,
 };
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,

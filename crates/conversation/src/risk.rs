@@ -9,9 +9,9 @@ use thiserror::Error;
 /// Default half-life of the accumulation, in turns. Not yet chosen on data.
 pub const DEFAULT_HALF_LIFE_TURNS: f32 = 3.0;
 /// Default weight of the decayed accumulation. Not yet chosen on data.
-pub const DEFAULT_ACCUMULATION_WEIGHT: f32 = 0.5;
+pub const DEFAULT_ACCUMULATION_WEIGHT: f32 = 0.4;
 /// Default weight of the escalation term (per unit of slope, risk per turn). Not yet chosen on data.
-pub const DEFAULT_ESCALATION_WEIGHT: f32 = 0.5;
+pub const DEFAULT_ESCALATION_WEIGHT: f32 = 0.1;
 /// Default number of recent turns the escalation slope is fitted on. Not yet chosen on data.
 pub const DEFAULT_ESCALATION_WINDOW: usize = 3;
 /// Default largest Hamming distance (of 64 bits) at which a turn is a rephrasing of a
@@ -84,6 +84,9 @@ pub enum OptionsError {
     /// `max_turns` must be >= 1.
     #[error("conversation.max_turns must be >= 1, got {0}")]
     MaxTurns(usize),
+    /// The embedded fabricated-agreement detector could not be built (a bug in the build).
+    #[error("the embedded fabricated-agreement detector: {0}")]
+    Agreement(String),
 }
 
 impl RiskParams {

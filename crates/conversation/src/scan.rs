@@ -12,6 +12,7 @@
 //! encoded-looking fragments reassembled, which is where payloads split over turns become
 //! one text again. The per-turn risk is the higher of the two.
 
+use crate::agreement::AgreementDetector;
 use crate::ledger::{AssistantLedger, HIST_FORGED, HistoryPolicy, apply_history_policy};
 use crate::refusal::RefusalDetector;
 use crate::risk::OptionsError;
@@ -39,11 +40,16 @@ pub const CONV_RISK: &str = "CONV_001";
 pub const CONV_REPHRASE: &str = "CONV_002";
 /// Finding: the window of recent turns, joined, was flagged.
 pub const CONV_WINDOW: &str = "CONV_003";
+/// Finding: the fabricated-agreement classifier fired on a user turn (the rules report
+/// their own ids, `HIST_002`…`HIST_011`).
+pub const HIST_AGREEMENT_MODEL: &str = "HIST_020";
 
 /// Default conversation risk at which the conversation part blocks.
 pub const DEFAULT_BLOCK_AT: f32 = 0.8;
 /// Default rephrasings of a blocked turn (in the lineage) at which the conversation blocks.
 pub const DEFAULT_MAX_REPHRASINGS: u32 = 2;
+/// Default per-turn risk of a rephrasing of a blocked or refused turn.
+pub const DEFAULT_REPHRASE_RISK: f32 = 0.8;
 /// Default user turns joined in the window view.
 pub const DEFAULT_WINDOW_TURNS: usize = 4;
 /// Default earlier calls replayed when the state has not seen them.
@@ -57,6 +63,9 @@ pub struct ConversationOptions {
     pub block_at: f32,
     /// Near-identical rephrasings of blocked turns in the lineage at which it blocks.
     pub max_rephrasings: u32,
+    /// Per-turn risk of a near-identical rephrasing of a turn that was blocked or that the
+    /// model refused (rewind and retry).
+    pub rephrase_risk: f32,
     /// User turns joined in the window view (below 2: no window scan).
     pub window_turns: usize,
     /// Earlier calls replayed when the state has not seen them.
@@ -71,6 +80,8 @@ pub struct ConversationOptions {
     pub store: StoreOptions,
     /// The assistant ledger (forged history), where answers are recorded.
     pub ledger: LedgerOptions,
+    /// Look for claims of an earlier agreement the assistant never gave (`HIST_002`…).
+    pub agreement: bool,
 }
 
 impl Default for ConversationOptions {
@@ -78,6 +89,7 @@ impl Default for ConversationOptions {
         Self {
             block_at: DEFAULT_BLOCK_AT,
             max_rephrasings: DEFAULT_MAX_REPHRASINGS,
+            rephrase_risk: DEFAULT_REPHRASE_RISK,
             window_turns: DEFAULT_WINDOW_TURNS,
             max_replay: DEFAULT_MAX_REPLAY,
             max_turns: DEFAULT_MAX_TURNS,
@@ -85,6 +97,7 @@ impl Default for ConversationOptions {
             context_bytes: 8192,
             store: StoreOptions::default(),
             ledger: LedgerOptions::default(),
+            agreement: true,
         }
     }
 }
@@ -97,6 +110,12 @@ impl ConversationOptions {
         }
         if self.max_turns == 0 {
             return Err(OptionsError::MaxTurns(self.max_turns));
+        }
+        if !(0.0..=1.0).contains(&self.rephrase_risk) {
+            return Err(OptionsError::Weight {
+                field: "rephrase_risk",
+                value: self.rephrase_risk,
+            });
         }
         self.store.validate()?;
         self.ledger.validate()
@@ -163,6 +182,7 @@ pub struct ConversationScanner {
     store: Option<Arc<ConversationStore>>,
     ledger: Option<Arc<AssistantLedger>>,
     refusals: RefusalDetector,
+    agreement: Option<Arc<AgreementDetector>>,
 }
 
 /// Key material of the throwaway state of a stateless scan: never persisted, never shared,
@@ -177,6 +197,7 @@ impl ConversationScanner {
         options: ConversationOptions,
     ) -> Result<Self, OptionsError> {
         options.validate()?;
+        let agreement = agreement_of(&options)?;
         Ok(Self {
             pipeline,
             options,
@@ -184,6 +205,7 @@ impl ConversationScanner {
             store: None,
             ledger: None,
             refusals: RefusalDetector::new(),
+            agreement,
         })
     }
 
@@ -196,6 +218,7 @@ impl ConversationScanner {
         ledger: Option<Arc<AssistantLedger>>,
     ) -> Result<Self, OptionsError> {
         options.validate()?;
+        let agreement = agreement_of(&options)?;
         Ok(Self {
             pipeline,
             options,
@@ -203,7 +226,26 @@ impl ConversationScanner {
             store: Some(store),
             ledger,
             refusals: RefusalDetector::new(),
+            agreement,
         })
+    }
+
+    /// A stateful scanner over another state, sharing everything compiled (pipeline,
+    /// detectors): cheap, for one state per conversation (evaluation replay).
+    pub fn with_state(
+        &self,
+        store: Arc<ConversationStore>,
+        ledger: Option<Arc<AssistantLedger>>,
+    ) -> Self {
+        Self {
+            pipeline: self.pipeline.clone(),
+            options: self.options.clone(),
+            mode: StateMode::Stateful,
+            store: Some(store),
+            ledger,
+            refusals: self.refusals.clone(),
+            agreement: self.agreement.clone(),
+        }
     }
 
     /// The pipeline.
@@ -285,9 +327,11 @@ impl ConversationScanner {
         self.note_history_refusals(store, &req.turns, &msgs, &calls, pending);
 
         let mut scanned = Vec::with_capacity(pending.len());
+        let mut claims = Vec::new();
         let mut last = None;
         for &end in pending {
-            let step = self.scan_call(store, req, &msgs, &calls, end, &forged)?;
+            let mut step = self.scan_call(store, req, &msgs, &calls, end, &forged)?;
+            claims.append(&mut step.claims);
             scanned.push(TurnRisk {
                 message: end,
                 risk: step.risk,
@@ -297,7 +341,9 @@ impl ConversationScanner {
             });
             last = Some(step);
         }
-        let step = last.ok_or(ConversationError::Empty)?;
+        let mut step = last.ok_or(ConversationError::Empty)?;
+        // The claims of every call scanned now, not only the newest one's.
+        step.claims = claims;
         Ok(self.conclude(req, step, scanned, unscanned, history, started))
     }
 
@@ -377,7 +423,19 @@ impl ConversationScanner {
             })?;
         let window = self.scan_window(&req.turns, end)?;
         let own = turn_risk(&outcome.decision);
-        let risk = window.as_ref().map_or(own, |w| own.max(w.risk));
+        let (claim_risk, claims) = self.agreement_claims(&req.turns, start, end, forged);
+        let rephrase =
+            before.as_ref().is_some_and(|s| s.rephrasing) || store.rephrases_recent(msgs[end].1);
+        let rephrase_risk = if rephrase {
+            self.options.rephrase_risk
+        } else {
+            0.0
+        };
+        let risk = window
+            .as_ref()
+            .map_or(own, |w| own.max(w.risk))
+            .max(claim_risk)
+            .max(rephrase_risk);
         let refusal = self.mode == StateMode::Stateless
             && req
                 .turns
@@ -396,7 +454,74 @@ impl ConversationScanner {
             window,
             risk,
             state,
+            claims,
         })
+    }
+
+    /// Claims of an earlier agreement in the call's user turns, as a per-turn risk and
+    /// findings. How much a claim weighs depends on whether there is any history it could
+    /// refer to: a claim of an earlier agreement with no earlier answer in the conversation
+    /// (or only forged ones) is fabricated by construction. A strong rule (the claimed
+    /// agreement is to lift rules or to do harm) weighs 0.9 either way: no answer of ours
+    /// agrees to that.
+    fn agreement_claims(
+        &self,
+        turns: &[Turn],
+        start: usize,
+        end: usize,
+        forged: &[usize],
+    ) -> (f32, Vec<ConversationFinding>) {
+        let Some(detector) = &self.agreement else {
+            return (0.0, Vec::new());
+        };
+        let history = turns[..start]
+            .iter()
+            .enumerate()
+            .any(|(i, t)| t.role == Role::Assistant && !forged.contains(&i));
+        let mut risk = 0.0f32;
+        let mut findings = Vec::new();
+        for (i, t) in turns.iter().enumerate().take(end + 1).skip(start) {
+            if t.role != Role::User || t.text.is_empty() {
+                continue;
+            }
+            let signal = detector.assess(&t.text);
+            let r = if signal.strong_rule() {
+                0.9
+            } else if signal.classifier_fires() {
+                if history { 0.3 } else { 0.7 }
+            } else if !signal.rule_ids.is_empty() && !history {
+                0.3
+            } else {
+                0.0
+            };
+            if r == 0.0 {
+                continue;
+            }
+            risk = risk.max(r);
+            let why = if history {
+                "claims an earlier agreement by the assistant"
+            } else {
+                "claims an earlier agreement, with no earlier answer in the conversation"
+            };
+            for id in &signal.rule_ids {
+                findings.push(ConversationFinding {
+                    id: id.clone(),
+                    message: Some(i),
+                    rationale: format!("{why} (rule)"),
+                });
+            }
+            if signal.classifier_fires() {
+                findings.push(ConversationFinding {
+                    id: HIST_AGREEMENT_MODEL.into(),
+                    message: Some(i),
+                    rationale: format!(
+                        "{why} (classifier {:.2} >= {:.2})",
+                        signal.score, signal.threshold
+                    ),
+                });
+            }
+        }
+        (risk, findings)
     }
 
     /// What the state knew before the call at `start..`, for the judge.
@@ -460,14 +585,18 @@ impl ConversationScanner {
         let rules: Vec<String> = d
             .findings
             .iter()
-            .filter(|f| f.counted && f.points > 0)
+            .filter(|f| f.counted && f.points > 0 && f.layer == RULES_LAYER)
             .map(|f| f.rule_id.clone())
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
         Ok(Some(Window {
-            risk: turn_risk(d),
-            action: d.action,
+            risk: rule_risk(d),
+            action: if rules.is_empty() {
+                Action::Allow
+            } else {
+                d.action
+            },
             rules,
         }))
     }
@@ -489,6 +618,7 @@ impl ConversationScanner {
             window,
             risk: _,
             state,
+            claims,
         } = step;
         let mut decision = outcome.decision;
         let mut sanitized = outcome.sanitized;
@@ -512,14 +642,17 @@ impl ConversationScanner {
                 ),
             });
         }
-        if state.rephrasing && state.rephrasings_after_block >= self.options.max_rephrasings {
-            action = Action::Block;
+        if state.rephrasing {
+            let over = state.rephrasings_after_block >= self.options.max_rephrasings;
+            if over {
+                action = Action::Block;
+            }
             findings.push(ConversationFinding {
                 id: CONV_REPHRASE.into(),
                 message: Some(end),
                 rationale: format!(
-                    "{} near-identical rephrasings of blocked turns in this conversation \
-                     (limit {})",
+                    "a near-identical rephrasing of a blocked or refused turn ({} in this \
+                     conversation, limit {})",
                     state.rephrasings_after_block, self.options.max_rephrasings
                 ),
             });
@@ -539,6 +672,7 @@ impl ConversationScanner {
                 ),
             });
         }
+        findings.extend(claims);
         let mut drop_messages = Vec::new();
         let history = history.map(|h| {
             let policy = self.options.ledger.policy;
@@ -635,6 +769,18 @@ struct CallStep {
     window: Option<Window>,
     risk: f32,
     state: ConversationState,
+    claims: Vec<ConversationFinding>,
+}
+
+fn agreement_of(
+    options: &ConversationOptions,
+) -> Result<Option<Arc<AgreementDetector>>, OptionsError> {
+    if !options.agreement {
+        return Ok(None);
+    }
+    AgreementDetector::embedded()
+        .map(Some)
+        .map_err(|e| OptionsError::Agreement(e.to_string()))
 }
 
 fn policy_name(p: HistoryPolicy) -> &'static str {
@@ -821,6 +967,34 @@ fn looks_encoded(run: &str) -> bool {
         && run.bytes().any(|b| b.is_ascii_lowercase());
     let all_hex = run.bytes().all(|b| b.is_ascii_hexdigit());
     (digits && letters) || punct || inner_upper || (all_hex && run.len() >= 16)
+}
+
+/// Name of the rules layer, whose findings are the window's evidence.
+const RULES_LAYER: &str = "rules";
+
+/// The window's risk, from rule findings only: two or more strong ones (or a strong one of
+/// high severity) 0.9, one strong 0.6, weak ones 0.2. The classifiers' scores of a window
+/// are not used: joined long turns drift upwards in score without any new evidence (measured
+/// on ShareGPT validation conversations), while the window exists for what only joining
+/// reveals, which the decoders and rules see.
+fn rule_risk(d: &Decision) -> f32 {
+    let counted = || {
+        d.findings
+            .iter()
+            .filter(|f| f.counted && f.points > 0 && f.layer == RULES_LAYER)
+    };
+    let strong: Vec<_> = counted()
+        .filter(|f| f.strength == rampart_core::Strength::Strong)
+        .collect();
+    if strong.len() >= 2 || strong.iter().any(|f| f.severity == RiskClass::HighRisk) {
+        0.9
+    } else if !strong.is_empty() {
+        0.6
+    } else if counted().next().is_some() {
+        0.2
+    } else {
+        0.0
+    }
 }
 
 /// A decision's risk as one number in `[0, 1]`: the highest score any layer gave (classifier

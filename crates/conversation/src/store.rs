@@ -15,6 +15,9 @@ use thiserror::Error;
 pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
 /// Default time to live of a node since it was last seen: one day.
 pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
+/// Fingerprints of blocked or refused turns kept over all lineages (oldest dropped first).
+pub const MAX_RECENT_FINGERPRINTS: usize = 1024;
+
 /// Fingerprints of blocked turns kept per lineage (oldest dropped first).
 pub const MAX_BLOCKED_FINGERPRINTS: usize = 32;
 /// Conversation-id hints kept per lineage.
@@ -452,6 +455,10 @@ impl Tracker {
 
 #[derive(Debug, Default)]
 struct Inner {
+    /// Fingerprints of the latest blocked or refused turns over every lineage (oldest
+    /// first): a client that starts a new lineage (a new first message) and repeats a
+    /// refused request nearly word for word is still a rephrasing. Not persisted.
+    recent: std::collections::VecDeque<u64>,
     nodes: HashMap<ChainKey, Node>,
     lru: BTreeMap<u64, ChainKey>,
     hints: HashMap<[u8; 32], HintSlot>,
@@ -578,6 +585,18 @@ impl fmt::Debug for ConversationStore {
             .field("inner", &*self.lock())
             .finish()
     }
+}
+
+/// Keeps a blocked or refused turn's fingerprint in its lineage and in the store-wide ring.
+fn remember_fingerprint(lin: &mut Lineage, recent: &mut std::collections::VecDeque<u64>, fp: u64) {
+    if lin.blocked.len() == MAX_BLOCKED_FINGERPRINTS {
+        lin.blocked.remove(0);
+    }
+    lin.blocked.push(fp);
+    if recent.len() == MAX_RECENT_FINGERPRINTS {
+        recent.pop_front();
+    }
+    recent.push_back(fp);
 }
 
 /// Index (1-based, in chain positions) of the lineage anchor: the prefix ending with the
@@ -731,28 +750,28 @@ impl ConversationStore {
         let d = self.options.risk.rephrase_distance;
         let mut dropped_hint = None;
         let (evidence, risk, rephrasing) = {
+            let inner = &mut *inner;
+            let recent = &mut inner.recent;
             let node = inner
                 .nodes
                 .get_mut(&anchor)
                 .expect("the anchor was touched above");
             let lin = node.lineage.get_or_insert_with(Box::default);
-            let rephrasing = lin.blocked.iter().any(|b| hamming(*b, fp) <= d);
+            let rephrasing = lin.blocked.iter().any(|b| hamming(*b, fp) <= d)
+                || recent.iter().any(|b| hamming(*b, fp) <= d);
             if rephrasing {
                 lin.evidence.rephrasings_after_block += 1;
             }
             match verdict.action {
-                Action::Block => {
-                    lin.evidence.blocks += 1;
-                    if lin.blocked.len() == MAX_BLOCKED_FINGERPRINTS {
-                        lin.blocked.remove(0);
-                    }
-                    lin.blocked.push(fp);
-                }
+                Action::Block => lin.evidence.blocks += 1,
                 Action::Sanitize => lin.evidence.sanitizes += 1,
                 Action::Allow => {}
             }
             if verdict.refusal {
                 lin.evidence.refusals += 1;
+            }
+            if verdict.action == Action::Block || verdict.refusal {
+                remember_fingerprint(lin, recent, fp);
             }
             if let Some(h) = hint_hash
                 && !lin.hints.contains(&h)
@@ -829,7 +848,8 @@ impl ConversationStore {
             sanitizes: evidence.sanitizes,
             refusals: evidence.refusals,
             rephrasings_after_block: evidence.rephrasings_after_block,
-            rephrasing: lin.is_some_and(|l| l.blocked.iter().any(|b| hamming(*b, fp) <= d)),
+            rephrasing: lin.is_some_and(|l| l.blocked.iter().any(|b| hamming(*b, fp) <= d))
+                || inner.recent.iter().any(|b| hamming(*b, fp) <= d),
             inherited_from_prefix_len: known,
             hint_matched: false,
             hint_evidence: Evidence::default(),
@@ -867,12 +887,18 @@ impl ConversationStore {
         if !fresh {
             return false;
         }
-        if let Some(lin) = inner
+        // The refused turn is remembered like a blocked one: a near-identical retry is a
+        // rephrasing (Crescendo rewinds after a refusal as much as after a BLOCK).
+        let fp = simhash(&self.secret, messages[n - 1].1);
+        let inner_ref = &mut *inner;
+        let recent = &mut inner_ref.recent;
+        if let Some(lin) = inner_ref
             .nodes
             .get_mut(&chain[a])
             .and_then(|x| x.lineage.as_deref_mut())
         {
             lin.evidence.refusals += 1;
+            remember_fingerprint(lin, recent, fp);
         }
         // Both rows changed: the persisted copy must learn it.
         if let Some(t) = &mut inner.tracker {
@@ -880,6 +906,14 @@ impl ConversationStore {
             t.node_changed(chain[a]);
         }
         true
+    }
+
+    /// Whether `text` is a near-identical rephrasing of a turn blocked or refused in any
+    /// lineage lately (the store-wide ring; nothing recorded).
+    pub fn rephrases_recent(&self, text: &str) -> bool {
+        let fp = simhash(&self.secret, text);
+        let d = self.options.risk.rephrase_distance;
+        self.lock().recent.iter().any(|b| hamming(*b, fp) <= d)
     }
 
     /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of

@@ -2,8 +2,8 @@
 
 use proptest::prelude::*;
 use rampart_conversation::{
-    ChainSecret, ConversationState, ConversationStore, ManualClock, OptionsError, RiskParams,
-    StoreOptions, TurnVerdict, hamming, normalize, score, simhash,
+    ChainSecret, ConversationState, ConversationStore, DEFAULT_ESCALATION_WEIGHT, ManualClock,
+    OptionsError, RiskParams, StoreOptions, TurnVerdict, hamming, normalize, score, simhash,
 };
 use rampart_core::{Action, Role};
 use std::sync::Arc;
@@ -275,7 +275,10 @@ fn decay_halves_at_the_half_life() {
 fn escalation_fires_on_rising_risk_only() {
     let p = RiskParams::default();
     let rising = score(&p, &[0.1, 0.3, 0.5]);
-    assert!((rising.escalation - 0.5 * 0.2).abs() < 1e-6, "{rising:?}");
+    assert!(
+        (rising.escalation - DEFAULT_ESCALATION_WEIGHT * 0.2).abs() < 1e-6,
+        "{rising:?}"
+    );
     assert_eq!(score(&p, &[0.5, 0.3, 0.1]).escalation, 0.0);
     assert_eq!(score(&p, &[0.3, 0.3, 0.3]).escalation, 0.0);
     // Only the last N turns: an old rise followed by a flat stretch does not fire.

@@ -21,7 +21,7 @@ use rampart_conversation::{
     AssistantLedger, ConversationOptions, ConversationScanner, ConversationStore, OptionsError,
 };
 use rampart_core::conversation::{ConversationRequest, Turn};
-use rampart_core::{Action, Decision, Pipeline, Role};
+use rampart_core::{Action, Decision, Role};
 use rampart_datasets::DatasetTurn;
 use std::path::Path;
 use std::sync::Arc;
@@ -87,16 +87,18 @@ pub fn is_call_end(turns: &[DatasetTurn], i: usize) -> bool {
 }
 
 /// Replays one conversation (see the module docs). `id` is echoed in the decisions.
+///
+/// `base` holds what is compiled (pipeline, detectors, options); the replay gets a fresh
+/// state and ledger of its own from it.
 pub fn replay(
-    pipeline: &Arc<Pipeline>,
-    options: &ConversationOptions,
+    base: &ConversationScanner,
     id: &str,
     turns: &[DatasetTurn],
 ) -> Result<Replay, OptionsError> {
+    let options = base.options();
     let store = Arc::new(ConversationStore::new(options.store.clone(), REPLAY_KEY)?);
     let ledger = Arc::new(AssistantLedger::new(options.ledger.clone(), REPLAY_KEY)?);
-    let scanner =
-        ConversationScanner::stateful(pipeline.clone(), options.clone(), store, Some(ledger))?;
+    let scanner = base.with_state(store, Some(ledger));
     let mut out = Replay::default();
     let mut sent: Vec<Turn> = Vec::with_capacity(turns.len());
     for (i, t) in turns.iter().enumerate() {

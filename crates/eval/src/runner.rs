@@ -7,7 +7,7 @@ use crate::log::{
     RelationalLog,
 };
 use crate::replay::{Replay, replay};
-use rampart_conversation::ConversationOptions;
+use rampart_conversation::{ConversationOptions, ConversationScanner};
 use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
@@ -128,6 +128,11 @@ pub fn run(
         return Err(EvalError::Empty("no dataset"));
     }
     opts.conversation.validate()?;
+    // Compiled once per configuration; each conversation replay gets its own state.
+    let bases: Vec<ConversationScanner> = configs
+        .iter()
+        .map(|c| ConversationScanner::stateless(c.pipeline.clone(), opts.conversation.clone()))
+        .collect::<Result<_, _>>()?;
     let mut names = BTreeSet::new();
     for c in configs {
         if !names.insert(c.name.as_str()) {
@@ -193,10 +198,10 @@ pub fn run(
                     eval_conversation(
                         run_id,
                         &configs[c],
+                        &bases[c],
                         key_ids[c],
                         &names[d],
                         record,
-                        &opts.conversation,
                     )
                 } else {
                     eval_one(run_id, &configs[c], key_ids[c], &names[d], record)
@@ -291,14 +296,14 @@ pub fn eval_one(
 pub fn eval_conversation(
     run_id: &str,
     config: &NamedPipeline,
+    base: &ConversationScanner,
     hash_key_id: &str,
     dataset: &str,
     record: &Record,
-    options: &ConversationOptions,
 ) -> EvalLogRecord {
     let turns = record.turns.as_deref().unwrap_or_default();
     let t = Instant::now();
-    let result = replay(&config.pipeline, options, &record.id, turns);
+    let result = replay(base, &record.id, turns);
     let elapsed_us = u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX);
     let mut log = base_log(run_id, config, hash_key_id, dataset, record, elapsed_us);
     let rep = match result {

@@ -87,7 +87,7 @@ pub use scan::{
     CONV_REPHRASE, CONV_RISK, CONV_WINDOW, CONVERSATION_LAYER, ConversationError,
     ConversationOptions, ConversationOutcome, ConversationScanner, DEFAULT_BLOCK_AT,
     DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS, HIST_AGREEMENT_MODEL,
-    LoadOptionsError, call_ends, turn_risk, window_text,
+    LoadOptionsError, SERVICE_KEYS, call_ends, turn_risk, window_text,
 };
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,

@@ -1042,6 +1042,12 @@ pub enum LoadOptionsError {
         /// Why.
         source: Box<toml::de::Error>,
     },
+    /// The file has no `[conversation]` table.
+    #[error("{path}: no `[conversation]` table")]
+    Missing {
+        /// The file.
+        path: std::path::PathBuf,
+    },
     /// A value is out of range.
     #[error("{path}: {source}")]
     Invalid {
@@ -1052,31 +1058,58 @@ pub enum LoadOptionsError {
     },
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct OptionsFile {
-    #[serde(default)]
-    conversation: ConversationOptions,
-}
+/// Keys of the `[conversation]` table that belong to the service (`rampart serve`), not to
+/// these options: [`ConversationOptions::from_toml_str`] skips them, so one file serves both.
+pub const SERVICE_KEYS: [&str; 4] = ["enabled", "key_env", "persist_path", "flush_seconds"];
 
 impl ConversationOptions {
-    /// Reads the `[conversation]` table of a TOML file (`configs/conversation.toml`); every
-    /// field is optional, unknown fields are refused, values are validated.
+    /// Reads the `[conversation]` table of a TOML file (`configs/conversation.toml`, or a
+    /// server configuration as it is); see [`ConversationOptions::from_toml_str`].
     pub fn load(path: &std::path::Path) -> Result<Self, LoadOptionsError> {
         let text = std::fs::read_to_string(path).map_err(|source| LoadOptionsError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        let file: OptionsFile = toml::from_str(&text).map_err(|e| LoadOptionsError::Parse {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        })?;
-        file.conversation
-            .validate()
-            .map_err(|source| LoadOptionsError::Invalid {
+        Self::from_toml_str(&text).map_err(|e| match e {
+            LoadOptionsError::Parse { source, .. } => LoadOptionsError::Parse {
                 path: path.to_path_buf(),
                 source,
+            },
+            LoadOptionsError::Invalid { source, .. } => LoadOptionsError::Invalid {
+                path: path.to_path_buf(),
+                source,
+            },
+            LoadOptionsError::Missing { .. } => LoadOptionsError::Missing {
+                path: path.to_path_buf(),
+            },
+            other => other,
+        })
+    }
+
+    /// The `[conversation]` table of a TOML document: every field optional, unknown fields
+    /// refused (the service's own keys, [`SERVICE_KEYS`], are skipped; other top-level tables
+    /// are ignored), values validated.
+    pub fn from_toml_str(src: &str) -> Result<Self, LoadOptionsError> {
+        let parse = |source: toml::de::Error| LoadOptionsError::Parse {
+            path: std::path::PathBuf::from("[conversation]"),
+            source: Box::new(source),
+        };
+        let mut doc: toml::Table = toml::from_str(src).map_err(parse)?;
+        let Some(toml::Value::Table(mut table)) = doc.remove("conversation") else {
+            return Err(LoadOptionsError::Missing {
+                path: std::path::PathBuf::from("[conversation]"),
+            });
+        };
+        for k in SERVICE_KEYS {
+            table.remove(k);
+        }
+        let options: Self = table.try_into().map_err(parse)?;
+        options
+            .validate()
+            .map_err(|source| LoadOptionsError::Invalid {
+                path: std::path::PathBuf::from("[conversation]"),
+                source,
             })?;
-        Ok(file.conversation)
+        Ok(options)
     }
 }

@@ -295,3 +295,20 @@ fn oversized_conversations_are_refused() {
     assert!(err.to_string().contains("limit is 2"), "{err}");
     assert!(s.scan(&conv(&[])).is_err());
 }
+
+#[test]
+fn the_shipped_conversation_config_holds_the_defaults() {
+    let src = include_str!("../../../configs/conversation.toml");
+    let parsed = ConversationOptions::from_toml_str(src).unwrap();
+    assert_eq!(parsed, ConversationOptions::default());
+    // A server's own keys are skipped; anything else unknown is refused.
+    let served = "[conversation]\nenabled = true\nkey_env = \"K\"\nblock_at = 0.9\n";
+    assert_eq!(
+        ConversationOptions::from_toml_str(served).unwrap().block_at,
+        0.9
+    );
+    let err =
+        ConversationOptions::from_toml_str("[conversation]\nblock_at_typo = 1\n").unwrap_err();
+    assert!(err.to_string().contains("block_at_typo"), "{err}");
+    assert!(ConversationOptions::from_toml_str("[conversation]\nblock_at = 0\n").is_err());
+}

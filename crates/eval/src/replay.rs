@@ -155,15 +155,5 @@ pub fn load_options(path: &Path) -> Result<ConversationOptions, crate::EvalError
 
 /// [`load_options`] on a string.
 pub fn parse_options(src: &str) -> Result<ConversationOptions, String> {
-    let mut doc: toml::Table = toml::from_str(src).map_err(|e| e.to_string())?;
-    let table = doc
-        .remove("conversation")
-        .ok_or("no `[conversation]` table")?;
-    let options: ConversationOptions = table
-        .try_into()
-        .map_err(|e: toml::de::Error| format!("[conversation]: {e}"))?;
-    options
-        .validate()
-        .map_err(|e| format!("[conversation]: {e}"))?;
-    Ok(options)
+    ConversationOptions::from_toml_str(src).map_err(|e| e.to_string())
 }

@@ -75,6 +75,12 @@ impl ChainSecret {
         u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]])
     }
 
+    /// The 32-bit keyed hash of a content word (rephrasing by shared words).
+    pub(crate) fn word_hash(&self, word: &str) -> u32 {
+        let h = self.hash(6, &[word.as_bytes()]);
+        u32::from_le_bytes([h[0], h[1], h[2], h[3]])
+    }
+
     /// The ledger entry of an assistant message: `H(k, 5 || prefix key || H(k, normalized text))`.
     pub(crate) fn ledger_hash(&self, prefix: &ChainKey, text: &str) -> [u8; 32] {
         let m = self.message_hash(text);

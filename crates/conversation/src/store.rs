@@ -1,7 +1,7 @@
 //! The store: nodes keyed by chain key, lineage evidence, LRU with TTL.
 
 use crate::chain::{ChainKey, ChainSecret};
-use crate::fingerprint::{hamming, simhash};
+use crate::fingerprint::{content_words, hamming, shares_words, simhash};
 use crate::risk::{OptionsError, RiskParams, score};
 use rampart_core::{Action, Role};
 use serde::{Deserialize, Serialize};
@@ -17,6 +17,11 @@ pub const DEFAULT_MAX_ENTRIES: usize = 100_000;
 pub const DEFAULT_TTL_SECONDS: u64 = 86_400;
 /// Fingerprints of blocked or refused turns kept over all lineages (oldest dropped first).
 pub const MAX_RECENT_FINGERPRINTS: usize = 1024;
+
+/// Content-word sets of blocked or refused turns kept over all lineages.
+pub const MAX_RECENT_WORD_SETS: usize = 256;
+/// Content-word sets of blocked or refused turns kept per lineage.
+const MAX_BLOCKED_WORD_SETS: usize = 8;
 
 /// Fingerprints of blocked turns kept per lineage (oldest dropped first).
 pub const MAX_BLOCKED_FINGERPRINTS: usize = 32;
@@ -317,6 +322,7 @@ fn node_from_row(row: NodeRow, tick: u64) -> Option<Node> {
                 evidence: l.evidence,
                 peak_conversation_risk: restored_risk(l.peak_risk)?,
                 blocked,
+                blocked_words: Vec::new(),
                 hints,
             }))
         }
@@ -347,6 +353,8 @@ struct Lineage {
     /// Highest conversation risk reported on any branch: a rewind cannot lower the risk.
     peak_conversation_risk: f32,
     blocked: Vec<u64>,
+    /// Content words of the latest blocked or refused turns (not persisted).
+    blocked_words: Vec<Vec<u32>>,
     hints: Vec<[u8; 32]>,
 }
 
@@ -459,6 +467,8 @@ struct Inner {
     /// first): a client that starts a new lineage (a new first message) and repeats a
     /// refused request nearly word for word is still a rephrasing. Not persisted.
     recent: std::collections::VecDeque<u64>,
+    /// Content words of the same turns (the last [`MAX_RECENT_WORD_SETS`]).
+    recent_words: std::collections::VecDeque<Vec<u32>>,
     nodes: HashMap<ChainKey, Node>,
     lru: BTreeMap<u64, ChainKey>,
     hints: HashMap<[u8; 32], HintSlot>,
@@ -587,16 +597,58 @@ impl fmt::Debug for ConversationStore {
     }
 }
 
-/// Keeps a blocked or refused turn's fingerprint in its lineage and in the store-wide ring.
-fn remember_fingerprint(lin: &mut Lineage, recent: &mut std::collections::VecDeque<u64>, fp: u64) {
+/// A turn's two fingerprints: the SimHash and the content words.
+struct TurnPrint {
+    simhash: u64,
+    words: Vec<u32>,
+}
+
+impl TurnPrint {
+    fn of(secret: &ChainSecret, text: &str) -> Self {
+        Self {
+            simhash: simhash(secret, text),
+            words: content_words(secret, text),
+        }
+    }
+
+    /// Near-identical (SimHash within `d` bits) or sharing most content words.
+    fn matches(&self, simhashes: &[u64], words: &[Vec<u32>], d: u32) -> bool {
+        simhashes.iter().any(|b| hamming(*b, self.simhash) <= d)
+            || words.iter().any(|w| shares_words(w, &self.words))
+    }
+
+    fn matches_recent(&self, inner: &Inner, d: u32) -> bool {
+        inner.recent.iter().any(|b| hamming(*b, self.simhash) <= d)
+            || inner
+                .recent_words
+                .iter()
+                .any(|w| shares_words(w, &self.words))
+    }
+}
+
+/// Keeps a blocked or refused turn's fingerprints in its lineage and in the store-wide rings.
+fn remember_fingerprint(
+    lin: &mut Lineage,
+    recent: &mut std::collections::VecDeque<u64>,
+    recent_words: &mut std::collections::VecDeque<Vec<u32>>,
+    print: &TurnPrint,
+) {
     if lin.blocked.len() == MAX_BLOCKED_FINGERPRINTS {
         lin.blocked.remove(0);
     }
-    lin.blocked.push(fp);
+    lin.blocked.push(print.simhash);
+    if lin.blocked_words.len() == MAX_BLOCKED_WORD_SETS {
+        lin.blocked_words.remove(0);
+    }
+    lin.blocked_words.push(print.words.clone());
     if recent.len() == MAX_RECENT_FINGERPRINTS {
         recent.pop_front();
     }
-    recent.push_back(fp);
+    recent.push_back(print.simhash);
+    if recent_words.len() == MAX_RECENT_WORD_SETS {
+        recent_words.pop_front();
+    }
+    recent_words.push_back(print.words.clone());
 }
 
 /// Index (1-based, in chain positions) of the lineage anchor: the prefix ending with the
@@ -667,7 +719,15 @@ impl ConversationStore {
             .nodes
             .values()
             .filter_map(|n| n.lineage.as_ref())
-            .map(|l| size_of::<Lineage>() + l.blocked.capacity() * 8 + l.hints.capacity() * 32)
+            .map(|l| {
+                size_of::<Lineage>()
+                    + l.blocked.capacity() * 8
+                    + l.blocked_words
+                        .iter()
+                        .map(|w| 24 + w.capacity() * 4)
+                        .sum::<usize>()
+                    + l.hints.capacity() * 32
+            })
             .sum();
         let tracker = inner.tracker.as_ref().map_or(0, Tracker::approx_bytes);
         nodes + lru + hints + lineages + tracker
@@ -692,7 +752,7 @@ impl ConversationStore {
         let chain = self.secret.chain(messages);
         let n = messages.len();
         let a = anchor_index(messages);
-        let fp = simhash(&self.secret, last_text);
+        let print = TurnPrint::of(&self.secret, last_text);
         let hint_hash = hint.map(|h| self.secret.hint(h));
         let ttl = self.options.ttl_seconds;
         let now = self.clock.now();
@@ -752,13 +812,15 @@ impl ConversationStore {
         let (evidence, risk, rephrasing) = {
             let inner = &mut *inner;
             let recent = &mut inner.recent;
+            let recent_words = &mut inner.recent_words;
             let node = inner
                 .nodes
                 .get_mut(&anchor)
                 .expect("the anchor was touched above");
             let lin = node.lineage.get_or_insert_with(Box::default);
-            let rephrasing = lin.blocked.iter().any(|b| hamming(*b, fp) <= d)
-                || recent.iter().any(|b| hamming(*b, fp) <= d);
+            let rephrasing = print.matches(&lin.blocked, &lin.blocked_words, d)
+                || recent.iter().any(|b| hamming(*b, print.simhash) <= d)
+                || recent_words.iter().any(|w| shares_words(w, &print.words));
             if rephrasing {
                 lin.evidence.rephrasings_after_block += 1;
             }
@@ -771,7 +833,7 @@ impl ConversationStore {
                 lin.evidence.refusals += 1;
             }
             if verdict.action == Action::Block || verdict.refusal {
-                remember_fingerprint(lin, recent, fp);
+                remember_fingerprint(lin, recent, recent_words, &print);
             }
             if let Some(h) = hint_hash
                 && !lin.hints.contains(&h)
@@ -834,7 +896,7 @@ impl ConversationStore {
             .live(&chain[a], now, ttl)
             .and_then(|x| x.lineage.as_deref());
         let evidence = lin.map(|l| l.evidence).unwrap_or_default();
-        let fp = simhash(&self.secret, last_text);
+        let print = TurnPrint::of(&self.secret, last_text);
         let d = self.options.risk.rephrase_distance;
         Some(ConversationState {
             risk: terms
@@ -848,8 +910,8 @@ impl ConversationStore {
             sanitizes: evidence.sanitizes,
             refusals: evidence.refusals,
             rephrasings_after_block: evidence.rephrasings_after_block,
-            rephrasing: lin.is_some_and(|l| l.blocked.iter().any(|b| hamming(*b, fp) <= d))
-                || inner.recent.iter().any(|b| hamming(*b, fp) <= d),
+            rephrasing: lin.is_some_and(|l| print.matches(&l.blocked, &l.blocked_words, d))
+                || print.matches_recent(&inner, d),
             inherited_from_prefix_len: known,
             hint_matched: false,
             hint_evidence: Evidence::default(),
@@ -889,16 +951,17 @@ impl ConversationStore {
         }
         // The refused turn is remembered like a blocked one: a near-identical retry is a
         // rephrasing (Crescendo rewinds after a refusal as much as after a BLOCK).
-        let fp = simhash(&self.secret, messages[n - 1].1);
+        let print = TurnPrint::of(&self.secret, messages[n - 1].1);
         let inner_ref = &mut *inner;
         let recent = &mut inner_ref.recent;
+        let recent_words = &mut inner_ref.recent_words;
         if let Some(lin) = inner_ref
             .nodes
             .get_mut(&chain[a])
             .and_then(|x| x.lineage.as_deref_mut())
         {
             lin.evidence.refusals += 1;
-            remember_fingerprint(lin, recent, fp);
+            remember_fingerprint(lin, recent, recent_words, &print);
         }
         // Both rows changed: the persisted copy must learn it.
         if let Some(t) = &mut inner.tracker {
@@ -911,9 +974,9 @@ impl ConversationStore {
     /// Whether `text` is a near-identical rephrasing of a turn blocked or refused in any
     /// lineage lately (the store-wide ring; nothing recorded).
     pub fn rephrases_recent(&self, text: &str) -> bool {
-        let fp = simhash(&self.secret, text);
+        let print = TurnPrint::of(&self.secret, text);
         let d = self.options.risk.rephrase_distance;
-        self.lock().recent.iter().any(|b| hamming(*b, fp) <= d)
+        print.matches_recent(&self.lock(), d)
     }
 
     /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of

@@ -40,22 +40,15 @@ impl Persistence {
         let thread = std::thread::Builder::new()
             .name("rampart-conv-flush".into())
             .spawn(move || self.run(&stopped))?;
-        Ok(Flusher {
-            stop,
-            thread: Some(thread),
-        })
+        Ok(Flusher { stop, thread })
     }
 
     /// Flushes every `every` until told to stop (or the [`Flusher`] is dropped), then
     /// flushes one last time and checkpoints.
     fn run(mut self, stopped: &mpsc::Receiver<()>) {
-        loop {
-            match stopped.recv_timeout(self.every) {
-                Err(RecvTimeoutError::Timeout) => {
-                    let _ = self.flush();
-                }
-                Ok(()) | Err(RecvTimeoutError::Disconnected) => break,
-            }
+        // A message or the sender dropped: stop.
+        while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(self.every) {
+            let _ = self.flush();
         }
         if self.flush().is_ok() {
             match self.db.checkpoint() {
@@ -126,17 +119,15 @@ fn log_load(db: &ConversationDb, stats: &LoadStats) {
 #[derive(Debug)]
 pub(crate) struct Flusher {
     stop: mpsc::Sender<()>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 impl Flusher {
     /// Stops the thread and waits for its last flush and checkpoint. Blocking.
-    pub(crate) fn shutdown(mut self) {
+    pub(crate) fn shutdown(self) {
         let _ = self.stop.send(());
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                tracing::error!("the conversation flush thread panicked");
-            }
+        if self.thread.join().is_err() {
+            tracing::error!("the conversation flush thread panicked");
         }
     }
 }

@@ -346,13 +346,12 @@ impl Server {
             }
         }
         drop(state);
-        if let Some(f) = flusher {
-            if tokio::task::spawn_blocking(move || f.shutdown())
+        if let Some(f) = flusher
+            && tokio::task::spawn_blocking(move || f.shutdown())
                 .await
                 .is_err()
-            {
-                tracing::error!("the last conversation state flush did not complete");
-            }
+        {
+            tracing::error!("the last conversation state flush did not complete");
         }
         if let Some(a) = audit {
             match a.shutdown_async().await {

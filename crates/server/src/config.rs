@@ -40,6 +40,8 @@
 //! [conversation]                   # server-side conversation state (absent: stateless)
 //! enabled = true                   # default true when the section is present
 //! key_env = "RAMPART_CONVERSATION_KEY"  # key material of the hash chain and the ledger
+//! persist_path = "conversations.db"     # optional SQLite file (needs the key variable set)
+//! flush_seconds = 10                    # how often the state is written to it
 //! block_at = 0.8
 //! [conversation.store]
 //! max_entries = 100000
@@ -278,8 +280,11 @@ pub struct TlsSection {
 /// Default environment variable holding the conversation state's key material.
 pub const DEFAULT_CONVERSATION_KEY_ENV: &str = "RAMPART_CONVERSATION_KEY";
 
+/// Default `conversation.flush_seconds`.
+pub const DEFAULT_CONVERSATION_FLUSH_SECONDS: u64 = 10;
+
 /// `[conversation]`: server-side conversation state for `/v1/scan` conversations and the
-/// proxy. Besides `enabled` and `key_env`, every field of
+/// proxy. Besides `enabled`, `key_env`, `persist_path` and `flush_seconds`, every field of
 /// [`rampart_conversation::ConversationOptions`] (`block_at`, `max_rephrasings`,
 /// `window_turns`, `max_replay`, `max_turns`, `context_messages`, `context_bytes`,
 /// `[conversation.store]` with `[conversation.store.risk]`, `[conversation.ledger]`), with
@@ -294,6 +299,14 @@ pub struct ConversationSection {
     /// assistant ledger. Default `RAMPART_CONVERSATION_KEY`. Unset or empty: a random key
     /// per process (logged), so state and verified answers do not survive a restart.
     pub key_env: String,
+    /// SQLite file the store and the ledger are loaded from at start and written to every
+    /// `flush_seconds` and on shutdown (keys, numbers, fingerprints and hashes, never
+    /// text). Relative: against the configuration file's directory. `None`: in memory only.
+    /// Requires the key variable to be set (rows written under a random key never match).
+    pub persist_path: Option<PathBuf>,
+    /// Seconds between two flushes to `persist_path` (a crash loses at most this much).
+    /// Default 10, at least 1.
+    pub flush_seconds: u64,
     /// Scanning, state and ledger options.
     pub options: rampart_conversation::ConversationOptions,
 }
@@ -303,13 +316,15 @@ impl Default for ConversationSection {
         Self {
             enabled: true,
             key_env: DEFAULT_CONVERSATION_KEY_ENV.into(),
+            persist_path: None,
+            flush_seconds: DEFAULT_CONVERSATION_FLUSH_SECONDS,
             options: Default::default(),
         }
     }
 }
 
 // `ConversationOptions` refuses unknown keys itself; serde's `flatten` cannot be combined
-// with `deny_unknown_fields`, so the two own keys are taken out of the table first.
+// with `deny_unknown_fields`, so the section's own keys are taken out of the table first.
 impl<'de> Deserialize<'de> for ConversationSection {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error;
@@ -324,12 +339,33 @@ impl<'de> Deserialize<'de> for ConversationSection {
             Some(toml::Value::String(s)) => s,
             Some(_) => return Err(D::Error::custom("conversation.key_env must be a string")),
         };
+        let persist_path = match t.remove("persist_path") {
+            None => None,
+            Some(toml::Value::String(s)) => Some(PathBuf::from(s)),
+            Some(_) => {
+                return Err(D::Error::custom(
+                    "conversation.persist_path must be a string (a file path)",
+                ));
+            }
+        };
+        let flush_seconds = match t.remove("flush_seconds") {
+            None => DEFAULT_CONVERSATION_FLUSH_SECONDS,
+            Some(toml::Value::Integer(n)) => u64::try_from(n)
+                .map_err(|_| D::Error::custom("conversation.flush_seconds must be at least 1"))?,
+            Some(_) => {
+                return Err(D::Error::custom(
+                    "conversation.flush_seconds must be an integer (seconds)",
+                ));
+            }
+        };
         let options = t.try_into().map_err(|e: toml::de::Error| {
             D::Error::custom(format!("[conversation]: {}", e.message().trim()))
         })?;
         Ok(Self {
             enabled,
             key_env,
+            persist_path,
+            flush_seconds,
             options,
         })
     }
@@ -339,6 +375,20 @@ impl ConversationSection {
     fn validate(&self) -> Result<(), String> {
         if self.key_env.is_empty() {
             return Err("conversation.key_env must not be empty".into());
+        }
+        if self
+            .persist_path
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            return Err(
+                "conversation.persist_path must not be empty (leave it out to keep \
+                        the state in memory only)"
+                    .into(),
+            );
+        }
+        if self.flush_seconds == 0 {
+            return Err("conversation.flush_seconds must be at least 1".into());
         }
         self.options.validate().map_err(|e| e.to_string())
     }
@@ -730,6 +780,35 @@ mod tests {
         let off = ServerConfig::parse("version = 1\n[conversation]\nenabled = false\n", "t")
             .expect("parses");
         assert!(!off.conversation.expect("section").enabled);
+    }
+
+    #[test]
+    fn conversation_persistence_options_are_strict() {
+        let c = ServerConfig::parse(
+            "version = 1\n[conversation]\npersist_path = \"state/conv.db\"\nflush_seconds = 3\n",
+            "t.toml",
+        )
+        .expect("parses");
+        let conv = c.conversation.expect("section");
+        assert_eq!(conv.persist_path, Some(PathBuf::from("state/conv.db")));
+        assert_eq!(conv.flush_seconds, 3);
+        let d = ServerConfig::parse("version = 1\n[conversation]\n", "t.toml").expect("parses");
+        let d = d.conversation.expect("section");
+        assert_eq!(d.persist_path, None, "in memory only by default");
+        assert_eq!(d.flush_seconds, DEFAULT_CONVERSATION_FLUSH_SECONDS);
+        for (bad, says) in [
+            ("persist_path = 3", "persist_path must be a string"),
+            ("persist_path = \"\"", "persist_path must not be empty"),
+            ("flush_seconds = 0", "flush_seconds must be at least 1"),
+            ("flush_seconds = -5", "flush_seconds must be at least 1"),
+            ("flush_seconds = 1.5", "flush_seconds must be an integer"),
+            ("flush_seconds = \"10\"", "flush_seconds must be an integer"),
+            ("persist_paht = \"x.db\"", "persist_paht"),
+        ] {
+            let e = ServerConfig::parse(&format!("version = 1\n[conversation]\n{bad}\n"), "t.toml")
+                .expect_err(bad);
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -41,6 +41,7 @@ mod auth;
 mod canary;
 pub mod config;
 mod conn;
+mod conv_persist;
 mod metrics;
 mod ops;
 mod output;
@@ -132,6 +133,10 @@ pub enum ServerError {
     /// The conversation state could not be set up.
     #[error("cannot set up the conversation state")]
     Conversation(#[source] ConversationSetupError),
+    /// The conversation database (`conversation.persist_path`) could not be opened or
+    /// loaded (the error names the file).
+    #[error("cannot load the conversation state")]
+    ConversationPersist(#[source] rampart_conversation::PersistError),
     /// The HTTP client for the proxy's upstream could not be built.
     #[error("cannot build the HTTP client for the upstream")]
     HttpClient(#[source] reqwest::Error),
@@ -152,6 +157,9 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// The thread that flushes the conversation state could not be started.
+    #[error("cannot start the conversation state's flush thread")]
+    FlushThread(#[source] std::io::Error),
     /// The bound listener could not report its address.
     #[error("cannot read the listening address")]
     LocalAddr(#[source] std::io::Error),
@@ -163,6 +171,7 @@ pub struct Server {
     tls: Option<tokio_rustls::TlsAcceptor>,
     state: Arc<AppState>,
     audit: Option<audit::AuditLog>,
+    persistence: Option<conv_persist::Persistence>,
     local_addr: SocketAddr,
     sighup: bool,
 }
@@ -203,6 +212,18 @@ impl Server {
         let conversations = state::Conversations::from_config(&config, |k| std::env::var(k).ok())
             .map_err(ServerError::Conversation)?
             .map(Arc::new);
+        // Loaded before the pipeline is built and anything is served, into the fresh store
+        // and ledger.
+        let persistence = match &conversations {
+            Some(c) => {
+                let c = c.clone();
+                tokio::task::spawn_blocking(move || conv_persist::Persistence::open(&c))
+                    .await
+                    .map_err(|e| ServerError::Pipeline(PipelineError::Task(e)))?
+                    .map_err(ServerError::ConversationPersist)?
+            }
+            None => None,
+        };
         let built = {
             let cfg = config.clone();
             let opts = options.clone();
@@ -258,6 +279,7 @@ impl Server {
             tls,
             state: Arc::new(state),
             audit,
+            persistence,
             local_addr,
             sighup: options.reload_on_sighup,
         })
@@ -279,7 +301,9 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves, then stops accepting, drains in-flight requests
-    /// (up to `server.shutdown_grace_ms`), and shuts the audit log down (flushing it).
+    /// (up to `server.shutdown_grace_ms`), writes the conversation state to
+    /// `conversation.persist_path` (a last flush and a checkpoint) and shuts the audit log
+    /// down (flushing it).
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -289,9 +313,14 @@ impl Server {
             tls,
             state,
             audit,
+            persistence,
             local_addr,
             sighup,
         } = self;
+        let flusher = match persistence {
+            Some(p) => Some(p.start().map_err(ServerError::FlushThread)?),
+            None => None,
+        };
         let grace = Duration::from_millis(state.config().server.shutdown_grace_ms);
         if sighup {
             spawn_sighup(state.clone());
@@ -317,6 +346,13 @@ impl Server {
             }
         }
         drop(state);
+        if let Some(f) = flusher
+            && tokio::task::spawn_blocking(move || f.shutdown())
+                .await
+                .is_err()
+        {
+            tracing::error!("the last conversation state flush did not complete");
+        }
         if let Some(a) = audit {
             match a.shutdown_async().await {
                 Ok(stats) => tracing::info!(committed = stats.committed, "audit log closed"),

@@ -31,6 +31,7 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         },
         "audit": audit,
         "conversation": if state.conversation_stateful() { "stateful" } else { "stateless" },
+        "conversation_persistence": state.conversation_persistence(),
         "uptime_s": state.uptime().as_secs(),
     });
     let status = if ready {

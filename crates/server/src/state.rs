@@ -18,7 +18,8 @@ use rampart_core::{
     ScanOutcome, ScanRequest, Segment,
 };
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -310,6 +311,10 @@ pub(crate) struct Conversations {
     options: ConversationOptions,
     store: Arc<ConversationStore>,
     ledger: Arc<AssistantLedger>,
+    /// `conversation.persist_path` (resolved) and `flush_seconds`.
+    persist: Option<(PathBuf, Duration)>,
+    /// The last flush to `persist` failed (for `/readyz`).
+    persist_failing: AtomicBool,
 }
 
 /// Why the conversation state could not be set up.
@@ -322,6 +327,20 @@ pub enum ConversationSetupError {
     /// No key material was configured and the OS gave no randomness for one.
     #[error("cannot draw a random conversation key: {0}")]
     Random(String),
+    /// `persist_path` is set but the key variable is not: rows written under a random key
+    /// would never match after a restart.
+    #[error(
+        "conversation.persist_path is {} but the environment variable {key_env} \
+         (conversation.key_env) is unset or empty: persisted state needs a fixed key \
+         (set {key_env}, or remove persist_path)",
+        path.display()
+    )]
+    PersistWithoutKey {
+        /// The variable `key_env` names.
+        key_env: String,
+        /// The resolved `persist_path`.
+        path: PathBuf,
+    },
 }
 
 impl Conversations {
@@ -334,9 +353,19 @@ impl Conversations {
         let Some(section) = cfg.conversation.as_ref().filter(|c| c.enabled) else {
             return Ok(None);
         };
+        let persist = section
+            .persist_path
+            .as_ref()
+            .map(|p| (cfg.resolve(p), Duration::from_secs(section.flush_seconds)));
         let key = match get(&section.key_env).filter(|k| !k.is_empty()) {
             Some(k) => k.into_bytes(),
             None => {
+                if let Some((path, _)) = persist {
+                    return Err(ConversationSetupError::PersistWithoutKey {
+                        key_env: section.key_env.clone(),
+                        path,
+                    });
+                }
                 tracing::warn!(
                     key_env = %section.key_env,
                     "no conversation key material in the environment: a random key for this \
@@ -355,7 +384,24 @@ impl Conversations {
             options,
             store: Arc::new(store),
             ledger: Arc::new(ledger),
+            persist,
+            persist_failing: AtomicBool::new(false),
         }))
+    }
+
+    /// The ledger.
+    pub(crate) fn ledger(&self) -> &Arc<AssistantLedger> {
+        &self.ledger
+    }
+
+    /// `conversation.persist_path` (resolved) and the flush interval; `None`: in memory.
+    pub(crate) fn persist(&self) -> Option<&(PathBuf, Duration)> {
+        self.persist.as_ref()
+    }
+
+    /// Records whether the last flush failed.
+    pub(crate) fn set_persist_failing(&self, failing: bool) {
+        self.persist_failing.store(failing, Ordering::Relaxed);
     }
 
     /// The store.
@@ -655,6 +701,21 @@ impl AppState {
     /// Whether conversation state is kept (`[conversation]`).
     pub(crate) fn conversation_stateful(&self) -> bool {
         self.conversations.is_some()
+    }
+
+    /// The persistence of the conversation state: `off` (in memory only, or no state),
+    /// `ok`, or `failing` (the last flush failed; the next one retries with a full snapshot).
+    pub(crate) fn conversation_persistence(&self) -> &'static str {
+        match &self.conversations {
+            Some(c) if c.persist.is_some() => {
+                if c.persist_failing.load(Ordering::Relaxed) {
+                    "failing"
+                } else {
+                    "ok"
+                }
+            }
+            _ => "off",
+        }
     }
 
     /// The conversation state's size: nodes and ledger entries.

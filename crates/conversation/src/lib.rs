@@ -84,10 +84,10 @@ pub use risk::{
     DEFAULT_HALF_LIFE_TURNS, DEFAULT_REPHRASE_DISTANCE, OptionsError, RiskParams, RiskTerms, score,
 };
 pub use scan::{
-    CONV_REPHRASE, CONV_RISK, CONV_WINDOW, CONVERSATION_LAYER, ConversationError,
+    CONV_REFUSALS, CONV_REPHRASE, CONV_RISK, CONV_WINDOW, CONVERSATION_LAYER, ConversationError,
     ConversationOptions, ConversationOutcome, ConversationScanner, DEFAULT_BLOCK_AT,
-    DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS, HIST_AGREEMENT_MODEL,
-    LoadOptionsError, SERVICE_KEYS, call_ends, turn_risk, window_text,
+    DEFAULT_MAX_REFUSALS, DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS,
+    HIST_AGREEMENT_MODEL, LoadOptionsError, SERVICE_KEYS, call_ends, turn_risk, window_text,
 };
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,

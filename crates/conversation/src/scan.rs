@@ -40,6 +40,8 @@ pub const CONV_RISK: &str = "CONV_001";
 pub const CONV_REPHRASE: &str = "CONV_002";
 /// Finding: the window of recent turns, joined, was flagged.
 pub const CONV_WINDOW: &str = "CONV_003";
+/// Finding: the model refused several turns of this conversation.
+pub const CONV_REFUSALS: &str = "CONV_004";
 /// Finding: the fabricated-agreement classifier fired on a user turn (the rules report
 /// their own ids, `HIST_002`…`HIST_011`).
 pub const HIST_AGREEMENT_MODEL: &str = "HIST_020";
@@ -48,6 +50,8 @@ pub const HIST_AGREEMENT_MODEL: &str = "HIST_020";
 pub const DEFAULT_BLOCK_AT: f32 = 0.8;
 /// Default rephrasings of a blocked turn (in the lineage) at which the conversation blocks.
 pub const DEFAULT_MAX_REPHRASINGS: u32 = 2;
+/// Default refusals in a lineage at which the conversation blocks.
+pub const DEFAULT_MAX_REFUSALS: u32 = 2;
 /// Default per-turn risk of a rephrasing of a blocked or refused turn.
 pub const DEFAULT_REPHRASE_RISK: f32 = 0.8;
 /// Default user turns joined in the window view.
@@ -63,6 +67,8 @@ pub struct ConversationOptions {
     pub block_at: f32,
     /// Near-identical rephrasings of blocked turns in the lineage at which it blocks.
     pub max_rephrasings: u32,
+    /// Refusals by the model in the lineage at which the conversation blocks (0: never).
+    pub max_refusals: u32,
     /// Per-turn risk of a near-identical rephrasing of a turn that was blocked or that the
     /// model refused (rewind and retry).
     pub rephrase_risk: f32,
@@ -90,6 +96,7 @@ impl Default for ConversationOptions {
             block_at: DEFAULT_BLOCK_AT,
             max_rephrasings: DEFAULT_MAX_REPHRASINGS,
             rephrase_risk: DEFAULT_REPHRASE_RISK,
+            max_refusals: DEFAULT_MAX_REFUSALS,
             window_turns: DEFAULT_WINDOW_TURNS,
             max_replay: DEFAULT_MAX_REPLAY,
             max_turns: DEFAULT_MAX_TURNS,
@@ -654,6 +661,18 @@ impl ConversationScanner {
                     "a near-identical rephrasing of a blocked or refused turn ({} in this \
                      conversation, limit {})",
                     state.rephrasings_after_block, self.options.max_rephrasings
+                ),
+            });
+        }
+        if self.options.max_refusals > 0 && state.refusals >= self.options.max_refusals {
+            action = Action::Block;
+            findings.push(ConversationFinding {
+                id: CONV_REFUSALS.into(),
+                message: Some(end),
+                rationale: format!(
+                    "the model refused {} turns of this conversation (limit {}): the requests \
+                     keep coming after refusals",
+                    state.refusals, self.options.max_refusals
                 ),
             });
         }

@@ -162,8 +162,10 @@ pub struct HistoryReport {
 /// A conversation-level finding: rule ids and numbers, never text.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConversationFinding {
-    /// `HIST_001` (forged assistant turn), `HIST_0xx` (claimed earlier agreement), `CONV_001`
-    /// (conversation risk), `CONV_002` (rephrasing after a block), `CONV_003` (window).
+    /// `HIST_001` (forged assistant turn), `HIST_002`…`HIST_011` and `HIST_020` (claimed
+    /// earlier agreement: rules, classifier), `CONV_001` (conversation risk), `CONV_002`
+    /// (rephrasing of a blocked or refused turn), `CONV_003` (window), `CONV_004` (repeated
+    /// refusals).
     pub id: String,
     /// The message it concerns, when it concerns one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

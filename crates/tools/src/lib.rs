@@ -1,0 +1,316 @@
+//! Rampart's tool-call governance (issue 21, groundwork): a strict, versioned policy of
+//! tools, typed argument predicates and flow rules, compiled once and checked per call.
+//!
+//! Deny by default: a tool the policy does not name gets `default` (shipped: `block`); a
+//! constrained argument that is missing fails; every decision says which rules decided, which
+//! argument failed (by name and check, never its value) and the tool's risk.
+//!
+//! ```
+//! use rampart_tools::{CallContext, Policy, ToolAction, ToolCall};
+//!
+//! let policy = Policy::from_toml(r#"
+//! version = 1
+//! [[tools]]
+//! name = "read_file"
+//! risk = "low"
+//! action = "allow"
+//! args.path = { path_under = ["/srv/app/docs"] }
+//! "#)?;
+//! let ok = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/a.md"}));
+//! assert_eq!(policy.check(&ok, &CallContext::default()).action, ToolAction::Allow);
+//! let escape = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/%2e%2e/%2e%2e/secrets"}));
+//! let d = policy.check(&escape, &CallContext::default());
+//! assert_eq!(d.action, ToolAction::Block);
+//! assert_eq!(d.failed_argument.as_deref(), Some("path"));
+//! let unknown = ToolCall::new("rm_rf", serde_json::json!({}));
+//! assert_eq!(policy.check(&unknown, &CallContext::default()).action, ToolAction::Block);
+//! # Ok::<(), rampart_tools::PolicyError>(())
+//! ```
+
+mod policy;
+mod predicate;
+
+pub use policy::{
+    FlowCondition, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, Risk, ToolAction, ToolSpec,
+};
+pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Rule id of the default for tools the policy does not name.
+pub const RULE_UNKNOWN_TOOL: &str = "TOOL_UNKNOWN";
+/// Rule id of a tool's own action.
+pub const RULE_TOOL_ACTION: &str = "TOOL_ACTION";
+/// Rule id of an argument that failed its predicate.
+pub const RULE_ARGUMENT: &str = "TOOL_ARG";
+/// Rule id of arguments that are not a JSON object.
+pub const RULE_ARGUMENTS_SHAPE: &str = "TOOL_ARGS_SHAPE";
+
+/// Why a policy could not be built. Every message names where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// Not valid TOML, or not the schema (unknown keys are errors).
+    #[error("policy: {0}")]
+    Parse(String),
+    /// An unsupported schema version.
+    #[error("policy: version {found} is not supported (this build reads version {POLICY_VERSION})")]
+    Version {
+        /// The version in the file.
+        found: u32,
+    },
+    /// A tool without a name.
+    #[error("policy: tools[{0}] has an empty name")]
+    EmptyName(usize),
+    /// Two tools with one name.
+    #[error("policy: tool `{0}` is defined twice")]
+    Duplicate(String),
+    /// A predicate that cannot be compiled.
+    #[error("policy: tool `{tool}`, argument `{arg}`: {source}")]
+    Predicate {
+        /// The tool.
+        tool: String,
+        /// The argument.
+        arg: String,
+        /// Why.
+        source: PredicateError,
+    },
+    /// A flow rule that concerns no tool, or has no condition.
+    #[error("policy: flows[{index}]: {message}")]
+    Flow {
+        /// Its index.
+        index: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// One call to check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments (a JSON object).
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+}
+
+impl ToolCall {
+    /// A call.
+    pub fn new(tool: impl Into<String>, arguments: serde_json::Value) -> Self {
+        Self {
+            tool: tool.into(),
+            arguments,
+        }
+    }
+}
+
+/// What is known about the conversation the call belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallContext {
+    /// The highest injection score of any tool result or retrieved document so far.
+    #[serde(default)]
+    pub max_injection_score: Option<f32>,
+    /// Tools called earlier in the conversation, in order.
+    #[serde(default)]
+    pub tools_called: Vec<String>,
+}
+
+/// The answer for one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDecision {
+    /// ALLOW, CONFIRM or BLOCK.
+    pub action: ToolAction,
+    /// The tool's risk (`None`: the policy does not name it).
+    pub risk: Option<Risk>,
+    /// The rules that decided (ids), in the order they were applied.
+    pub rules: Vec<String>,
+    /// The first argument that failed, by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_argument: Option<String>,
+    /// The check it failed (`path_under`, `missing`, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_check: Option<String>,
+    /// One line per rule that applied (no argument values).
+    pub reasons: Vec<String>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledTool {
+    risk: Risk,
+    action: ToolAction,
+    args: BTreeMap<String, Predicate>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledFlow {
+    id: String,
+    spec: FlowSpec,
+}
+
+/// A compiled policy. Immutable, `Send + Sync`: build once, share in an `Arc`.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    default: ToolAction,
+    tools: BTreeMap<String, CompiledTool>,
+    flows: Vec<CompiledFlow>,
+}
+
+impl Policy {
+    /// Parses and compiles a policy file's text.
+    pub fn from_toml(src: &str) -> Result<Self, PolicyError> {
+        let file: PolicyFile =
+            toml::from_str(src).map_err(|e| PolicyError::Parse(e.to_string()))?;
+        Self::compile(file)
+    }
+
+    /// Compiles a parsed policy (the checks `rampart tools lint` reports).
+    pub fn compile(file: PolicyFile) -> Result<Self, PolicyError> {
+        if file.version != POLICY_VERSION {
+            return Err(PolicyError::Version {
+                found: file.version,
+            });
+        }
+        let mut tools = BTreeMap::new();
+        for (i, t) in file.tools.into_iter().enumerate() {
+            let name: String = t.name.trim().to_string();
+            if name.is_empty() {
+                return Err(PolicyError::EmptyName(i));
+            }
+            let mut args = BTreeMap::new();
+            for (arg, spec) in &t.args {
+                let p = Predicate::compile(spec).map_err(|source| PolicyError::Predicate {
+                    tool: name.clone(),
+                    arg: arg.clone(),
+                    source,
+                })?;
+                args.insert(arg.clone(), p);
+            }
+            let compiled = CompiledTool {
+                risk: t.risk,
+                action: t.action,
+                args,
+            };
+            if tools.insert(name.clone(), compiled).is_some() {
+                return Err(PolicyError::Duplicate(name));
+            }
+        }
+        let mut flows = Vec::new();
+        for (index, f) in file.flows.into_iter().enumerate() {
+            if f.tools_at_or_above.is_none() && f.tools.as_ref().is_none_or(Vec::is_empty) {
+                return Err(PolicyError::Flow {
+                    index,
+                    message: "names no tools (`tools_at_or_above` or `tools`)".into(),
+                });
+            }
+            if f.after.injection_score_at_least.is_none() && f.after.tool_called.is_none() {
+                return Err(PolicyError::Flow {
+                    index,
+                    message: "`after` has no condition".into(),
+                });
+            }
+            if let Some(s) = f.after.injection_score_at_least
+                && !(0.0..=1.0).contains(&s)
+            {
+                return Err(PolicyError::Flow {
+                    index,
+                    message: format!("injection_score_at_least must be in [0, 1], got {s}"),
+                });
+            }
+            flows.push(CompiledFlow {
+                id: f.id.clone().unwrap_or_else(|| format!("FLOW_{index}")),
+                spec: f,
+            });
+        }
+        Ok(Self {
+            default: file.default,
+            tools,
+            flows,
+        })
+    }
+
+    /// Checks one call: the tool's own action (or the default for unknown tools), its
+    /// arguments (any failure blocks), then the flow rules (escalate only).
+    pub fn check(&self, call: &ToolCall, ctx: &CallContext) -> ToolDecision {
+        let mut d = ToolDecision {
+            action: ToolAction::Allow,
+            risk: None,
+            rules: Vec::new(),
+            failed_argument: None,
+            failed_check: None,
+            reasons: Vec::new(),
+        };
+        let name = call.tool.trim();
+        let Some(tool) = self.tools.get(name) else {
+            d.action = self.default;
+            d.rules.push(RULE_UNKNOWN_TOOL.into());
+            d.reasons.push(format!(
+                "tool not in the policy: default {}",
+                self.default.name()
+            ));
+            return d;
+        };
+        d.risk = Some(tool.risk);
+        d.action = tool.action;
+        d.rules.push(RULE_TOOL_ACTION.into());
+        d.reasons.push(format!(
+            "tool `{name}` ({} risk): {}",
+            tool.risk.name(),
+            tool.action.name()
+        ));
+        let args = match &call.arguments {
+            serde_json::Value::Object(m) => Some(m),
+            serde_json::Value::Null => None,
+            _ => {
+                d.action = ToolAction::Block;
+                d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+                d.reasons.push("arguments are not a JSON object".into());
+                return d;
+            }
+        };
+        for (arg, p) in &tool.args {
+            if let Err(f) = p.check(args.and_then(|m| m.get(arg))) {
+                d.action = ToolAction::Block;
+                d.rules.push(RULE_ARGUMENT.into());
+                d.failed_argument = Some(arg.clone());
+                d.failed_check = Some(f.name().into());
+                d.reasons
+                    .push(format!("argument `{arg}` failed `{}`", f.name()));
+                return d;
+            }
+        }
+        for f in &self.flows {
+            if !flow_concerns(&f.spec, name, tool.risk) || !flow_holds(&f.spec.after, ctx) {
+                continue;
+            }
+            if f.spec.action > d.action {
+                d.action = f.spec.action;
+            }
+            d.rules.push(f.id.clone());
+            d.reasons
+                .push(format!("flow {}: {}", f.id, f.spec.action.name()));
+        }
+        d
+    }
+}
+
+fn flow_concerns(f: &FlowSpec, tool: &str, risk: Risk) -> bool {
+    f.tools_at_or_above.is_some_and(|r| risk >= r)
+        || f.tools
+            .as_ref()
+            .is_some_and(|l| l.iter().any(|t| t == tool))
+}
+
+fn flow_holds(c: &FlowCondition, ctx: &CallContext) -> bool {
+    let score = c
+        .injection_score_at_least
+        .is_none_or(|t| ctx.max_injection_score.is_some_and(|s| s >= t));
+    let called = c
+        .tool_called
+        .as_ref()
+        .is_none_or(|t| ctx.tools_called.iter().any(|x| x == t));
+    score && called
+}

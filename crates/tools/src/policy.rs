@@ -1,0 +1,161 @@
+//! The policy file: strict TOML, versioned. Parsed into [`PolicyFile`], compiled once into
+//! [`crate::Policy`].
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The only policy schema version this build reads.
+pub const POLICY_VERSION: u32 = 1;
+
+/// A tool's risk level. Ordered: `low < medium < high < critical`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Risk {
+    /// Reads public or the caller's own data.
+    Low,
+    /// Reaches outside (network), or reads data of others.
+    Medium,
+    /// Changes or sends things (files, email).
+    High,
+    /// Moves money, grants access, cannot be undone.
+    Critical,
+}
+
+impl Risk {
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Risk::Low => "low",
+            Risk::Medium => "medium",
+            Risk::High => "high",
+            Risk::Critical => "critical",
+        }
+    }
+}
+
+/// What happens to a call. Ordered: `allow < confirm < block` (the ratchet is `max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolAction {
+    /// The call goes ahead.
+    Allow,
+    /// A human approves it first.
+    Confirm,
+    /// The call is refused.
+    Block,
+}
+
+impl ToolAction {
+    /// The upper-case name used in answers (`ALLOW`, `CONFIRM`, `BLOCK`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ToolAction::Allow => "ALLOW",
+            ToolAction::Confirm => "CONFIRM",
+            ToolAction::Block => "BLOCK",
+        }
+    }
+}
+
+/// The policy file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    /// Schema version; must be [`POLICY_VERSION`].
+    pub version: u32,
+    /// The action for tools the policy does not name. Default `block`.
+    #[serde(default = "default_unknown")]
+    pub default: ToolAction,
+    /// The tools.
+    #[serde(default)]
+    pub tools: Vec<ToolSpec>,
+    /// Flow rules over the conversation.
+    #[serde(default)]
+    pub flows: Vec<FlowSpec>,
+}
+
+fn default_unknown() -> ToolAction {
+    ToolAction::Block
+}
+
+/// One tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// The tool's name, as the model calls it.
+    pub name: String,
+    /// Its risk level.
+    pub risk: Risk,
+    /// What happens to a call whose arguments pass.
+    pub action: ToolAction,
+    /// Constraints on named arguments. A constrained argument that is missing fails (unless
+    /// its predicate says `optional = true`).
+    #[serde(default)]
+    pub args: BTreeMap<String, PredicateSpec>,
+}
+
+/// Constraints on one argument; every one given must hold. Strings are NFKC-normalized
+/// before any check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PredicateSpec {
+    /// The value is one of these.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<Vec<String>>,
+    /// The whole value matches this regular expression (anchored).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub regex: Option<String>,
+    /// At most this many characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_length: Option<usize>,
+    /// A number in `[min, max]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
+    /// An http(s) URL whose host is one of these (exactly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url_host_in: Option<Vec<String>>,
+    /// A path under one of these directories after normalization (percent-decoding,
+    /// NFKC, look-alike slashes and dots, `.` and `..` resolved; an escape fails).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_under: Option<Vec<String>>,
+    /// Email addresses (one, or several separated by commas) whose domains are all in this
+    /// list (exactly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email_domain_in: Option<Vec<String>>,
+    /// The value contains none of these (case-insensitive, after NFKC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_contains: Option<Vec<String>>,
+    /// A missing argument passes (default false: missing fails).
+    #[serde(default)]
+    pub optional: bool,
+}
+
+/// A flow rule: after something happened in the conversation, some tools get an action.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowSpec {
+    /// Rule id in answers (default `FLOW_<index>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The condition.
+    pub after: FlowCondition,
+    /// Tools of at least this risk are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_at_or_above: Option<Risk>,
+    /// These tools are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The action for concerned calls.
+    pub action: ToolAction,
+}
+
+/// What must have happened earlier in the conversation; every field given must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCondition {
+    /// A tool result (untrusted data) scored at least this for injection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injection_score_at_least: Option<f32>,
+    /// This tool was called earlier in the conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_called: Option<String>,
+}

@@ -7,6 +7,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_conversation::{ConversationOptions, ConversationScanner};
 use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{Action, ScanOutcome, ScanRequest, Segment};
+use rampart_datasets::DatasetTurn;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -78,7 +79,7 @@ struct BatchLine {
     #[serde(default)]
     segments: Option<Vec<Segment>>,
     #[serde(default)]
-    turns: Option<Vec<serde_json::Value>>,
+    turns: Option<Vec<DatasetTurn>>,
     #[serde(default)]
     conversation_id: Option<String>,
     #[serde(default, rename = "attack_turn")]
@@ -281,39 +282,24 @@ fn scan_line(scanner: &ConversationScanner, raw: &[u8]) -> LineResult {
 fn scan_conversation(
     scanner: &ConversationScanner,
     id: Option<String>,
-    raw: Vec<serde_json::Value>,
+    raw: Vec<DatasetTurn>,
     conversation_id: Option<String>,
 ) -> LineResult {
     let mut turns: Vec<Turn> = Vec::with_capacity(raw.len());
-    for (i, mut v) in raw.into_iter().enumerate() {
-        let mut rewind = None;
-        if let serde_json::Value::Object(m) = &mut v {
-            m.remove("forged");
-            rewind = m.remove("rewind");
-        }
-        if let Some(k) = rewind {
-            match k.as_u64().and_then(|k| usize::try_from(k).ok()) {
-                Some(k) if k <= turns.len() => turns.truncate(k),
-                _ => {
-                    return LineResult::Error {
-                        id,
-                        message: format!(
-                            "turns[{i}].rewind must be a number of messages kept, at most {}",
-                            turns.len()
-                        ),
-                    };
-                }
-            }
-        }
-        match serde_json::from_value::<Turn>(v) {
-            Ok(t) => turns.push(t),
-            Err(e) => {
+    for (i, t) in raw.iter().enumerate() {
+        if let Some(k) = t.rewind {
+            if k > turns.len() {
                 return LineResult::Error {
                     id,
-                    message: format!("turns[{i}]: {e}"),
+                    message: format!(
+                        "turns[{i}].rewind must be a number of messages kept, at most {}",
+                        turns.len()
+                    ),
                 };
             }
+            turns.truncate(k);
         }
+        turns.push(t.to_turn());
     }
     let req = ConversationRequest {
         id: id.clone(),

@@ -114,9 +114,29 @@ pub struct CallContext {
     /// The highest injection score of any tool result or retrieved document so far.
     #[serde(default)]
     pub max_injection_score: Option<f32>,
-    /// Tools called earlier in the conversation, in order.
+    /// Tools called earlier in the conversation, in order (rate limits count these).
     #[serde(default)]
     pub tools_called: Vec<String>,
+    /// Who is calling: role and attributes given with the request (context conditions).
+    #[serde(default)]
+    pub caller: CallerInfo,
+    /// The time of the call, Unix milliseconds (time-window conditions). The server and the
+    /// CLI always set it; a policy with a time window and no time given fails closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now_ms: Option<u64>,
+}
+
+/// The caller's role and attributes, as the application states them (for example
+/// `{"role": "admin", "attributes": {"mfa": true}}`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerInfo {
+    /// The caller's role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// Attributes: scalars (bool, number, string).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, serde_json::Value>,
 }
 
 /// The answer for one call.

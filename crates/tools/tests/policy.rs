@@ -164,6 +164,7 @@ fn flows_escalate_after_an_injection() {
     let ctx = CallContext {
         max_injection_score: Some(0.8),
         tools_called: vec!["read_file".into()],
+        ..CallContext::default()
     };
     let d = p.check(
         &ToolCall::new("send_email", json!({"to": "a@example.com", "body": "hi"})),

@@ -80,6 +80,7 @@
 
 mod config;
 mod error;
+mod governance;
 mod reader;
 mod record;
 mod schema;
@@ -90,6 +91,12 @@ pub use config::{
     AuditConfig, DEFAULT_BACKPRESSURE_WAIT_MS, MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, Synchronous,
 };
 pub use error::AuditError;
+pub use governance::{
+    ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, ChainKey,
+    DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent, GovernanceFilter, GovernanceKind,
+    GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolDecisionEvent, ToolEndpoint,
+    VerifyReport, verify,
+};
 pub use reader::{
     AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
 };
@@ -98,4 +105,4 @@ pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;

@@ -19,7 +19,13 @@
 //! * **Reading** ([`AuditReader`]): filters by time range, action, rule ID, key ID, request
 //!   ID, endpoint, the judge's intent label and outcome ([`AuditFilter`]); CSV or JSONL export ([`ExportFormat`]).
 //! * **Retention**: `retention_days` deletes older records at open and every
-//!   `prune_interval_s`; [`prune`] does it on demand.
+//!   `prune_interval_s`; [`prune`] does it on demand. Neither touches the governance rows.
+//! * **Governance** (schema version 4): tool decisions, approvals and break-glass events
+//!   ([`GovernanceRecord`], [`AuditWriter::append_governance`], through the same queue and
+//!   group commit) go to one append-only table (SQLite triggers refuse `UPDATE`/`DELETE`),
+//!   hash-chained with a keyed BLAKE3 ([`ChainKey`], from `chain_key_env`); [`verify`] names
+//!   the first edited, deleted or moved row; [`AuditReader::query_governance`] reads them
+//!   ([`GovernanceFilter`]). Argument values are stored only with `tool_argument_values`.
 //! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]); an older log is
 //!   migrated when the writer opens it, a newer one is refused with a clear error.
 //!

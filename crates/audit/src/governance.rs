@@ -87,6 +87,54 @@ impl ChainKey {
     pub fn is_public(&self) -> bool {
         self.id == PUBLIC_KEY_ID
     }
+
+    /// The hasher of argument values and conversation ids for rows chained with this key
+    /// (a key derived from it, with its id).
+    pub fn hasher(&self) -> GovernanceHasher {
+        GovernanceHasher {
+            key: blake3::derive_key(VALUES_CONTEXT, &self.key),
+            id: self.id.clone(),
+        }
+    }
+}
+
+const VALUES_CONTEXT: &str = "rampart governance values v1";
+
+/// Keyed hashes of what governance rows must not store in clear: argument values and
+/// conversation ids. Get it from [`AuditWriter::hasher`](crate::AuditWriter::hasher) so the
+/// hashes are made with the log's key (its id is the rows' `hash_key_id`).
+#[derive(Clone)]
+pub struct GovernanceHasher {
+    key: [u8; 32],
+    id: String,
+}
+
+impl std::fmt::Debug for GovernanceHasher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GovernanceHasher")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GovernanceHasher {
+    /// A keyed hash per top-level argument (`rampart_tools::argument_hashes`).
+    pub fn arguments(&self, arguments: &serde_json::Value) -> BTreeMap<String, String> {
+        rampart_tools::argument_hashes(&self.key, arguments)
+    }
+
+    /// The keyed hash of a conversation id (hex).
+    pub fn conversation(&self, conversation: &str) -> String {
+        let mut h = blake3::Hasher::new_keyed(&self.key);
+        h.update(b"conversation\0");
+        h.update(conversation.as_bytes());
+        h.finalize().to_hex().to_string()
+    }
+
+    /// The key's id.
+    pub fn key_id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// Which endpoint decided a tool call.
@@ -153,6 +201,49 @@ pub struct ToolDecisionEvent {
     /// The break-glass grant that applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakglass_id: Option<String>,
+}
+
+/// Who asked, where, in which conversation: what [`ToolDecisionEvent::new`] needs besides
+/// the call and the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolCallOrigin<'a> {
+    /// The service's request id.
+    pub request_id: &'a str,
+    /// The caller's API key id.
+    pub key_id: Option<&'a str>,
+    /// Where it was decided.
+    pub endpoint: ToolEndpoint,
+    /// The conversation id, in clear (it is hashed).
+    pub conversation: Option<&'a str>,
+}
+
+impl ToolDecisionEvent {
+    /// The row of `decision` on `call`: argument values and the conversation id hashed with
+    /// `hasher`; the values themselves ride along in `argument_values` and the writer drops
+    /// them unless the log is configured with `tool_argument_values = true`.
+    pub fn new(
+        call: &rampart_tools::ToolCall,
+        decision: &rampart_tools::ToolDecision,
+        origin: ToolCallOrigin<'_>,
+        hasher: &GovernanceHasher,
+    ) -> Self {
+        ToolDecisionEvent {
+            request_id: origin.request_id.to_string(),
+            key_id: origin.key_id.map(str::to_string),
+            endpoint: origin.endpoint,
+            conversation: origin.conversation.map(|c| hasher.conversation(c)),
+            tool: call.tool.clone(),
+            arguments: hasher.arguments(&call.arguments),
+            hash_key_id: hasher.key_id().to_string(),
+            argument_values: Some(call.arguments.clone()),
+            action: decision.action,
+            risk: decision.risk,
+            rules: decision.rules.clone(),
+            failed_argument: decision.failed_argument.clone(),
+            approval_id: decision.approval_id.as_ref().map(|a| a.0.clone()),
+            breakglass_id: decision.breakglass_id.as_ref().map(|b| b.0.clone()),
+        }
+    }
 }
 
 /// An approval issued or redeemed.

@@ -99,9 +99,9 @@ pub use config::{
 pub use error::AuditError;
 pub use governance::{
     ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, ChainKey,
-    DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent, GovernanceFilter, GovernanceKind,
-    GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolDecisionEvent, ToolEndpoint,
-    VerifyReport, verify,
+    DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent, GovernanceFilter, GovernanceHasher,
+    GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolCallOrigin,
+    ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
 };
 pub use reader::{
     AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,

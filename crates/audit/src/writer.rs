@@ -113,6 +113,7 @@ pub struct AuditWriter {
     tx: mpsc::Sender<Job>,
     on_full: OnFull,
     shared: Arc<Shared>,
+    hasher: governance::GovernanceHasher,
 }
 
 impl AuditLog {
@@ -139,6 +140,7 @@ impl AuditLog {
             Duration::from_millis(cfg.busy_timeout_ms),
         )?;
         governance::check_head_key(&conn, &path, &key)?;
+        let hasher = key.hasher();
         let shared = Arc::new(Shared {
             capacity: cfg.queue_capacity,
             writing: AtomicU64::new(0),
@@ -206,6 +208,7 @@ impl AuditLog {
                 tx,
                 on_full: cfg.on_full,
                 shared,
+                hasher,
             },
             thread: Some(thread),
         })
@@ -313,6 +316,13 @@ impl AuditWriter {
     /// The log's counters.
     pub fn stats(&self) -> AuditStats {
         self.shared.stats(&self.tx)
+    }
+
+    /// The hasher of argument values and conversation ids under the log's chain key
+    /// (for [`ToolDecisionEvent::new`](crate::ToolDecisionEvent::new) and the conversation
+    /// of approval and break-glass rows).
+    pub fn hasher(&self) -> &governance::GovernanceHasher {
+        &self.hasher
     }
 
     /// Whether the log has shut down (appends return [`AuditError::Closed`]).

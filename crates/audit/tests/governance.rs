@@ -483,3 +483,56 @@ fn concurrent_appends_form_one_chain_with_decisions_in_the_same_batches() {
     let r = verify(&path, &key()).unwrap();
     assert!(r.ok && r.rows == 133, "{r:?}");
 }
+
+#[test]
+fn a_tool_decision_row_from_a_policy_decision_keeps_no_values() {
+    use rampart_audit::ToolCallOrigin;
+    use rampart_tools::{CallContext, Policy, ToolCall};
+    let policy = Policy::from_toml(
+        "version = 1\n[[tools]]\nname = \"read_file\"\nrisk = \"low\"\naction = \"allow\"\n\
+         args.path = { path_under = [\"/srv/app/docs\"] }\n",
+    )
+    .unwrap();
+    let call = ToolCall::new(
+        "read_file",
+        serde_json::json!({"path": "/srv/app/docs/../../etc/SECRET"}),
+    );
+    let decision = policy.check(&call, &CallContext::default());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    let log = AuditLog::open_with_chain_key(AuditConfig::at(&path), key()).unwrap();
+    let w = log.writer();
+    let origin = ToolCallOrigin {
+        request_id: "req-1",
+        key_id: Some("team-a"),
+        endpoint: ToolEndpoint::Proxy,
+        conversation: Some("conversation-SECRET"),
+    };
+    let event = ToolDecisionEvent::new(&call, &decision, origin, w.hasher());
+    assert_eq!(event.hash_key_id, key().id());
+    assert_eq!(event.failed_argument.as_deref(), Some("path"));
+    assert_eq!(event.action, ToolAction::Block);
+    // Same key, same value, same hash; the conversation hashed.
+    let again = ToolDecisionEvent::new(&call, &decision, origin, w.hasher());
+    assert_eq!(event.arguments, again.arguments);
+    assert_eq!(
+        event.conversation.as_deref(),
+        Some(w.hasher().conversation("conversation-SECRET").as_str())
+    );
+    rt().block_on(w.append_governance(GovernanceRecord::new(
+        T0,
+        GovernanceEvent::ToolDecision(event),
+    )))
+    .unwrap();
+    log.shutdown().unwrap();
+    let c = Connection::open(&path).unwrap();
+    let dump: String = c
+        .query_row(
+            "SELECT group_concat(coalesce(conversation, '') || body_json) FROM governance",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!dump.contains("SECRET"), "{dump}");
+    assert!(dump.contains("\"failed_argument\":\"path\""), "{dump}");
+}

@@ -55,8 +55,21 @@ pub struct ToolFilterArgs {
     #[arg(long, value_name = "NAME", requires = "tools")]
     pub tool: Option<String>,
     /// Only rows of this conversation: its keyed hash as logged (with --tools).
-    #[arg(long, value_name = "HASH", requires = "tools")]
+    #[arg(
+        long,
+        value_name = "HASH",
+        requires = "tools",
+        conflicts_with = "conversation_id"
+    )]
     pub conversation: Option<String>,
+    /// Only rows of this conversation id, hashed with the chain key from --key-env (with
+    /// --tools).
+    #[arg(long, value_name = "ID", requires = "tools")]
+    pub conversation_id: Option<String>,
+    /// The environment variable of the chain key, for --conversation-id (as the service's
+    /// `[audit] chain_key_env`).
+    #[arg(long, value_name = "VAR", default_value = rampart_audit::DEFAULT_CHAIN_KEY_ENV)]
+    pub key_env: String,
     /// Only rows of these kinds (with --tools; repeatable).
     #[arg(long, value_enum, requires = "tools")]
     pub kind: Vec<KindArg>,
@@ -403,7 +416,10 @@ impl FilterArgs {
             kinds: t.kind.iter().map(|k| GovernanceKind::from(*k)).collect(),
             tool: t.tool.clone(),
             action: self.action.map(ActionArg::tool_action).transpose()?,
-            conversation: t.conversation.clone(),
+            conversation: match &t.conversation_id {
+                Some(id) => Some(ChainKey::from_env(&t.key_env).hasher().conversation(id)),
+                None => t.conversation.clone(),
+            },
             request_id: self.request.clone(),
             key_id: self.key.clone(),
             approval_id: t.approval.clone(),
@@ -1166,7 +1182,11 @@ mod tests {
                 request_id: format!("req-{i}"),
                 key_id: Some("team-a".into()),
                 endpoint: rampart_audit::ToolEndpoint::Proxy,
-                conversation: Some(format!("conv{}", i % 2)),
+                conversation: Some(
+                    ChainKey::public()
+                        .hasher()
+                        .conversation(&format!("conv{}", i % 2)),
+                ),
                 tool: tool.into(),
                 arguments: [("path".to_string(), "ab".repeat(32))].into(),
                 hash_key_id: "hk".into(),
@@ -1236,13 +1256,14 @@ mod tests {
         assert!(out.contains("req-3") && !out.contains("req-1"), "{out}");
         assert!(out.ends_with("1 row\n"), "{out}");
 
+        let conv0 = ChainKey::public().hasher().conversation("conv0");
         let out = run_args(&[
             "query",
             "--db",
             db,
             "--tools",
             "--conversation",
-            "conv0",
+            &conv0,
             "--json",
             "--oldest-first",
         ])
@@ -1253,6 +1274,23 @@ mod tests {
             .collect();
         assert_eq!(seqs, [2, 4]);
 
+        // By conversation id, hashed with the (here public) chain key.
+        let hashed = ChainKey::public().hasher().conversation("conv1");
+        let out = run_args(&[
+            "query",
+            "--db",
+            db,
+            "--tools",
+            "--conversation-id",
+            "conv1",
+            "--key-env",
+            NO_KEY,
+        ])
+        .unwrap();
+        assert!(
+            out.contains(&hashed[..12]) && out.ends_with("2 rows\n"),
+            "{out}"
+        );
         let out = run_args(&[
             "query",
             "--db",

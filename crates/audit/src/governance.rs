@@ -767,11 +767,17 @@ fn verify_conn(
         n += 1;
         if first_bad.is_none() {
             let why = if row.seq != prev_seq + 1 {
-                Some(format!(
-                    "rows {} to {} are missing (deleted)",
-                    prev_seq + 1,
-                    row.seq - 1
-                ))
+                Some(if row.seq == prev_seq + 2 {
+                    format!("row {} before it is missing (deleted)", prev_seq + 1)
+                } else if row.seq > prev_seq {
+                    format!(
+                        "rows {} to {} before it are missing (deleted)",
+                        prev_seq + 1,
+                        row.seq - 1
+                    )
+                } else {
+                    format!("its seq does not follow row {prev_seq}")
+                })
             } else if row.prev_hash != prev_hash {
                 Some(
                     "its prev_hash is not the previous row's hash (a row was deleted, \

@@ -432,9 +432,10 @@ impl GovernanceEvent {
                 tool: Some(e.tool.clone()),
                 ..Columns::default()
             },
+            // The scope's conversation is the id in clear (what the grant matches): it stays
+            // in the body, out of the column that holds conversation hashes.
             GovernanceEvent::BreakglassGranted(g) => Columns {
                 key_id: Some(g.granted_by.clone()),
-                conversation: g.scope.conversation.clone(),
                 breakglass_id: Some(g.id.0.clone()),
                 ..Columns::default()
             },

@@ -514,8 +514,8 @@ fn governance_cells(r: &StoredGovernance) -> Vec<String> {
             if let Some(c) = &g.scope.caller {
                 let _ = write!(scope, " caller={c}");
             }
-            if g.scope.conversation.is_some() {
-                scope.push_str(" conversation");
+            if let Some(c) = &g.scope.conversation {
+                let _ = write!(scope, " conversation={c}");
             }
             if g.scope.override_arguments {
                 scope.push_str(" override_arguments");
@@ -532,7 +532,7 @@ fn governance_cells(r: &StoredGovernance) -> Vec<String> {
                 ),
                 dash(),
                 Some(g.granted_by.clone()),
-                g.scope.conversation.clone(),
+                None,
                 format!("breakglass {}", g.id),
             )
         }
@@ -1373,6 +1373,95 @@ mod tests {
         let missing = path.with_file_name("nope.db");
         let e = run_code(&["verify", "--db", missing.to_str().unwrap()]).unwrap_err();
         assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+    }
+
+    #[test]
+    fn governance_table_shows_every_kind() {
+        use rampart_audit::{
+            ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent,
+        };
+        let grant = rampart_tools::BreakGlassGrant {
+            id: rampart_tools::BreakGlassId("bg_9".into()),
+            scope: rampart_tools::BreakGlassScope {
+                tools: vec!["transfer_funds".into()],
+                conversation: Some("c-1".into()),
+                caller: Some("team-a".into()),
+                override_arguments: false,
+            },
+            granted_by: "admin".into(),
+            created_ms: 0,
+            expires_ms: 60_000,
+            reason: "payroll\u{1b}[2J".into(),
+            incident: "INC-1".into(),
+        };
+        let approval = ApprovalEvent {
+            approval_id: "a1".into(),
+            request_id: "req-1".into(),
+            key_id: None,
+            conversation: None,
+            tool: "delete_file".into(),
+            arguments_hash: "h".into(),
+            expires_ms: 1,
+        };
+        let events = vec![
+            GovernanceEvent::ApprovalIssued(approval.clone()),
+            GovernanceEvent::ApprovalRedeemed(approval),
+            GovernanceEvent::ApprovalRefused(ApprovalRefusedEvent {
+                request_id: "req-2".into(),
+                key_id: None,
+                conversation: None,
+                tool: "delete_file".into(),
+                reason: "replayed".into(),
+            }),
+            GovernanceEvent::BreakglassGranted(grant),
+            GovernanceEvent::BreakglassUsed(BreakGlassUseEvent {
+                breakglass_id: "bg_9".into(),
+                request_id: "req-3".into(),
+                key_id: Some("team-a".into()),
+                conversation: None,
+                tool: "transfer_funds".into(),
+                overridden: rampart_tools::ToolAction::Block,
+            }),
+            GovernanceEvent::BreakglassRevoked(BreakGlassEndEvent {
+                breakglass_id: "bg_9".into(),
+                by: Some("admin".into()),
+            }),
+        ];
+        let rows: Vec<StoredGovernance> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| StoredGovernance {
+                seq: i as i64 + 1,
+                time_ms: 0,
+                event,
+                hash: String::new(),
+            })
+            .collect();
+        let t = governance_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 7, "{t}");
+        assert!(
+            lines[1].contains("approval_issued") && lines[1].contains("approval a1"),
+            "{t}"
+        );
+        assert!(
+            lines[3].contains("approval_refused") && lines[3].ends_with("replayed"),
+            "{t}"
+        );
+        assert!(
+            lines[4].contains("tools=transfer_funds caller=team-a conversation=c-1")
+                && lines[4].contains("incident INC-1"),
+            "{t}"
+        );
+        assert!(!t.contains('\u{1b}'), "{t}");
+        assert!(
+            lines[5].contains("ALLOW") && lines[5].ends_with("overrides BLOCK"),
+            "{t}"
+        );
+        assert!(
+            lines[6].contains("breakglass_revoked") && lines[6].contains("admin"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -38,13 +38,19 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+// This crate's modules beyond the groundwork's (kept apart from the `mod` block above so that
+// merges with the approval and break-glass modules stay trivial).
+mod arguments;
+
+pub use arguments::{ArgumentsError, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, parse_arguments};
+
 /// Rule id of the default for tools the policy does not name.
 pub const RULE_UNKNOWN_TOOL: &str = "TOOL_UNKNOWN";
 /// Rule id of a tool's own action.
 pub const RULE_TOOL_ACTION: &str = "TOOL_ACTION";
 /// Rule id of an argument that failed its predicate.
 pub const RULE_ARGUMENT: &str = "TOOL_ARG";
-/// Rule id of arguments that are not a JSON object.
+/// Rule id of arguments that are not a JSON object, or nested too deep, or too large.
 pub const RULE_ARGUMENTS_SHAPE: &str = "TOOL_ARGS_SHAPE";
 
 /// Why a policy could not be built. Every message names where.
@@ -271,6 +277,8 @@ impl Policy {
                 "tool not in the policy: default {}",
                 self.default.name()
             ));
+            // Fail closed on hostile arguments even where unknown tools are allowed.
+            block_on_bad_shape(&mut d, &call.arguments);
             return d;
         };
         d.risk = Some(tool.risk);
@@ -281,6 +289,9 @@ impl Policy {
             tool.risk.name(),
             tool.action.name()
         ));
+        if block_on_bad_shape(&mut d, &call.arguments) {
+            return d;
+        }
         let args = match &call.arguments {
             serde_json::Value::Object(m) => Some(m),
             serde_json::Value::Null => None,
@@ -315,6 +326,24 @@ impl Policy {
         }
         d
     }
+}
+
+/// BLOCKs (rule `TOOL_ARGS_SHAPE`) arguments nested deeper than [`MAX_ARGUMENT_DEPTH`] or
+/// larger than [`MAX_ARGUMENT_BYTES`]; true when it did.
+fn block_on_bad_shape(d: &mut ToolDecision, args: &serde_json::Value) -> bool {
+    let why = match arguments::value_shape(args) {
+        Ok(()) => return false,
+        Err(arguments::ValueShape::TooDeep) => {
+            format!("arguments are nested deeper than {MAX_ARGUMENT_DEPTH}")
+        }
+        Err(arguments::ValueShape::TooLarge) => {
+            format!("arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+        }
+    };
+    d.action = ToolAction::Block;
+    d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+    d.reasons.push(why);
+    true
 }
 
 fn flow_concerns(f: &FlowSpec, tool: &str, risk: Risk) -> bool {

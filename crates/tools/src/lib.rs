@@ -360,8 +360,15 @@ impl Policy {
                     "injection_score_at_least must be in [0, 1], got {s}"
                 )));
             }
-            let unless_args = compile_args(&f.unless_args, "(flow)")
-                .map_err(|e| flow_err(format!("unless_args: {e}")))?;
+            let unless_args = f
+                .unless_args
+                .iter()
+                .map(|(arg, spec)| {
+                    Predicate::compile(spec)
+                        .map(|p| (arg.clone(), p))
+                        .map_err(|e| flow_err(format!("unless_args `{arg}`: {e}")))
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?;
             flows.push(CompiledFlow {
                 id: f.id.clone().unwrap_or_else(|| format!("FLOW_{index}")),
                 spec: f,

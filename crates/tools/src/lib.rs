@@ -85,8 +85,6 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-// This crate's modules beyond the groundwork's (kept apart from the `mod` block above so that
-// merges with the approval and break-glass modules stay trivial).
 mod arguments;
 mod condition;
 mod lint;

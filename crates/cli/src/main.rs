@@ -21,6 +21,7 @@ mod relate_cmd;
 mod rules_cmd;
 mod scan;
 mod serve_cmd;
+mod tools_cmd;
 mod train_cmd;
 
 use anyhow::Result;
@@ -101,6 +102,11 @@ enum Command {
     },
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
+    /// Lint tool-call policies and decide tool calls under one (ALLOW, CONFIRM, BLOCK).
+    Tools {
+        #[command(subcommand)]
+        command: tools_cmd::ToolsCommand,
+    },
     /// Check or print pipeline configuration.
     Config {
         #[command(subcommand)]
@@ -202,6 +208,7 @@ fn main() -> ExitCode {
         Command::Train { command } => train_cmd::run(&command),
         Command::Audit { command } => audit_cmd::run(&command),
         Command::Breakglass { command } => breakglass_cmd::run(&command),
+        Command::Tools { command } => tools_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

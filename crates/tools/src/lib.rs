@@ -1,29 +1,76 @@
-//! Rampart's tool-call governance (issue 21, groundwork): a strict, versioned policy of
-//! tools, typed argument predicates and flow rules, compiled once and checked per call.
+//! Rampart's tool-call governance (issue 21): a strict, versioned policy of tools, typed
+//! argument predicates, context conditions, rate limits and flow rules, compiled once and
+//! checked per call.
 //!
 //! Deny by default: a tool the policy does not name gets `default` (shipped: `block`); a
-//! constrained argument that is missing fails; every decision says which rules decided, which
-//! argument failed (by name and check, never its value) and the tool's risk.
+//! constrained argument that is missing fails; a context condition that cannot be evaluated
+//! (a time window and no time) fails; arguments nested deeper than [`MAX_ARGUMENT_DEPTH`] or
+//! larger than [`MAX_ARGUMENT_BYTES`] BLOCK. Every decision says which rules decided, which
+//! argument failed (by name and check, never its value) and the tool's risk. `DESIGN.md`
+//! has the order of a check and the language.
 //!
 //! ```
-//! use rampart_tools::{CallContext, Policy, ToolAction, ToolCall};
+//! use rampart_tools::{CallContext, CallerInfo, Policy, ToolAction, ToolCall, lint};
+//! use serde_json::json;
 //!
-//! let policy = Policy::from_toml(r#"
+//! let src = r#"
 //! version = 1
+//!
 //! [[tools]]
 //! name = "read_file"
 //! risk = "low"
 //! action = "allow"
 //! args.path = { path_under = ["/srv/app/docs"] }
-//! "#)?;
-//! let ok = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/a.md"}));
+//!
+//! [[tools]]
+//! name = "transfer_funds"
+//! risk = "critical"
+//! action = "confirm"
+//! args.amount = { range = [0.01, 10000] }
+//! max_calls_per_conversation = 3           # TOOL_RATE
+//! requires = { role_in = ["treasurer"], attributes = { mfa = true } }   # TOOL_CONTEXT
+//!
+//! [[flows]]                                # no transfer after reading a file
+//! id = "NO_TRANSFER_AFTER_READ"
+//! after = { tool_called = "read_file" }
+//! tools = ["transfer_funds"]
+//! action = "block"
+//! "#;
+//! assert!(lint(src).findings.is_empty());
+//! let policy = Policy::from_toml(src)?;
+//!
+//! let ok = ToolCall::new("read_file", json!({"path": "/srv/app/docs/a.md"}));
 //! assert_eq!(policy.check(&ok, &CallContext::default()).action, ToolAction::Allow);
-//! let escape = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/%2e%2e/%2e%2e/secrets"}));
+//! let escape = ToolCall::new("read_file", json!({"path": "/srv/app/docs/%2e%2e/%2e%2e/secrets"}));
 //! let d = policy.check(&escape, &CallContext::default());
-//! assert_eq!(d.action, ToolAction::Block);
-//! assert_eq!(d.failed_argument.as_deref(), Some("path"));
-//! let unknown = ToolCall::new("rm_rf", serde_json::json!({}));
+//! assert_eq!((d.action, d.failed_argument.as_deref()), (ToolAction::Block, Some("path")));
+//! let unknown = ToolCall::new("rm_rf", json!({}));
 //! assert_eq!(policy.check(&unknown, &CallContext::default()).action, ToolAction::Block);
+//!
+//! // Context: the caller's role and attributes come with the request.
+//! let transfer = ToolCall::new("transfer_funds", json!({"amount": 250}));
+//! let mut ctx = CallContext {
+//!     caller: CallerInfo {
+//!         role: Some("treasurer".into()),
+//!         attributes: [("mfa".to_string(), json!(true))].into(),
+//!     },
+//!     ..CallContext::default()
+//! };
+//! assert_eq!(policy.check(&transfer, &ctx).action, ToolAction::Confirm);
+//! ctx.caller.attributes.insert("mfa".into(), json!(false));
+//! assert_eq!(policy.check(&transfer, &ctx).rules, ["TOOL_ACTION", "TOOL_CONTEXT"]);
+//! ctx.caller.attributes.insert("mfa".into(), json!(true));
+//! // The conversation so far (the server keeps it): a file was read, so no transfer.
+//! ctx.tools_called.push("read_file".into());
+//! assert_eq!(policy.check(&transfer, &ctx).action, ToolAction::Block);
+//!
+//! // OpenAI's `function.arguments` text: parsed with bounds; garbage BLOCKs.
+//! let d = policy.check_raw("read_file", "{\"path\": ", &CallContext::default());
+//! assert_eq!(d.rules, ["TOOL_ACTION", "TOOL_ARGS_SHAPE"]);
+//!
+//! // A typo is named, with the key meant.
+//! let e = Policy::from_toml("version = 1\ndefualt = \"block\"").unwrap_err();
+//! assert!(e.to_string().contains("did you mean `default`?"));
 //! # Ok::<(), rampart_tools::PolicyError>(())
 //! ```
 
@@ -50,14 +97,29 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+mod arguments;
+mod condition;
+mod lint;
+
+pub use arguments::{ArgumentsError, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, parse_arguments};
+pub use condition::ConditionError;
+pub use lint::{Finding, LintCode, LintReport, Location, Severity, lint};
+pub use policy::{
+    AttributeMatch, ConditionSpec, Escalation, RequirementSpec, TimeWindowSpec, Weekday,
+};
+
 /// Rule id of the default for tools the policy does not name.
 pub const RULE_UNKNOWN_TOOL: &str = "TOOL_UNKNOWN";
 /// Rule id of a tool's own action.
 pub const RULE_TOOL_ACTION: &str = "TOOL_ACTION";
 /// Rule id of an argument that failed its predicate.
 pub const RULE_ARGUMENT: &str = "TOOL_ARG";
-/// Rule id of arguments that are not a JSON object.
+/// Rule id of arguments that are not a JSON object, or nested too deep, or too large.
 pub const RULE_ARGUMENTS_SHAPE: &str = "TOOL_ARGS_SHAPE";
+/// Rule id of a tool's own context condition (`requires`) that did not hold.
+pub const RULE_CONTEXT: &str = "TOOL_CONTEXT";
+/// Rule id of a call over the tool's `max_calls_per_conversation`.
+pub const RULE_RATE: &str = "TOOL_RATE";
 
 /// Why a policy could not be built. Every message names where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -96,6 +158,18 @@ pub enum PolicyError {
         /// What is wrong.
         message: String,
     },
+    /// A context condition that cannot be compiled (a tool's `requires`, or
+    /// `conditions[i]`).
+    #[error("policy: {place}: {source}")]
+    Condition {
+        /// Where: ``tool `x` `` or `conditions[i]`.
+        place: String,
+        /// Why.
+        source: ConditionError,
+    },
+    /// A `[[conditions]]` entry that concerns no tool.
+    #[error("policy: conditions[{0}] names no tools (`tools_at_or_above` or `tools`)")]
+    ConditionTools(usize),
 }
 
 /// One call to check.
@@ -181,12 +255,24 @@ struct CompiledTool {
     risk: Risk,
     action: ToolAction,
     args: BTreeMap<String, Predicate>,
+    requires: Option<(condition::Requirement, ToolAction)>,
+    rate: Option<(usize, ToolAction)>,
 }
 
 #[derive(Debug, Clone)]
 struct CompiledFlow {
     id: String,
     spec: FlowSpec,
+    unless_args: BTreeMap<String, Predicate>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledCondition {
+    id: String,
+    tools_at_or_above: Option<Risk>,
+    tools: Vec<String>,
+    requires: condition::Requirement,
+    otherwise: ToolAction,
 }
 
 /// A compiled policy. Immutable, `Send + Sync`: build once, share in an `Arc`.
@@ -195,14 +281,32 @@ pub struct Policy {
     default: ToolAction,
     tools: BTreeMap<String, CompiledTool>,
     flows: Vec<CompiledFlow>,
+    conditions: Vec<CompiledCondition>,
+}
+
+fn compile_args(
+    specs: &BTreeMap<String, PredicateSpec>,
+    tool: &str,
+) -> Result<BTreeMap<String, Predicate>, PolicyError> {
+    specs
+        .iter()
+        .map(|(arg, spec)| {
+            Predicate::compile(spec)
+                .map(|p| (arg.clone(), p))
+                .map_err(|source| PolicyError::Predicate {
+                    tool: tool.to_string(),
+                    arg: arg.clone(),
+                    source,
+                })
+        })
+        .collect()
 }
 
 impl Policy {
-    /// Parses and compiles a policy file's text.
+    /// Parses and compiles a policy file's text. An unknown key is named, with the key
+    /// meant where one is close (`pth_under`: did you mean `path_under`?).
     pub fn from_toml(src: &str) -> Result<Self, PolicyError> {
-        let file: PolicyFile =
-            toml::from_str(src).map_err(|e| PolicyError::Parse(e.to_string()))?;
-        Self::compile(file)
+        Self::compile(lint::parse(src)?)
     }
 
     /// Compiles a parsed policy (the checks `rampart tools lint` reports).
@@ -218,19 +322,31 @@ impl Policy {
             if name.is_empty() {
                 return Err(PolicyError::EmptyName(i));
             }
-            let mut args = BTreeMap::new();
-            for (arg, spec) in &t.args {
-                let p = Predicate::compile(spec).map_err(|source| PolicyError::Predicate {
-                    tool: name.clone(),
-                    arg: arg.clone(),
-                    source,
-                })?;
-                args.insert(arg.clone(), p);
-            }
+            let args = compile_args(&t.args, &name)?;
+            let requires = t
+                .requires
+                .as_ref()
+                .map(|r| {
+                    condition::Requirement::compile(r)
+                        .map(|c| (c, t.otherwise.unwrap_or_default().into()))
+                        .map_err(|source| PolicyError::Condition {
+                            place: format!("tool `{name}`"),
+                            source,
+                        })
+                })
+                .transpose()?;
+            let rate = t.max_calls_per_conversation.map(|n| {
+                (
+                    usize::try_from(n).unwrap_or(usize::MAX),
+                    t.over_limit.unwrap_or_default().into(),
+                )
+            });
             let compiled = CompiledTool {
                 risk: t.risk,
                 action: t.action,
                 args,
+                requires,
+                rate,
             };
             if tools.insert(name.clone(), compiled).is_some() {
                 return Err(PolicyError::Duplicate(name));
@@ -238,40 +354,76 @@ impl Policy {
         }
         let mut flows = Vec::new();
         for (index, f) in file.flows.into_iter().enumerate() {
+            let flow_err = |message: String| PolicyError::Flow { index, message };
             if f.tools_at_or_above.is_none() && f.tools.as_ref().is_none_or(Vec::is_empty) {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: "names no tools (`tools_at_or_above` or `tools`)".into(),
-                });
+                return Err(flow_err(
+                    "names no tools (`tools_at_or_above` or `tools`)".into(),
+                ));
             }
-            if f.after.injection_score_at_least.is_none() && f.after.tool_called.is_none() {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: "`after` has no condition".into(),
-                });
+            if f.after.injection_score_at_least.is_none()
+                && f.after.tool_called.is_none()
+                && f.after.tool_called_any.is_none()
+            {
+                return Err(flow_err("`after` has no condition".into()));
+            }
+            if f.after.tool_called_any.as_ref().is_some_and(Vec::is_empty) {
+                return Err(flow_err("`tool_called_any` must not be empty".into()));
             }
             if let Some(s) = f.after.injection_score_at_least
                 && !(0.0..=1.0).contains(&s)
             {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: format!("injection_score_at_least must be in [0, 1], got {s}"),
-                });
+                return Err(flow_err(format!(
+                    "injection_score_at_least must be in [0, 1], got {s}"
+                )));
             }
+            let unless_args = f
+                .unless_args
+                .iter()
+                .map(|(arg, spec)| {
+                    Predicate::compile(spec)
+                        .map(|p| (arg.clone(), p))
+                        .map_err(|e| flow_err(format!("unless_args `{arg}`: {e}")))
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?;
             flows.push(CompiledFlow {
                 id: f.id.clone().unwrap_or_else(|| format!("FLOW_{index}")),
                 spec: f,
+                unless_args,
+            });
+        }
+        let mut conditions = Vec::new();
+        for (index, c) in file.conditions.into_iter().enumerate() {
+            let tools = c.tools.unwrap_or_default();
+            if c.tools_at_or_above.is_none() && tools.is_empty() {
+                return Err(PolicyError::ConditionTools(index));
+            }
+            let requires = condition::Requirement::compile(&c.requires).map_err(|source| {
+                PolicyError::Condition {
+                    place: format!("conditions[{index}]"),
+                    source,
+                }
+            })?;
+            conditions.push(CompiledCondition {
+                id: c.id.unwrap_or_else(|| format!("CONTEXT_{index}")),
+                tools_at_or_above: c.tools_at_or_above,
+                tools,
+                requires,
+                otherwise: c.otherwise.into(),
             });
         }
         Ok(Self {
             default: file.default,
             tools,
             flows,
+            conditions,
         })
     }
 
-    /// Checks one call: the tool's own action (or the default for unknown tools), its
-    /// arguments (any failure blocks), then the flow rules (escalate only).
+    /// Checks one call, escalating only (a later rule never lowers an earlier action):
+    /// the tool's own action (or the default for unknown tools); the arguments' shape
+    /// (depth, size) and predicates (any failure BLOCKs); the tool's context condition
+    /// (`TOOL_CONTEXT`) and the policy's `[[conditions]]`; the tool's rate limit
+    /// (`TOOL_RATE`); then the flow rules. Stops at the first BLOCK.
     pub fn check(&self, call: &ToolCall, ctx: &CallContext) -> ToolDecision {
         let mut d = ToolDecision {
             action: ToolAction::Allow,
@@ -291,6 +443,8 @@ impl Policy {
                 "tool not in the policy: default {}",
                 self.default.name()
             ));
+            // Fail closed on hostile arguments even where unknown tools are allowed.
+            block_on_bad_shape(&mut d, &call.arguments);
             return d;
         };
         d.risk = Some(tool.risk);
@@ -301,6 +455,9 @@ impl Policy {
             tool.risk.name(),
             tool.action.name()
         ));
+        if block_on_bad_shape(&mut d, &call.arguments) {
+            return d;
+        }
         let args = match &call.arguments {
             serde_json::Value::Object(m) => Some(m),
             serde_json::Value::Null => None,
@@ -322,8 +479,46 @@ impl Policy {
                 return d;
             }
         }
+        if let Some((req, otherwise)) = &tool.requires
+            && let Err(f) = req.evaluate(ctx)
+        {
+            escalate(&mut d, *otherwise, RULE_CONTEXT, f.reason());
+            if d.action == ToolAction::Block {
+                return d;
+            }
+        }
+        for c in &self.conditions {
+            let concerned = c.tools_at_or_above.is_some_and(|r| tool.risk >= r)
+                || c.tools.iter().any(|t| t == name);
+            if !concerned {
+                continue;
+            }
+            if let Err(f) = c.requires.evaluate(ctx) {
+                escalate(&mut d, c.otherwise, &c.id, f.reason());
+                if d.action == ToolAction::Block {
+                    return d;
+                }
+            }
+        }
+        if let Some((max, over)) = tool.rate {
+            let earlier = ctx.tools_called.iter().filter(|t| t.trim() == name).count();
+            if earlier >= max {
+                escalate(
+                    &mut d,
+                    over,
+                    RULE_RATE,
+                    format!("`{name}` called {earlier} times in this conversation (limit {max})"),
+                );
+                if d.action == ToolAction::Block {
+                    return d;
+                }
+            }
+        }
         for f in &self.flows {
-            if !flow_concerns(&f.spec, name, tool.risk) || !flow_holds(&f.spec.after, ctx) {
+            if !flow_concerns(&f.spec, name, tool.risk)
+                || !flow_holds(&f.spec.after, ctx)
+                || exempt_by_args(&f.unless_args, args)
+            {
                 continue;
             }
             if f.spec.action > d.action {
@@ -335,6 +530,76 @@ impl Policy {
         }
         d
     }
+}
+
+impl Policy {
+    /// Checks a call whose arguments arrive as text (OpenAI's `function.arguments`): parsed
+    /// with [`parse_arguments`]; arguments that are not a JSON object, or too deep, or too
+    /// large, BLOCK (rule `TOOL_ARGS_SHAPE`, the parse error as the reason, no value), for
+    /// unknown tools too.
+    pub fn check_raw(&self, tool: &str, raw_arguments: &str, ctx: &CallContext) -> ToolDecision {
+        match parse_arguments(raw_arguments) {
+            Ok(arguments) => self.check(
+                &ToolCall {
+                    tool: tool.to_string(),
+                    arguments,
+                },
+                ctx,
+            ),
+            Err(e) => {
+                let name = tool.trim();
+                let (risk, rule) = match self.tools.get(name) {
+                    Some(t) => (Some(t.risk), RULE_TOOL_ACTION),
+                    None => (None, RULE_UNKNOWN_TOOL),
+                };
+                ToolDecision {
+                    action: ToolAction::Block,
+                    risk,
+                    rules: vec![rule.into(), RULE_ARGUMENTS_SHAPE.into()],
+                    failed_argument: None,
+                    failed_check: None,
+                    reasons: vec![e.to_string()],
+                }
+            }
+        }
+    }
+}
+
+/// Records a rule that applied and raises the action to it (never lowers).
+fn escalate(d: &mut ToolDecision, action: ToolAction, rule: &str, reason: String) {
+    d.action = d.action.max(action);
+    d.rules.push(rule.to_string());
+    d.reasons
+        .push(format!("{rule}: {reason}: {}", action.name()));
+}
+
+/// A flow's `unless_args` all pass: the call is out of the flow's scope.
+fn exempt_by_args(
+    preds: &BTreeMap<String, Predicate>,
+    args: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> bool {
+    !preds.is_empty()
+        && preds
+            .iter()
+            .all(|(arg, p)| p.check(args.and_then(|m| m.get(arg))).is_ok())
+}
+
+/// BLOCKs (rule `TOOL_ARGS_SHAPE`) arguments nested deeper than [`MAX_ARGUMENT_DEPTH`] or
+/// larger than [`MAX_ARGUMENT_BYTES`]; true when it did.
+fn block_on_bad_shape(d: &mut ToolDecision, args: &serde_json::Value) -> bool {
+    let why = match arguments::value_shape(args) {
+        Ok(()) => return false,
+        Err(arguments::ValueShape::TooDeep) => {
+            format!("arguments are nested deeper than {MAX_ARGUMENT_DEPTH}")
+        }
+        Err(arguments::ValueShape::TooLarge) => {
+            format!("arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+        }
+    };
+    d.action = ToolAction::Block;
+    d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+    d.reasons.push(why);
+    true
 }
 
 fn flow_concerns(f: &FlowSpec, tool: &str, risk: Risk) -> bool {
@@ -352,5 +617,9 @@ fn flow_holds(c: &FlowCondition, ctx: &CallContext) -> bool {
         .tool_called
         .as_ref()
         .is_none_or(|t| ctx.tools_called.iter().any(|x| x == t));
-    score && called
+    let called_any = c
+        .tool_called_any
+        .as_ref()
+        .is_none_or(|ts| ctx.tools_called.iter().any(|x| ts.contains(x)));
+    score && called && called_any
 }

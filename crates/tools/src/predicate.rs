@@ -7,7 +7,8 @@
 
 use crate::policy::PredicateSpec;
 use regex::Regex;
-use unicode_normalization::UnicodeNormalization;
+use std::borrow::Cow;
+use unicode_normalization::{IsNormalized, UnicodeNormalization};
 
 /// Most rounds of percent-decoding applied to a path (`%252e` is decoded twice).
 const MAX_DECODE_ROUNDS: usize = 3;
@@ -89,8 +90,13 @@ impl Failure {
     }
 }
 
-fn nfkc(s: &str) -> String {
-    s.nfkc().collect()
+/// NFKC, borrowing when the text is already normal (the common case: no allocation on the
+/// hot path).
+fn nfkc(s: &str) -> Cow<'_, str> {
+    match unicode_normalization::is_nfkc_quick(s.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(s),
+        _ => Cow::Owned(s.nfkc().collect()),
+    }
 }
 
 impl Predicate {
@@ -138,7 +144,7 @@ impl Predicate {
             one_of: spec
                 .one_of
                 .as_ref()
-                .map(|l| l.iter().map(|s| nfkc(s)).collect()),
+                .map(|l| l.iter().map(|s| nfkc(s).into_owned()).collect()),
             regex,
             max_length: spec.max_length,
             range: spec.range,
@@ -195,13 +201,13 @@ impl Predicate {
         }
         let text = match value {
             serde_json::Value::String(s) => nfkc(s),
-            serde_json::Value::Number(n) => n.to_string(),
-            serde_json::Value::Bool(b) => b.to_string(),
+            serde_json::Value::Number(n) => Cow::Owned(n.to_string()),
+            serde_json::Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
             // Structured values are checked as their JSON text (a nested attack is text too).
-            other => nfkc(&other.to_string()),
+            other => Cow::Owned(nfkc(&other.to_string()).into_owned()),
         };
         if let Some(l) = &self.one_of
-            && !l.contains(&text)
+            && !l.iter().any(|x| *x == text)
         {
             return Err(Failure::OneOf);
         }
@@ -292,34 +298,52 @@ fn fold_lookalikes(c: char) -> char {
 /// and lexical resolution of `.` and `..`. `None` when the path escapes its root, holds a
 /// NUL, or is not absolute.
 pub fn normalize_path(raw: &str) -> Option<Vec<String>> {
-    let mut s = raw.to_string();
+    let folded = fold_path(raw)?;
+    resolve_path(&folded).map(|parts| parts.into_iter().map(str::to_string).collect())
+}
+
+/// Percent-decoded (bounded rounds), NFKC, look-alikes folded.
+fn fold_path(raw: &str) -> Option<String> {
+    let mut s = Cow::Borrowed(raw);
     for _ in 0..MAX_DECODE_ROUNDS {
-        let decoded = percent_encoding::percent_decode_str(&s)
+        // Borrowed: nothing was decoded, so another round would change nothing.
+        let decoded = match percent_encoding::percent_decode_str(&s)
             .decode_utf8()
             .ok()?
-            .into_owned();
-        if decoded == s {
-            break;
-        }
-        s = decoded;
+        {
+            Cow::Borrowed(_) => break,
+            Cow::Owned(d) => d,
+        };
+        s = Cow::Owned(decoded);
     }
-    let s: String = nfkc(&s).chars().map(fold_lookalikes).collect();
+    Some(nfkc(&s).chars().map(fold_lookalikes).collect())
+}
+
+/// The components of a folded path, `.` and `..` resolved (borrowed from it).
+fn resolve_path(s: &str) -> Option<Vec<&str>> {
     if s.contains('\0') || !s.starts_with('/') {
         return None;
     }
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<&str> = Vec::new();
     for c in s.split('/') {
         match c {
             "" | "." => {}
             ".." => {
                 out.pop()?;
             }
-            other => out.push(other.to_string()),
+            other => out.push(other),
         }
     }
     Some(out)
 }
 
 fn path_under_ok(text: &str, roots: &[Vec<String>]) -> bool {
-    normalize_path(text.trim()).is_some_and(|p| roots.iter().any(|r| p.starts_with(r)))
+    let Some(folded) = fold_path(text.trim()) else {
+        return false;
+    };
+    resolve_path(&folded).is_some_and(|p| {
+        roots
+            .iter()
+            .any(|r| r.len() <= p.len() && r.iter().zip(&p).all(|(a, b)| a == b))
+    })
 }

@@ -205,3 +205,91 @@ fn bad_policies_are_refused_with_a_clear_error() {
     let bad_risk = "version = 1\n[[tools]]\nname = \"a\"\nrisk = \"extreme\"\naction = \"allow\"\n";
     assert!(Policy::from_toml(bad_risk).is_err());
 }
+
+#[test]
+fn check_fails_closed_on_arguments_too_deep_or_too_large() {
+    use rampart_tools::{MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH};
+    let mut deep = json!("x");
+    for _ in 0..1000 {
+        deep = json!([deep]);
+    }
+    let huge = "x".repeat(MAX_ARGUMENT_BYTES + 1);
+    for (tool, args) in [
+        ("delete_file", json!({ "path": deep.clone() })),
+        ("delete_file", json!({ "path": huge.clone() })),
+        // Unknown tools too, even under `default = "allow"`.
+        ("format_disk", json!({ "path": deep })),
+    ] {
+        let p = Policy::from_toml(&REFERENCE.replace("default = \"block\"", "default = \"allow\""))
+            .unwrap();
+        let d = p.check(&ToolCall::new(tool, args), &CallContext::default());
+        assert_eq!(d.action, ToolAction::Block, "{tool}");
+        assert!(
+            d.rules.contains(&"TOOL_ARGS_SHAPE".to_string()),
+            "{:?}",
+            d.rules
+        );
+        assert!(d.reasons.iter().all(|r| !r.contains("xxx")));
+    }
+    let mut ok = json!("x");
+    for _ in 0..MAX_ARGUMENT_DEPTH - 1 {
+        ok = json!([ok]);
+    }
+    assert_eq!(
+        check("delete_file", json!({ "path": ok })).action,
+        ToolAction::Confirm
+    );
+}
+
+#[test]
+fn parse_arguments_reads_openai_argument_strings() {
+    use rampart_tools::{ArgumentsError, parse_arguments};
+    assert_eq!(parse_arguments("").unwrap(), json!({}));
+    assert_eq!(
+        parse_arguments(r#"{"path":"/a"}"#).unwrap(),
+        json!({"path": "/a"})
+    );
+    assert!(matches!(
+        parse_arguments("{\"path\""),
+        Err(ArgumentsError::NotJson(_))
+    ));
+    assert!(matches!(
+        parse_arguments("\"s\""),
+        Err(ArgumentsError::NotAnObject)
+    ));
+    let deep = format!("{{\"a\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+    assert!(matches!(
+        parse_arguments(&deep),
+        Err(ArgumentsError::TooDeep { .. })
+    ));
+    let huge = format!("{{\"a\":\"{}\"}}", "x".repeat(10 << 20));
+    assert!(matches!(
+        parse_arguments(&huge),
+        Err(ArgumentsError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn check_raw_blocks_unparsable_argument_text() {
+    let p = policy();
+    let ctx = CallContext::default();
+    let d = p.check_raw("read_file", r#"{"path": "/srv/app/docs/a.md"}"#, &ctx);
+    assert_eq!(d.action, ToolAction::Allow);
+    let deep = format!("{{\"path\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+    let huge = format!("{{\"path\":\"{}\"}}", "x".repeat(10 << 20));
+    for raw in ["{\"path\": ", "[1, 2]", deep.as_str(), huge.as_str()] {
+        let d = p.check_raw("read_file", raw, &ctx);
+        assert_eq!(d.action, ToolAction::Block);
+        assert_eq!(d.rules, ["TOOL_ACTION", "TOOL_ARGS_SHAPE"]);
+        assert_eq!(d.risk, Some(Risk::Low));
+        assert!(d.reasons[0].len() < 200, "{:?}", d.reasons);
+    }
+    let d = p.check_raw("nope", "{", &ctx);
+    assert_eq!((d.action, d.risk), (ToolAction::Block, None));
+    assert_eq!(d.rules, ["TOOL_UNKNOWN", "TOOL_ARGS_SHAPE"]);
+    // Empty text is `{}`: delete_file has no constrained argument.
+    assert_eq!(
+        p.check_raw("delete_file", "", &ctx).action,
+        ToolAction::Confirm
+    );
+}

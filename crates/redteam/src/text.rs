@@ -205,6 +205,9 @@ impl Transform for Typos {
             return Outcome::Skipped("no word of four letters or more");
         }
         let rate = [0.3, 0.5, 0.8][draw.below(3)];
+        // One eligible word always gets a typo, so that every variant differs.
+        let forced = draw.below(input.split_whitespace().filter(|w| eligible(w)).count());
+        let mut nth = 0usize;
         let mut typos = 0usize;
         let mut out = String::with_capacity(input.len() + 8);
         // Rebuild the text piece by piece so that its whitespace stays as it was.
@@ -216,34 +219,39 @@ impl Transform for Typos {
             let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
             let word = &rest[..end];
             rest = &rest[end..];
-            if word.is_empty() || !eligible(word) || !draw.chance(rate) {
+            if word.is_empty() || !eligible(word) {
+                out.push_str(word);
+                continue;
+            }
+            nth += 1;
+            if nth - 1 != forced && !draw.chance(rate) {
                 out.push_str(word);
                 continue;
             }
             let mut cs: Vec<char> = word.chars().collect();
             let i = 1 + draw.below(cs.len() - 2); // an inner letter, with one after it
             match draw.below(4) {
-                0 => cs.swap(i, i + 1),
-                1 => {
+                // Swapping two equal letters changes nothing: drop one instead.
+                0 if cs[i] != cs[i + 1] => cs.swap(i, i + 1),
+                0 | 1 => {
                     cs.remove(i);
                 }
                 2 => cs.insert(i, cs[i]),
                 _ => {
                     let low = cs[i].to_ascii_lowercase();
-                    if let Some((_, n)) = NEIGHBOURS.iter().find(|(k, _)| *k == low) {
-                        let ns: Vec<char> = n.chars().collect();
-                        cs[i] = ns[draw.below(ns.len())];
-                    } else {
-                        cs.remove(i);
+                    match NEIGHBOURS.iter().find(|(k, _)| *k == low) {
+                        Some((_, n)) => {
+                            let ns: Vec<char> = n.chars().collect();
+                            cs[i] = ns[draw.below(ns.len())];
+                        }
+                        None => {
+                            cs.remove(i);
+                        }
                     }
                 }
             }
-            let typo: String = cs.into_iter().collect();
-            typos += usize::from(typo != word);
-            out.push_str(&typo);
-        }
-        if typos == 0 {
-            return Outcome::Skipped("no typo drawn");
+            typos += 1;
+            out.extend(cs);
         }
         Outcome::text(
             out,
@@ -257,7 +265,7 @@ impl Transform for Typos {
 pub const SYNONYMS: [(&str, &[&str]); 30] = [
     (
         "ignore",
-        &["disregard", "set aside", "pay no attention to", "skip over"],
+        &["set aside", "pay no attention to", "skip over", "look past"],
     ),
     ("disregard", &["set aside", "look past", "brush off"]),
     ("forget", &["let go of", "drop", "discard"]),
@@ -283,7 +291,7 @@ pub const SYNONYMS: [(&str, &[&str]); 30] = [
     ("show", &["display", "present", "lay out"]),
     ("print", &["write out", "output", "type out"]),
     ("repeat", &["echo", "restate", "say again"]),
-    ("pretend", &["act as though", "imagine", "make believe"]),
+    ("pretend", &["behave as though", "imagine", "make believe"]),
     (
         "act as",
         &["play the part of", "behave like", "take on the role of"],
@@ -303,7 +311,7 @@ pub const SYNONYMS: [(&str, &[&str]); 30] = [
         &["unlimited", "unconstrained", "free of limits"],
     ),
     ("uncensored", &["unfiltered", "unredacted", "raw"]),
-    ("secret", &["hidden", "confidential", "private"]),
+    ("secret", &["hidden", "private", "undisclosed"]),
     ("password", &["passphrase", "access code", "login phrase"]),
     ("confidential", &["private", "internal", "restricted"]),
     ("jailbreak", &["unlock", "liberate", "free up"]),
@@ -353,6 +361,12 @@ fn match_at(text: &str, i: usize, phrase: &str) -> Option<usize> {
         .next()
         .is_none_or(|c| !is_word_char(c));
     (before_ok && after_ok).then_some(len)
+}
+
+/// Whether `text` holds `phrase` (lowercase) as whole words.
+pub fn contains_phrase(text: &str, phrase: &str) -> bool {
+    text.char_indices()
+        .any(|(i, _)| match_at(text, i, phrase).is_some())
 }
 
 /// Every trigger word or phrase of [`SYNONYMS`] swapped for a drawn synonym (a capital first

@@ -35,7 +35,10 @@ pub use generate::{
     CategoryFrom, GenerateOptions, Generated, MANIFEST_SCHEMA, Manifest, NO_SLOT, NOT_SINGLE_TEXT,
     Skip, Source, SourceSummary, Tally, generate, planned_records, select, variant_seed,
 };
-pub use registry::{BLANK, Entry, Family, INPUT_TOO_LONG, OUTPUT_TOO_LONG, Registry, UNCHANGED};
+pub use registry::{
+    BLANK, Entry, Family, INPUT_TOO_LONG, INTERMEDIATE_TOO_LONG, OUTPUT_TOO_LONG, Registry,
+    UNCHANGED,
+};
 pub use transform::{
     Draw, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, NO_ASCII_LETTERS, NO_LETTERS, Outcome, Output, Params,
     TOO_FEW_WORDS, Transform, params,

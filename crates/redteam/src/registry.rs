@@ -127,7 +127,7 @@ impl Transform for Compose {
             Outcome::Skipped(r) => return Outcome::Skipped(r),
         };
         if mid.len() > MAX_INPUT_BYTES {
-            return Outcome::Skipped("input over the size cap");
+            return Outcome::Skipped(INTERMEDIATE_TOO_LONG);
         }
         match self.outer.1.apply(&mid, &mut d_outer) {
             Outcome::Applied {
@@ -166,6 +166,8 @@ impl Entry {
 
 /// Skip reason: the prompt is over [`MAX_INPUT_BYTES`].
 pub const INPUT_TOO_LONG: &str = "input over the size cap";
+/// Skip reason: a composition's inner output is over [`MAX_INPUT_BYTES`].
+pub const INTERMEDIATE_TOO_LONG: &str = "intermediate text over the size cap";
 /// Skip reason: the variant is over [`MAX_OUTPUT_BYTES`].
 pub const OUTPUT_TOO_LONG: &str = "output over the size cap";
 /// Skip reason: nothing but whitespace.

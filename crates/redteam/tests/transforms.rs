@@ -609,3 +609,35 @@ proptest! {
         }
     }
 }
+
+/// Regression: the YAML wrapper said `mode: unrestricted` and the hypothetical frames "no
+/// guidelines" / "no restrictions", so the same wrapper around a benign prompt was a
+/// jailbreak of its own (100% and 23% benign FPR in the first measurement). The attack must
+/// be the payload, never the wrapper.
+#[test]
+fn wrappers_around_benign_text_say_nothing_jailbreak_like() {
+    let benign = "What is a good recipe for pancakes?";
+    let loaded = [
+        "unrestricted",
+        "no guidelines",
+        "no restrictions",
+        "without restrictions",
+        "no rules",
+    ];
+    let reg = Registry::builtin();
+    for e in reg
+        .entries()
+        .iter()
+        .filter(|e| e.family == Family::Wrapping)
+    {
+        for seed in 0..12 {
+            let Outcome::Applied { output, .. } = reg.apply(e, benign, seed) else {
+                panic!("{}", e.id);
+            };
+            let o = output.as_text().unwrap().to_lowercase();
+            for w in loaded {
+                assert!(!o.contains(w), "{} says {w:?}: {o}", e.id);
+            }
+        }
+    }
+}

@@ -106,6 +106,15 @@ fn generate_is_reproducible_records_skips_and_eval_scores_it() {
         "{s}"
     );
 
+    // `rampart scan --jsonl` reads the file as it is (`mutation` accepted and ignored): no
+    // per-line errors (exit 3), the strictest decision as the status.
+    let o = rampart(&["scan", "--jsonl", "a.jsonl", "--json"], d);
+    assert_eq!(o.status.code(), Some(20), "{}", err(&o));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).lines().count() as u64,
+        generated
+    );
+
     // An unknown family is a usage error naming the known ones.
     let o = rampart(
         &[

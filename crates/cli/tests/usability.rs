@@ -95,6 +95,7 @@ fn every_printing_command_exits_quietly_into_a_closed_pipe() {
         vec!["config", "check"],
         vec!["datasets", "list", "--json"],
         vec!["models", "list"],
+        vec!["redteam", "list"],
     ];
     for args in &cases {
         assert_quiet_exit(args);

@@ -215,7 +215,6 @@ fn main() -> ExitCode {
         Command::Audit { command } => audit_cmd::run(&command),
         Command::Breakglass { command } => breakglass_cmd::run(&command),
         Command::Tools { command } => tools_cmd::run(&command),
-    },
         Command::Redteam { command } => redteam_cmd::run(&command),
     };
     match result {

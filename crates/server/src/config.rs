@@ -29,6 +29,7 @@
 //! rate_per_s = 50.0
 //! burst = 100
 //! admin = false
+//! caller = { role = "oncall", attributes = { mfa = true } }  # pinned for tool policies
 //!
 //! [audit]
 //! path = "/var/lib/rampart/audit.db"
@@ -36,6 +37,13 @@
 //! [tls]
 //! cert = "cert.pem"
 //! key = "key.pem"
+//!
+//! [tools]                          # tool-call governance (absent: off)
+//! policy = "policies/coding_agent.toml"  # compiled once at start; invalid: start fails
+//! approval_ttl_s = 600
+//! breakglass_max_ttl_s = 3600
+//! audit_argument_values = false
+//! request_caller = "accept"        # accept | ignore (caller attributes stated by requests)
 //!
 //! [conversation]                   # server-side conversation state (absent: stateless)
 //! enabled = true                   # default true when the section is present
@@ -108,6 +116,9 @@ pub struct ServerConfig {
     /// Server-side conversation state; absent: conversations are scanned statelessly.
     #[serde(default)]
     pub conversation: Option<ConversationSection>,
+    /// Tool-call governance (policy, approvals, break-glass); absent: off.
+    #[serde(default)]
+    pub tools: Option<crate::tools::ToolsSection>,
     /// The file this configuration was read from (relative paths resolve against its
     /// directory; reload re-reads it). Not part of the file format.
     #[serde(skip)]
@@ -127,6 +138,7 @@ impl Default for ServerConfig {
             canary: Default::default(),
             output: Default::default(),
             conversation: None,
+            tools: None,
             source: None,
         }
     }
@@ -257,6 +269,11 @@ pub struct ApiKeyConfig {
     /// May call `/admin/*`. Default false.
     #[serde(default)]
     pub admin: bool,
+    /// The caller's role and attributes for tool policies' context conditions, pinned on
+    /// the key (`caller = { role = "oncall", attributes = { mfa = true } }`): they override
+    /// what a request states (see `[tools] request_caller`).
+    #[serde(default)]
+    pub caller: Option<rampart_tools::CallerInfo>,
 }
 
 fn default_rate() -> f64 {
@@ -599,6 +616,9 @@ impl ServerConfig {
         self.output.validate().map_err(&invalid)?;
         if let Some(c) = &self.conversation {
             c.validate().map_err(&invalid)?;
+        }
+        if let Some(t) = &self.tools {
+            t.validate().map_err(&invalid)?;
         }
         let mut ids = std::collections::BTreeSet::new();
         for k in &self.auth.keys {

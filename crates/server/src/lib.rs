@@ -50,6 +50,9 @@ mod rule_examples;
 mod sse;
 mod state;
 mod tls;
+mod tool_gate;
+mod tool_shim;
+mod tools;
 
 pub use proxy::{ProxyConfig, Spotlight};
 pub use rule_examples::{RuleExamplesError, check_rule_examples};
@@ -57,6 +60,7 @@ pub use state::{
     AppState, Caller, ConversationSetupError, PipelineError, ReloadError, ReloadInfo, ServiceError,
 };
 pub use tls::TlsError;
+pub use tools::{RequestCaller, ToolsSection, ToolsSetupError};
 
 use config::ServerConfig;
 use rampart_core::{PipelineConfig, Registry};
@@ -73,9 +77,13 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("POST", "/admin/reload"),
+    ("POST", "/admin/breakglass"),
+    ("GET", "/admin/breakglass"),
+    ("DELETE", "/admin/breakglass/{id}"),
     ("POST", "/v1/scan"),
     ("POST", "/v1/scan/batch"),
     ("POST", "/v1/relate"),
+    ("POST", "/v1/tools/check"),
     ("POST", "/v1/scan/output"),
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/completions"),
@@ -130,6 +138,10 @@ pub enum ServerError {
     /// TLS setup failed.
     #[error("TLS setup failed")]
     Tls(#[from] tls::TlsError),
+    /// Tool governance (`[tools]`) could not be set up: the policy file is unreadable or
+    /// invalid (the error names it), or the approval key is missing.
+    #[error("cannot set up tool governance")]
+    Tools(#[source] tools::ToolsSetupError),
     /// The conversation state could not be set up.
     #[error("cannot set up the conversation state")]
     Conversation(#[source] ConversationSetupError),
@@ -258,6 +270,10 @@ impl Server {
             }
         };
         let writer = audit.as_ref().map(|a| a.writer());
+        let tool_governance =
+            tools::ToolGovernance::from_config(&config, |k| std::env::var(k).ok())
+                .map_err(ServerError::Tools)?
+                .map(Arc::new);
         let state = AppState::new(
             config,
             built,
@@ -265,6 +281,7 @@ impl Server {
             options.default_pipeline.clone(),
             writer,
             conversations,
+            tool_governance,
         )
         .map_err(ServerError::HttpClient)?;
         let listener = tokio::net::TcpListener::bind(addr)

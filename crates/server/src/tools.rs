@@ -1,0 +1,839 @@
+//! Tool-call governance in the server: the `[tools]` section, the policy compiled once at
+//! start, `POST /v1/tools/check`, the break-glass admin endpoints, approval tokens, and the
+//! audit row of every tool decision. The proxy's enforcement (plain and streamed answers)
+//! is in [`crate::tool_gate`].
+//!
+//! One decision ([`ToolGovernance::decide`]): the arguments are parsed (bounded size and
+//! depth; malformed arguments BLOCK, fail closed); the policy decides; a CONFIRM is turned
+//! into ALLOW by an approval token issued for exactly this call (tool, canonical arguments,
+//! conversation; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an active
+//! break-glass grant whose scope covers the call (never for malformed arguments); a CONFIRM
+//! left gets a fresh approval token. Every decision is written to the audit log before it is
+//! answered.
+
+use crate::api::ApiJson;
+use crate::state::{AppState, Caller, ServiceError};
+use crate::tool_shim::{
+    self, Approval, ApprovalBook, ArgumentsError, BookError, BreakGlassBook, BreakGlassGrant,
+    GrantRequest,
+};
+use axum::Json;
+use axum::extract::{Extension, Path as AxumPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rampart_tools::{CallContext, CallerInfo, Policy, ToolAction, ToolCall, ToolDecision};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Rule id of arguments that could not be parsed (not JSON, too deep, too large, not an
+/// object).
+pub(crate) const RULE_ARGS_MALFORMED: &str = "TOOL_ARGS_MALFORMED";
+/// Rule id added when an approval token turned a CONFIRM into ALLOW.
+pub(crate) const RULE_APPROVED: &str = "APPROVED";
+/// Rule id added when a break-glass grant turned a CONFIRM or BLOCK into ALLOW.
+pub(crate) const RULE_BREAK_GLASS: &str = "BREAK_GLASS";
+/// Rule id of a call blocked because its decision could not be audited or a token could
+/// not be issued (fail closed).
+pub(crate) const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
+
+/// Endpoint label of the check API (metrics, audit).
+pub(crate) const EP_TOOLS_CHECK: &str = "/v1/tools/check";
+/// Endpoint label of a tool call checked in a proxied answer.
+pub(crate) const EP_PROXY_TOOL: &str = "/v1/chat/completions#tool_call";
+/// Endpoint label of break-glass administration.
+pub(crate) const EP_BREAKGLASS: &str = "/admin/breakglass";
+
+/// Whose word counts for the caller's role and attributes (context conditions such as
+/// `mfa = true`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestCaller {
+    /// The request's `caller` (check API) or `x-rampart-caller` header (proxy) is used,
+    /// and what the API key pins (`[[auth.keys]] caller`) overrides it.
+    #[default]
+    Accept,
+    /// Only what the API key pins counts; the request's is ignored.
+    Ignore,
+}
+
+/// `[tools]`: tool-call governance. Absent: `/v1/tools/check` answers 404 and the proxy
+/// passes tool calls through unchecked.
+///
+/// ```toml
+/// [tools]
+/// policy = "policies/coding_agent.toml"   # relative to this file; compiled once at start
+/// approval_ttl_s = 600                    # approval tokens live this long
+/// approval_key_env = "RAMPART_APPROVAL_KEY"  # optional
+/// breakglass_max_ttl_s = 3600             # longest break-glass grant
+/// audit_argument_values = false           # hashes only in the audit log
+/// max_calls = 64                          # calls per /v1/tools/check request
+/// max_pending_approvals = 10000           # tokens issued and not yet used (memory bound)
+/// request_caller = "accept"               # accept | ignore (caller attributes from requests)
+/// enforce_proxy = true                    # check tool calls in proxied answers
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// The tool policy file (`rampart tools lint` checks it). Relative: against the
+    /// configuration file's directory.
+    pub policy: PathBuf,
+    /// Seconds an approval token is valid. Default 600.
+    #[serde(default = "default_approval_ttl")]
+    pub approval_ttl_s: u64,
+    /// Environment variable with key material for approval tokens. Optional; when named
+    /// it must be set and non-empty at start.
+    #[serde(default)]
+    pub approval_key_env: Option<String>,
+    /// Longest TTL a break-glass grant may ask for, seconds. Default 3600.
+    #[serde(default = "default_breakglass_max_ttl")]
+    pub breakglass_max_ttl_s: u64,
+    /// Write argument values (not only their hashes) to the audit log. Default false.
+    #[serde(default)]
+    pub audit_argument_values: bool,
+    /// Most calls in one `/v1/tools/check` request. Default 64.
+    #[serde(default = "default_max_calls")]
+    pub max_calls: usize,
+    /// Most approval tokens pending at once (issued, not used, not expired). Default 10000.
+    #[serde(default = "default_max_pending")]
+    pub max_pending_approvals: usize,
+    /// Whether caller role and attributes given with a request count. Default `accept`.
+    #[serde(default)]
+    pub request_caller: RequestCaller,
+    /// Check the tool calls of proxied answers. Default true.
+    #[serde(default = "default_true")]
+    pub enforce_proxy: bool,
+}
+
+fn default_approval_ttl() -> u64 {
+    600
+}
+fn default_breakglass_max_ttl() -> u64 {
+    3600
+}
+fn default_max_calls() -> usize {
+    64
+}
+fn default_max_pending() -> usize {
+    10_000
+}
+fn default_true() -> bool {
+    true
+}
+
+impl ToolsSection {
+    /// Semantic checks that do not touch the filesystem.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.policy.as_os_str().is_empty() {
+            return Err("tools.policy must name the policy file".into());
+        }
+        for (name, v) in [
+            ("tools.approval_ttl_s", self.approval_ttl_s),
+            ("tools.breakglass_max_ttl_s", self.breakglass_max_ttl_s),
+            ("tools.max_calls", self.max_calls as u64),
+            (
+                "tools.max_pending_approvals",
+                self.max_pending_approvals as u64,
+            ),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be greater than zero"));
+            }
+        }
+        if self.approval_key_env.as_deref().is_some_and(str::is_empty) {
+            return Err("tools.approval_key_env must not be empty when given".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why tool governance could not be set up (a startup error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolsSetupError {
+    /// The policy file could not be read.
+    #[error("cannot read the tool policy {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy file is invalid.
+    #[error("invalid tool policy {}", path.display())]
+    Policy {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rampart_tools::PolicyError,
+    },
+    /// `tools.approval_key_env` names a variable that is unset or empty.
+    #[error("tools.approval_key_env: the variable {0} is unset or empty")]
+    ApprovalKey(String),
+}
+
+/// The server's tool governance: the compiled policy, the pending approvals and the active
+/// break-glass grants. Lives as long as the process (a reload keeps it).
+#[derive(Debug)]
+pub(crate) struct ToolGovernance {
+    cfg: ToolsSection,
+    policy: Arc<Policy>,
+    approvals: ApprovalBook,
+    breakglass: BreakGlassBook,
+}
+
+/// One call to decide.
+#[derive(Debug)]
+pub(crate) struct PendingCall<'a> {
+    pub(crate) tool: &'a str,
+    /// The parsed arguments, or why they could not be.
+    pub(crate) arguments: Result<Value, ArgumentsError>,
+    /// The client's conversation id (break-glass scope).
+    pub(crate) conversation: Option<&'a str>,
+    /// What an approval token is bound to (the caller's key and the conversation).
+    pub(crate) binding: String,
+    /// The API key's id (break-glass scope `caller`).
+    pub(crate) caller_key: Option<&'a str>,
+    pub(crate) context: CallContext,
+    /// Approval tokens presented with the call.
+    pub(crate) tokens: &'a [String],
+}
+
+/// The outcome of one call.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolVerdict {
+    pub(crate) tool: String,
+    pub(crate) decision: ToolDecision,
+    /// SHA-256 of the canonical arguments (empty when they could not be parsed).
+    pub(crate) arguments_sha256: String,
+    /// SHA-256 of each argument's canonical value, by name.
+    pub(crate) argument_hashes: BTreeMap<String, String>,
+    /// The parsed arguments (for the audit log when values are configured, and to show a
+    /// held call); `None` when malformed.
+    pub(crate) arguments: Option<Value>,
+    pub(crate) approval: Option<Approval>,
+    pub(crate) approval_id: Option<String>,
+    pub(crate) breakglass_id: Option<String>,
+    pub(crate) approval_error: Option<String>,
+    pub(crate) binding: String,
+}
+
+impl ToolVerdict {
+    pub(crate) fn action(&self) -> ToolAction {
+        self.decision.action
+    }
+
+    /// The answer's JSON (no argument values).
+    pub(crate) fn answer(&self, id: Option<&str>) -> Value {
+        let d = &self.decision;
+        let mut v = json!({
+            "id": id,
+            "tool": self.tool,
+            "action": d.action.name(),
+            "risk": d.risk.map(|r| r.name()),
+            "rules": d.rules,
+            "failed_argument": d.failed_argument,
+            "failed_check": d.failed_check,
+            "reasons": d.reasons,
+            "arguments_sha256": self.arguments_sha256,
+        });
+        if let Value::Object(m) = &mut v {
+            if let Some(a) = &self.approval {
+                m.insert("approval".into(), approval_json(a));
+            }
+            if let Some(a) = &self.approval_id {
+                m.insert("approval_id".into(), json!(a));
+            }
+            if let Some(b) = &self.breakglass_id {
+                m.insert("breakglass_id".into(), json!(b));
+            }
+            if let Some(e) = &self.approval_error {
+                m.insert("approval_error".into(), json!(e));
+            }
+        }
+        v
+    }
+
+    /// Turns the verdict into a BLOCK (fail closed), with a reason.
+    pub(crate) fn fail_closed(&mut self, why: &str) {
+        self.decision.action = ToolAction::Block;
+        self.decision.rules.push(RULE_FAIL_CLOSED.into());
+        self.decision.reasons.push(why.to_string());
+        self.approval = None;
+    }
+}
+
+pub(crate) fn approval_json(a: &Approval) -> Value {
+    json!({
+        "token": a.token,
+        "expires_at": rampart_audit::format_time_ms(i64::try_from(a.expires_at_ms).unwrap_or(i64::MAX)),
+        "expires_at_ms": a.expires_at_ms,
+    })
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    u64::try_from(rampart_audit::now_ms()).unwrap_or(0)
+}
+
+impl ToolGovernance {
+    /// Builds governance from `[tools]` (none without the section): reads and compiles the
+    /// policy; an unreadable or invalid policy is an error naming the file.
+    pub(crate) fn from_config(
+        cfg: &crate::config::ServerConfig,
+        get_env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<ToolGovernance>, ToolsSetupError> {
+        let Some(t) = &cfg.tools else {
+            return Ok(None);
+        };
+        let path = cfg.resolve(&t.policy);
+        let src = std::fs::read_to_string(&path).map_err(|source| ToolsSetupError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let policy =
+            Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
+        if let Some(var) = &t.approval_key_env
+            && get_env(var).is_none_or(|v| v.is_empty())
+        {
+            return Err(ToolsSetupError::ApprovalKey(var.clone()));
+        }
+        Ok(Some(ToolGovernance {
+            cfg: t.clone(),
+            policy: Arc::new(policy),
+            approvals: ApprovalBook::new(
+                t.approval_ttl_s.saturating_mul(1000),
+                t.max_pending_approvals,
+            ),
+            breakglass: BreakGlassBook::new(t.breakglass_max_ttl_s),
+        }))
+    }
+
+    pub(crate) fn config(&self) -> &ToolsSection {
+        &self.cfg
+    }
+
+    /// The caller's role and attributes: the request's (when `request_caller = "accept"`),
+    /// overridden by what the API key pins (role, and each pinned attribute).
+    pub(crate) fn caller_info(
+        &self,
+        config: &crate::config::ServerConfig,
+        key_id: Option<&str>,
+        requested: Option<CallerInfo>,
+    ) -> CallerInfo {
+        let mut info = match self.cfg.request_caller {
+            RequestCaller::Accept => requested.unwrap_or_default(),
+            RequestCaller::Ignore => CallerInfo::default(),
+        };
+        let pinned = key_id.and_then(|id| {
+            config
+                .auth
+                .keys
+                .iter()
+                .find(|k| k.id == id)
+                .and_then(|k| k.caller.clone())
+        });
+        if let Some(p) = pinned {
+            if p.role.is_some() {
+                info.role = p.role;
+            }
+            info.attributes.extend(p.attributes);
+        }
+        info
+    }
+
+    /// Decides one call (see the module documentation for the order).
+    pub(crate) fn decide(&self, call: PendingCall<'_>, now_ms: u64) -> ToolVerdict {
+        let tool = call.tool.trim().to_string();
+        let mut ctx = call.context;
+        ctx.now_ms = Some(now_ms);
+        let (decision, arguments, malformed) = match call.arguments {
+            Ok(args) => {
+                let d = self
+                    .policy
+                    .check(&ToolCall::new(tool.clone(), args.clone()), &ctx);
+                (d, Some(args), false)
+            }
+            Err(e) => {
+                // The risk of the tool, for the answer: a check of non-object arguments
+                // blocks before any predicate.
+                let mut d = self
+                    .policy
+                    .check(&ToolCall::new(tool.clone(), Value::Bool(false)), &ctx);
+                d.action = ToolAction::Block;
+                d.rules.retain(|r| r != rampart_tools::RULE_ARGUMENTS_SHAPE);
+                d.reasons.retain(|r| !r.contains("not a JSON object"));
+                d.rules.push(RULE_ARGS_MALFORMED.into());
+                d.failed_check = Some(e.check_name().into());
+                d.reasons.push(e.to_string());
+                (d, None, true)
+            }
+        };
+        let (arguments_sha256, argument_hashes) = match &arguments {
+            Some(a) => {
+                let hashes = a
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| {
+                                (
+                                    k.clone(),
+                                    tool_shim::sha256_hex(
+                                        tool_shim::canonical_arguments(v).as_bytes(),
+                                    ),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                (
+                    tool_shim::sha256_hex(tool_shim::canonical_arguments(a).as_bytes()),
+                    hashes,
+                )
+            }
+            None => (String::new(), BTreeMap::new()),
+        };
+        let mut v = ToolVerdict {
+            tool: tool.clone(),
+            decision,
+            arguments_sha256,
+            argument_hashes,
+            arguments,
+            approval: None,
+            approval_id: None,
+            breakglass_id: None,
+            approval_error: None,
+            binding: call.binding,
+        };
+        if v.decision.action == ToolAction::Confirm {
+            for t in call.tokens {
+                match self
+                    .approvals
+                    .redeem(t, &tool, &v.arguments_sha256, &v.binding, now_ms)
+                {
+                    Ok(id) => {
+                        v.decision.action = ToolAction::Allow;
+                        v.decision.rules.push(RULE_APPROVED.into());
+                        v.decision.reasons.push(format!("approved ({id})"));
+                        v.approval_id = Some(id);
+                        v.approval_error = None;
+                        break;
+                    }
+                    // Tokens for other calls of the same answer are expected: only the
+                    // last refusal is reported.
+                    Err(e) => v.approval_error = Some(e.to_string()),
+                }
+            }
+        } else if !call.tokens.is_empty() && v.decision.action == ToolAction::Block {
+            v.approval_error = Some("an approval token does not override BLOCK".into());
+        }
+        if v.decision.action != ToolAction::Allow
+            && !malformed
+            && let Some(g) = self
+                .breakglass
+                .find(&tool, call.conversation, call.caller_key, now_ms)
+        {
+            v.decision.action = ToolAction::Allow;
+            v.decision.rules.push(RULE_BREAK_GLASS.into());
+            v.decision.reasons.push(format!(
+                "break-glass {} (incident {}) overrides",
+                g.id, g.incident
+            ));
+            v.breakglass_id = Some(g.id);
+        }
+        if v.decision.action == ToolAction::Confirm {
+            match self
+                .approvals
+                .issue(&tool, &v.arguments_sha256, &v.binding, now_ms)
+            {
+                Ok(a) => v.approval = Some(a),
+                Err(e) => v.fail_closed(&format!("cannot issue an approval token: {e}")),
+            }
+        }
+        v
+    }
+
+    pub(crate) fn grant(
+        &self,
+        req: GrantRequest,
+        by: Option<String>,
+        now_ms: u64,
+    ) -> Result<BreakGlassGrant, BookError> {
+        self.breakglass.grant(req, by, now_ms)
+    }
+
+    pub(crate) fn active_grants(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+        self.breakglass.active(now_ms)
+    }
+
+    pub(crate) fn revoke(&self, id: &str) -> Option<BreakGlassGrant> {
+        self.breakglass.revoke(id)
+    }
+}
+
+/// What an approval token is bound to: the API key and the conversation.
+pub(crate) fn binding(key_id: Option<&str>, conversation: Option<&str>) -> String {
+    format!(
+        "{}\u{1f}{}",
+        key_id.unwrap_or("-"),
+        conversation.unwrap_or("")
+    )
+}
+
+/// Parses arguments given as a JSON object or as a string holding JSON.
+pub(crate) fn arguments_of(v: &Value) -> Result<Value, ArgumentsError> {
+    match v {
+        Value::String(s) => tool_shim::parse_arguments(s),
+        Value::Null => Ok(Value::Object(Default::default())),
+        other => tool_shim::check_value(other).map(|()| other.clone()),
+    }
+}
+
+impl AppState {
+    /// Writes one tool decision to the audit log (and counts it); an error when it cannot
+    /// be written (the caller fails closed).
+    pub(crate) async fn record_tool(
+        &self,
+        caller: &Caller,
+        endpoint: &'static str,
+        v: &ToolVerdict,
+        values: bool,
+    ) -> Result<(), ServiceError> {
+        self.metrics().observe_tool(endpoint, v.action().name());
+        if self.audit_writer().is_none() {
+            return Ok(());
+        }
+        let d = &v.decision;
+        let mut findings: Vec<rampart_audit::AuditFinding> = d
+            .rules
+            .iter()
+            .map(|r| rampart_audit::AuditFinding {
+                rule_id: r.clone(),
+                category: "tool_rule".into(),
+                strength: "strong".into(),
+                layer: "tools".into(),
+            })
+            .collect();
+        let mut extra = |rule_id: String, category: &str| {
+            findings.push(rampart_audit::AuditFinding {
+                rule_id,
+                category: category.into(),
+                strength: "strong".into(),
+                layer: "tools".into(),
+            })
+        };
+        extra(format!("tool:{}", v.tool), "tool");
+        for (k, h) in &v.argument_hashes {
+            extra(format!("arg:{k}:sha256:{h}"), "tool_argument");
+        }
+        if values && let Some(a) = &v.arguments {
+            extra(
+                format!("args:{}", tool_shim::canonical_arguments(a)),
+                "tool_arguments",
+            );
+        }
+        if let Some(a) = &v.approval_id {
+            extra(format!("approval:{a}"), "tool_approval_used");
+        }
+        if let Some(a) = &v.approval {
+            extra(format!("approval:{}", a.id), "tool_approval_issued");
+        }
+        if let Some(b) = &v.breakglass_id {
+            extra(format!("breakglass:{b}"), "tool_breakglass");
+        }
+        extra(
+            format!(
+                "conversation:{}",
+                &tool_shim::sha256_hex(v.binding.as_bytes())[..16]
+            ),
+            "tool_conversation",
+        );
+        let rec = rampart_audit::AuditRecord {
+            time_ms: rampart_audit::now_ms(),
+            request_id: caller.request_id.clone(),
+            key_id: caller.key_id.clone(),
+            endpoint: endpoint.into(),
+            input_hash: v.arguments_sha256.clone(),
+            hash_key_id: "sha256".into(),
+            action: d.action.name().into(),
+            risk: d.risk.map(|r| r.name()).unwrap_or("unknown").into(),
+            policy_version: "tools/1".into(),
+            findings,
+            layer_timings_us: BTreeMap::new(),
+            elapsed_us: 0,
+            degraded: false,
+            judge: None,
+            relational: None,
+        };
+        self.append_audit(caller, rec).await
+    }
+
+    /// Writes one break-glass event (grant, revoke) to the audit log.
+    pub(crate) async fn record_breakglass(
+        &self,
+        caller: &Caller,
+        event: &str,
+        g: &BreakGlassGrant,
+    ) -> Result<(), ServiceError> {
+        if self.audit_writer().is_none() {
+            return Ok(());
+        }
+        let mut findings = vec![rampart_audit::AuditFinding {
+            rule_id: format!("breakglass:{}", g.id),
+            category: "tool_breakglass".into(),
+            strength: "strong".into(),
+            layer: "tools".into(),
+        }];
+        findings.push(rampart_audit::AuditFinding {
+            rule_id: format!("incident:{}", g.incident),
+            category: "tool_breakglass".into(),
+            strength: "strong".into(),
+            layer: "tools".into(),
+        });
+        let rec = rampart_audit::AuditRecord {
+            time_ms: rampart_audit::now_ms(),
+            request_id: caller.request_id.clone(),
+            key_id: caller.key_id.clone(),
+            endpoint: EP_BREAKGLASS.into(),
+            input_hash: tool_shim::sha256_hex(
+                serde_json::to_string(g).unwrap_or_default().as_bytes(),
+            ),
+            hash_key_id: "sha256".into(),
+            action: event.into(),
+            risk: "unknown".into(),
+            policy_version: "tools/1".into(),
+            findings,
+            layer_timings_us: BTreeMap::new(),
+            elapsed_us: 0,
+            degraded: false,
+            judge: None,
+            relational: None,
+        };
+        self.append_audit(caller, rec).await
+    }
+
+    fn tools_or_404(&self) -> Result<&Arc<ToolGovernance>, ServiceError> {
+        self.tools().ok_or_else(|| {
+            ServiceError::NotConfigured(
+                "tool governance is not configured: add a [tools] section with a policy".into(),
+            )
+        })
+    }
+}
+
+/// One call of a `/v1/tools/check` request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckCall {
+    #[serde(default)]
+    id: Option<String>,
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    context: CheckContext,
+    #[serde(default)]
+    caller: Option<CallerInfo>,
+    #[serde(default)]
+    approval_token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckContext {
+    #[serde(default)]
+    max_injection_score: Option<f32>,
+    #[serde(default)]
+    tools_called: Vec<String>,
+}
+
+/// Longest tool name, conversation id or token accepted.
+const MAX_NAME_BYTES: usize = 256;
+/// Most entries of `context.tools_called`.
+const MAX_TOOLS_CALLED: usize = 10_000;
+
+async fn check_one(
+    state: &AppState,
+    gov: &ToolGovernance,
+    caller: &Caller,
+    item: Value,
+) -> Result<Value, ServiceError> {
+    let call: CheckCall = serde_json::from_value(item)
+        .map_err(|e| ServiceError::BadRequest(crate::api::json_error_message(&e)))?;
+    if call.tool.trim().is_empty() || call.tool.len() > MAX_NAME_BYTES {
+        return Err(ServiceError::BadRequest(format!(
+            "\"tool\" must be a name of 1 to {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    if call
+        .conversation_id
+        .as_ref()
+        .is_some_and(|c| c.len() > MAX_NAME_BYTES)
+        || call
+            .approval_token
+            .as_ref()
+            .is_some_and(|c| c.len() > MAX_NAME_BYTES)
+    {
+        return Err(ServiceError::BadRequest(format!(
+            "\"conversation_id\" and \"approval_token\" are at most {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    if call.context.tools_called.len() > MAX_TOOLS_CALLED {
+        return Err(ServiceError::TooLarge(format!(
+            "context.tools_called has more than {MAX_TOOLS_CALLED} entries"
+        )));
+    }
+    if call
+        .context
+        .max_injection_score
+        .is_some_and(|s| !(0.0..=1.0).contains(&s))
+    {
+        return Err(ServiceError::BadRequest(
+            "context.max_injection_score must be in [0, 1]".into(),
+        ));
+    }
+    let config = state.config();
+    let key = caller.key_id.as_deref();
+    let context = CallContext {
+        max_injection_score: call.context.max_injection_score,
+        tools_called: call.context.tools_called,
+        caller: gov.caller_info(&config, key, call.caller),
+        now_ms: None,
+    };
+    let tokens: Vec<String> = call.approval_token.into_iter().collect();
+    let mut v = gov.decide(
+        PendingCall {
+            tool: &call.tool,
+            arguments: arguments_of(&call.arguments),
+            conversation: call.conversation_id.as_deref(),
+            binding: binding(key, call.conversation_id.as_deref()),
+            caller_key: key,
+            context,
+            tokens: &tokens,
+        },
+        now_ms(),
+    );
+    if let Err(e) = state
+        .record_tool(
+            caller,
+            EP_TOOLS_CHECK,
+            &v,
+            gov.config().audit_argument_values,
+        )
+        .await
+    {
+        // Fail closed: an unrecorded decision is not answered as ALLOW.
+        v.fail_closed("the decision could not be audited");
+        return Err(e);
+    }
+    Ok(v.answer(call.id.as_deref()))
+}
+
+/// `POST /v1/tools/check`: one call, or `{"calls": [...]}`.
+pub(crate) async fn check(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response, ServiceError> {
+    let gov = state.tools_or_404()?.clone();
+    let Value::Object(mut m) = body else {
+        return Err(ServiceError::BadRequest(
+            "the body must be a call object or {\"calls\": [...]}".into(),
+        ));
+    };
+    let Some(calls) = m.remove("calls") else {
+        let v = check_one(&state, &gov, &caller, Value::Object(m)).await?;
+        return Ok(Json(v).into_response());
+    };
+    if !m.is_empty() {
+        return Err(ServiceError::BadRequest(
+            "a batch is {\"calls\": [...]} with no other field".into(),
+        ));
+    }
+    let Value::Array(calls) = calls else {
+        return Err(ServiceError::BadRequest(
+            "\"calls\" must be an array".into(),
+        ));
+    };
+    let max = gov.config().max_calls;
+    if calls.len() > max {
+        return Err(ServiceError::TooLarge(format!(
+            "batch has {} calls; the limit is {max} (tools.max_calls)",
+            calls.len()
+        )));
+    }
+    if calls.is_empty() {
+        return Err(ServiceError::BadRequest("batch has no calls".into()));
+    }
+    let mut results = Vec::with_capacity(calls.len());
+    let mut errors = 0usize;
+    for (index, item) in calls.into_iter().enumerate() {
+        let item_caller = Caller {
+            request_id: format!("{}#{index}", caller.request_id),
+            key_id: caller.key_id.clone(),
+        };
+        match check_one(&state, &gov, &item_caller, item).await {
+            Ok(v) => results.push(v),
+            Err(e) => {
+                errors += 1;
+                let mut v = e.body();
+                if let Value::Object(m) = &mut v {
+                    m.insert("index".into(), index.into());
+                    m.insert("status".into(), e.status().as_u16().into());
+                }
+                results.push(v);
+            }
+        }
+    }
+    Ok(Json(json!({"results": results, "errors": errors})).into_response())
+}
+
+/// `POST /admin/breakglass`: grants a scoped override (201 with the grant).
+pub(crate) async fn breakglass_grant(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<GrantRequest>,
+) -> Result<Response, ServiceError> {
+    let gov = state.tools_or_404()?.clone();
+    let g = gov
+        .grant(req, caller.key_id.clone(), now_ms())
+        .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    if let Err(e) = state.record_breakglass(&caller, "GRANT", &g).await {
+        // An unaudited grant must not stay in force.
+        gov.revoke(&g.id);
+        return Err(e);
+    }
+    tracing::warn!(id = %g.id, incident = %g.incident, by = ?g.granted_by, "break-glass granted");
+    Ok((StatusCode::CREATED, Json(g)).into_response())
+}
+
+/// `GET /admin/breakglass`: the active grants.
+pub(crate) async fn breakglass_list(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Value>, ServiceError> {
+    let gov = state.tools_or_404()?;
+    Ok(Json(json!({"grants": gov.active_grants(now_ms())})))
+}
+
+/// `DELETE /admin/breakglass/{id}`: revokes a grant (the revoked grant; 404 when unknown).
+pub(crate) async fn breakglass_revoke(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    AxumPath(id): AxumPath<String>,
+) -> Result<Json<Value>, ServiceError> {
+    let gov = state.tools_or_404()?.clone();
+    let Some(g) = gov.revoke(&id) else {
+        return Err(ServiceError::NotConfigured(format!(
+            "no active break-glass grant {id:?}"
+        )));
+    };
+    state.record_breakglass(&caller, "REVOKE", &g).await?;
+    tracing::warn!(id = %g.id, "break-glass revoked");
+    Ok(Json(json!({"revoked": g})))
+}

@@ -38,14 +38,31 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+// This crate's modules beyond the groundwork's (kept apart from the `mod` block above so that
+// merges with the approval and break-glass modules stay trivial).
+mod arguments;
+mod condition;
+mod lint;
+
+pub use arguments::{ArgumentsError, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, parse_arguments};
+pub use condition::ConditionError;
+pub use lint::{Finding, LintCode, LintReport, Location, Severity, lint};
+pub use policy::{
+    AttributeMatch, ConditionSpec, Escalation, RequirementSpec, TimeWindowSpec, Weekday,
+};
+
 /// Rule id of the default for tools the policy does not name.
 pub const RULE_UNKNOWN_TOOL: &str = "TOOL_UNKNOWN";
 /// Rule id of a tool's own action.
 pub const RULE_TOOL_ACTION: &str = "TOOL_ACTION";
 /// Rule id of an argument that failed its predicate.
 pub const RULE_ARGUMENT: &str = "TOOL_ARG";
-/// Rule id of arguments that are not a JSON object.
+/// Rule id of arguments that are not a JSON object, or nested too deep, or too large.
 pub const RULE_ARGUMENTS_SHAPE: &str = "TOOL_ARGS_SHAPE";
+/// Rule id of a tool's own context condition (`requires`) that did not hold.
+pub const RULE_CONTEXT: &str = "TOOL_CONTEXT";
+/// Rule id of a call over the tool's `max_calls_per_conversation`.
+pub const RULE_RATE: &str = "TOOL_RATE";
 
 /// Why a policy could not be built. Every message names where.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -84,6 +101,18 @@ pub enum PolicyError {
         /// What is wrong.
         message: String,
     },
+    /// A context condition that cannot be compiled (a tool's `requires`, or
+    /// `conditions[i]`).
+    #[error("policy: {place}: {source}")]
+    Condition {
+        /// Where: ``tool `x` `` or `conditions[i]`.
+        place: String,
+        /// Why.
+        source: ConditionError,
+    },
+    /// A `[[conditions]]` entry that concerns no tool.
+    #[error("policy: conditions[{0}] names no tools (`tools_at_or_above` or `tools`)")]
+    ConditionTools(usize),
 }
 
 /// One call to check.
@@ -163,12 +192,24 @@ struct CompiledTool {
     risk: Risk,
     action: ToolAction,
     args: BTreeMap<String, Predicate>,
+    requires: Option<(condition::Requirement, ToolAction)>,
+    rate: Option<(usize, ToolAction)>,
 }
 
 #[derive(Debug, Clone)]
 struct CompiledFlow {
     id: String,
     spec: FlowSpec,
+    unless_args: BTreeMap<String, Predicate>,
+}
+
+#[derive(Debug, Clone)]
+struct CompiledCondition {
+    id: String,
+    tools_at_or_above: Option<Risk>,
+    tools: Vec<String>,
+    requires: condition::Requirement,
+    otherwise: ToolAction,
 }
 
 /// A compiled policy. Immutable, `Send + Sync`: build once, share in an `Arc`.
@@ -177,14 +218,32 @@ pub struct Policy {
     default: ToolAction,
     tools: BTreeMap<String, CompiledTool>,
     flows: Vec<CompiledFlow>,
+    conditions: Vec<CompiledCondition>,
+}
+
+fn compile_args(
+    specs: &BTreeMap<String, PredicateSpec>,
+    tool: &str,
+) -> Result<BTreeMap<String, Predicate>, PolicyError> {
+    specs
+        .iter()
+        .map(|(arg, spec)| {
+            Predicate::compile(spec)
+                .map(|p| (arg.clone(), p))
+                .map_err(|source| PolicyError::Predicate {
+                    tool: tool.to_string(),
+                    arg: arg.clone(),
+                    source,
+                })
+        })
+        .collect()
 }
 
 impl Policy {
-    /// Parses and compiles a policy file's text.
+    /// Parses and compiles a policy file's text. An unknown key is named, with the key
+    /// meant where one is close (`pth_under`: did you mean `path_under`?).
     pub fn from_toml(src: &str) -> Result<Self, PolicyError> {
-        let file: PolicyFile =
-            toml::from_str(src).map_err(|e| PolicyError::Parse(e.to_string()))?;
-        Self::compile(file)
+        Self::compile(lint::parse(src)?)
     }
 
     /// Compiles a parsed policy (the checks `rampart tools lint` reports).
@@ -200,19 +259,31 @@ impl Policy {
             if name.is_empty() {
                 return Err(PolicyError::EmptyName(i));
             }
-            let mut args = BTreeMap::new();
-            for (arg, spec) in &t.args {
-                let p = Predicate::compile(spec).map_err(|source| PolicyError::Predicate {
-                    tool: name.clone(),
-                    arg: arg.clone(),
-                    source,
-                })?;
-                args.insert(arg.clone(), p);
-            }
+            let args = compile_args(&t.args, &name)?;
+            let requires = t
+                .requires
+                .as_ref()
+                .map(|r| {
+                    condition::Requirement::compile(r)
+                        .map(|c| (c, t.otherwise.unwrap_or_default().into()))
+                        .map_err(|source| PolicyError::Condition {
+                            place: format!("tool `{name}`"),
+                            source,
+                        })
+                })
+                .transpose()?;
+            let rate = t.max_calls_per_conversation.map(|n| {
+                (
+                    usize::try_from(n).unwrap_or(usize::MAX),
+                    t.over_limit.unwrap_or_default().into(),
+                )
+            });
             let compiled = CompiledTool {
                 risk: t.risk,
                 action: t.action,
                 args,
+                requires,
+                rate,
             };
             if tools.insert(name.clone(), compiled).is_some() {
                 return Err(PolicyError::Duplicate(name));
@@ -220,40 +291,69 @@ impl Policy {
         }
         let mut flows = Vec::new();
         for (index, f) in file.flows.into_iter().enumerate() {
+            let flow_err = |message: String| PolicyError::Flow { index, message };
             if f.tools_at_or_above.is_none() && f.tools.as_ref().is_none_or(Vec::is_empty) {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: "names no tools (`tools_at_or_above` or `tools`)".into(),
-                });
+                return Err(flow_err(
+                    "names no tools (`tools_at_or_above` or `tools`)".into(),
+                ));
             }
-            if f.after.injection_score_at_least.is_none() && f.after.tool_called.is_none() {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: "`after` has no condition".into(),
-                });
+            if f.after.injection_score_at_least.is_none()
+                && f.after.tool_called.is_none()
+                && f.after.tool_called_any.is_none()
+            {
+                return Err(flow_err("`after` has no condition".into()));
+            }
+            if f.after.tool_called_any.as_ref().is_some_and(Vec::is_empty) {
+                return Err(flow_err("`tool_called_any` must not be empty".into()));
             }
             if let Some(s) = f.after.injection_score_at_least
                 && !(0.0..=1.0).contains(&s)
             {
-                return Err(PolicyError::Flow {
-                    index,
-                    message: format!("injection_score_at_least must be in [0, 1], got {s}"),
-                });
+                return Err(flow_err(format!(
+                    "injection_score_at_least must be in [0, 1], got {s}"
+                )));
             }
+            let unless_args = compile_args(&f.unless_args, "(flow)")
+                .map_err(|e| flow_err(format!("unless_args: {e}")))?;
             flows.push(CompiledFlow {
                 id: f.id.clone().unwrap_or_else(|| format!("FLOW_{index}")),
                 spec: f,
+                unless_args,
+            });
+        }
+        let mut conditions = Vec::new();
+        for (index, c) in file.conditions.into_iter().enumerate() {
+            let tools = c.tools.unwrap_or_default();
+            if c.tools_at_or_above.is_none() && tools.is_empty() {
+                return Err(PolicyError::ConditionTools(index));
+            }
+            let requires = condition::Requirement::compile(&c.requires).map_err(|source| {
+                PolicyError::Condition {
+                    place: format!("conditions[{index}]"),
+                    source,
+                }
+            })?;
+            conditions.push(CompiledCondition {
+                id: c.id.unwrap_or_else(|| format!("CONTEXT_{index}")),
+                tools_at_or_above: c.tools_at_or_above,
+                tools,
+                requires,
+                otherwise: c.otherwise.into(),
             });
         }
         Ok(Self {
             default: file.default,
             tools,
             flows,
+            conditions,
         })
     }
 
-    /// Checks one call: the tool's own action (or the default for unknown tools), its
-    /// arguments (any failure blocks), then the flow rules (escalate only).
+    /// Checks one call, escalating only (a later rule never lowers an earlier action):
+    /// the tool's own action (or the default for unknown tools); the arguments' shape
+    /// (depth, size) and predicates (any failure BLOCKs); the tool's context condition
+    /// (`TOOL_CONTEXT`) and the policy's `[[conditions]]`; the tool's rate limit
+    /// (`TOOL_RATE`); then the flow rules. Stops at the first BLOCK.
     pub fn check(&self, call: &ToolCall, ctx: &CallContext) -> ToolDecision {
         let mut d = ToolDecision {
             action: ToolAction::Allow,
@@ -271,6 +371,8 @@ impl Policy {
                 "tool not in the policy: default {}",
                 self.default.name()
             ));
+            // Fail closed on hostile arguments even where unknown tools are allowed.
+            block_on_bad_shape(&mut d, &call.arguments);
             return d;
         };
         d.risk = Some(tool.risk);
@@ -281,6 +383,9 @@ impl Policy {
             tool.risk.name(),
             tool.action.name()
         ));
+        if block_on_bad_shape(&mut d, &call.arguments) {
+            return d;
+        }
         let args = match &call.arguments {
             serde_json::Value::Object(m) => Some(m),
             serde_json::Value::Null => None,
@@ -302,8 +407,46 @@ impl Policy {
                 return d;
             }
         }
+        if let Some((req, otherwise)) = &tool.requires
+            && let Err(f) = req.evaluate(ctx)
+        {
+            escalate(&mut d, *otherwise, RULE_CONTEXT, f.reason());
+            if d.action == ToolAction::Block {
+                return d;
+            }
+        }
+        for c in &self.conditions {
+            let concerned = c.tools_at_or_above.is_some_and(|r| tool.risk >= r)
+                || c.tools.iter().any(|t| t == name);
+            if !concerned {
+                continue;
+            }
+            if let Err(f) = c.requires.evaluate(ctx) {
+                escalate(&mut d, c.otherwise, &c.id, f.reason());
+                if d.action == ToolAction::Block {
+                    return d;
+                }
+            }
+        }
+        if let Some((max, over)) = tool.rate {
+            let earlier = ctx.tools_called.iter().filter(|t| t.trim() == name).count();
+            if earlier >= max {
+                escalate(
+                    &mut d,
+                    over,
+                    RULE_RATE,
+                    format!("`{name}` called {earlier} times in this conversation (limit {max})"),
+                );
+                if d.action == ToolAction::Block {
+                    return d;
+                }
+            }
+        }
         for f in &self.flows {
-            if !flow_concerns(&f.spec, name, tool.risk) || !flow_holds(&f.spec.after, ctx) {
+            if !flow_concerns(&f.spec, name, tool.risk)
+                || !flow_holds(&f.spec.after, ctx)
+                || exempt_by_args(&f.unless_args, args)
+            {
                 continue;
             }
             if f.spec.action > d.action {
@@ -315,6 +458,43 @@ impl Policy {
         }
         d
     }
+}
+
+/// Records a rule that applied and raises the action to it (never lowers).
+fn escalate(d: &mut ToolDecision, action: ToolAction, rule: &str, reason: String) {
+    d.action = d.action.max(action);
+    d.rules.push(rule.to_string());
+    d.reasons
+        .push(format!("{rule}: {reason}: {}", action.name()));
+}
+
+/// A flow's `unless_args` all pass: the call is out of the flow's scope.
+fn exempt_by_args(
+    preds: &BTreeMap<String, Predicate>,
+    args: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> bool {
+    !preds.is_empty()
+        && preds
+            .iter()
+            .all(|(arg, p)| p.check(args.and_then(|m| m.get(arg))).is_ok())
+}
+
+/// BLOCKs (rule `TOOL_ARGS_SHAPE`) arguments nested deeper than [`MAX_ARGUMENT_DEPTH`] or
+/// larger than [`MAX_ARGUMENT_BYTES`]; true when it did.
+fn block_on_bad_shape(d: &mut ToolDecision, args: &serde_json::Value) -> bool {
+    let why = match arguments::value_shape(args) {
+        Ok(()) => return false,
+        Err(arguments::ValueShape::TooDeep) => {
+            format!("arguments are nested deeper than {MAX_ARGUMENT_DEPTH}")
+        }
+        Err(arguments::ValueShape::TooLarge) => {
+            format!("arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+        }
+    };
+    d.action = ToolAction::Block;
+    d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+    d.reasons.push(why);
+    true
 }
 
 fn flow_concerns(f: &FlowSpec, tool: &str, risk: Risk) -> bool {
@@ -332,5 +512,9 @@ fn flow_holds(c: &FlowCondition, ctx: &CallContext) -> bool {
         .tool_called
         .as_ref()
         .is_none_or(|t| ctx.tools_called.iter().any(|x| x == t));
-    score && called
+    let called_any = c
+        .tool_called_any
+        .as_ref()
+        .is_none_or(|ts| ctx.tools_called.iter().any(|x| ts.contains(x)));
+    score && called && called_any
 }

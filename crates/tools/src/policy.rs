@@ -71,6 +71,10 @@ pub struct PolicyFile {
     /// Flow rules over the conversation.
     #[serde(default)]
     pub flows: Vec<FlowSpec>,
+    /// Context conditions over several tools (by name or risk): the caller's role and
+    /// attributes, time windows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<ConditionSpec>,
 }
 
 fn default_unknown() -> ToolAction {
@@ -91,6 +95,138 @@ pub struct ToolSpec {
     /// its predicate says `optional = true`).
     #[serde(default)]
     pub args: BTreeMap<String, PredicateSpec>,
+    /// A context condition for this tool (rule `TOOL_CONTEXT`): who may call it, when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<RequirementSpec>,
+    /// The action when `requires` does not hold (default `block`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub otherwise: Option<Escalation>,
+    /// At most this many calls of the tool per conversation (rule `TOOL_RATE`), counted in
+    /// [`crate::CallContext::tools_called`], which the caller (the server) supplies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_calls_per_conversation: Option<u32>,
+    /// The action for a call over `max_calls_per_conversation` (default `block`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_limit: Option<Escalation>,
+}
+
+/// The action a failed condition or an exceeded limit imposes: never `allow`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Escalation {
+    /// A human approves the call first.
+    Confirm,
+    /// The call is refused.
+    #[default]
+    Block,
+}
+
+impl From<Escalation> for ToolAction {
+    fn from(e: Escalation) -> Self {
+        match e {
+            Escalation::Confirm => ToolAction::Confirm,
+            Escalation::Block => ToolAction::Block,
+        }
+    }
+}
+
+/// Who may call, and when. Every part given must hold; a part that cannot be evaluated
+/// (a time window and no time given, an attribute the caller did not send) fails.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequirementSpec {
+    /// The caller's role is one of these (exactly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role_in: Option<Vec<String>>,
+    /// The caller's attributes have these values (`mfa = true`, `tier = 2`,
+    /// `department = ["finance", "treasury"]` for one of several strings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, AttributeMatch>,
+    /// The call's time is inside this window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeWindowSpec>,
+}
+
+/// The value an attribute must have.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AttributeMatch {
+    /// Exactly this boolean.
+    Bool(bool),
+    /// This integer (a JSON number equal to it).
+    Integer(i64),
+    /// This number.
+    Float(f64),
+    /// Exactly this string.
+    Text(String),
+    /// One of these strings.
+    AnyOf(Vec<String>),
+}
+
+/// Days of the week.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Weekday {
+    /// Monday.
+    #[serde(alias = "monday")]
+    Mon,
+    /// Tuesday.
+    #[serde(alias = "tuesday")]
+    Tue,
+    /// Wednesday.
+    #[serde(alias = "wednesday")]
+    Wed,
+    /// Thursday.
+    #[serde(alias = "thursday")]
+    Thu,
+    /// Friday.
+    #[serde(alias = "friday")]
+    Fri,
+    /// Saturday.
+    #[serde(alias = "saturday")]
+    Sat,
+    /// Sunday.
+    #[serde(alias = "sunday")]
+    Sun,
+}
+
+/// A weekly time window at a fixed UTC offset (no daylight-saving rules: give the offset
+/// in force, or two policies).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeWindowSpec {
+    /// The days (local to `utc_offset`) the window is open. Default: every day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub days: Option<Vec<Weekday>>,
+    /// `["HH:MM", "HH:MM"]`: from (inclusive) to (exclusive), local to `utc_offset`; a
+    /// start after the end spans midnight (`["22:00", "06:00"]`). Default: all day.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<[String; 2]>,
+    /// The fixed offset from UTC the window is written in: `"+01:00"`, `"-05:30"`, `"Z"`.
+    /// Default UTC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utc_offset: Option<String>,
+}
+
+/// A context condition over several tools: calls of the named tools, or of tools at or
+/// above a risk, need `requires` to hold, else get `otherwise`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConditionSpec {
+    /// Rule id in answers (default `CONTEXT_<index>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Tools of at least this risk are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_at_or_above: Option<Risk>,
+    /// These tools are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// What must hold.
+    pub requires: RequirementSpec,
+    /// The action when it does not (default `block`).
+    #[serde(default)]
+    pub otherwise: Escalation,
 }
 
 /// Constraints on one argument; every one given must hold. Strings are NFKC-normalized
@@ -146,6 +282,11 @@ pub struct FlowSpec {
     pub tools: Option<Vec<String>>,
     /// The action for concerned calls.
     pub action: ToolAction,
+    /// The rule does not apply to a call whose arguments all pass these predicates (for
+    /// example `to = { email_domain_in = ["example.com"] }`: only mail to other domains is
+    /// concerned). A missing argument does not pass.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unless_args: BTreeMap<String, PredicateSpec>,
 }
 
 /// What must have happened earlier in the conversation; every field given must hold.
@@ -158,4 +299,8 @@ pub struct FlowCondition {
     /// This tool was called earlier in the conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_called: Option<String>,
+    /// One of these tools was called earlier in the conversation (for example the tools
+    /// that bring in untrusted content).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_called_any: Option<Vec<String>>,
 }

@@ -205,3 +205,66 @@ fn bad_policies_are_refused_with_a_clear_error() {
     let bad_risk = "version = 1\n[[tools]]\nname = \"a\"\nrisk = \"extreme\"\naction = \"allow\"\n";
     assert!(Policy::from_toml(bad_risk).is_err());
 }
+
+#[test]
+fn check_fails_closed_on_arguments_too_deep_or_too_large() {
+    use rampart_tools::{MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH};
+    let mut deep = json!("x");
+    for _ in 0..1000 {
+        deep = json!([deep]);
+    }
+    let huge = "x".repeat(MAX_ARGUMENT_BYTES + 1);
+    for (tool, args) in [
+        ("delete_file", json!({ "path": deep.clone() })),
+        ("delete_file", json!({ "path": huge.clone() })),
+        // Unknown tools too, even under `default = "allow"`.
+        ("format_disk", json!({ "path": deep })),
+    ] {
+        let p = Policy::from_toml(&REFERENCE.replace("default = \"block\"", "default = \"allow\""))
+            .unwrap();
+        let d = p.check(&ToolCall::new(tool, args), &CallContext::default());
+        assert_eq!(d.action, ToolAction::Block, "{tool}");
+        assert!(
+            d.rules.contains(&"TOOL_ARGS_SHAPE".to_string()),
+            "{:?}",
+            d.rules
+        );
+        assert!(d.reasons.iter().all(|r| !r.contains("xxx")));
+    }
+    let mut ok = json!("x");
+    for _ in 0..MAX_ARGUMENT_DEPTH - 1 {
+        ok = json!([ok]);
+    }
+    assert_eq!(
+        check("delete_file", json!({ "path": ok })).action,
+        ToolAction::Confirm
+    );
+}
+
+#[test]
+fn parse_arguments_reads_openai_argument_strings() {
+    use rampart_tools::{ArgumentsError, parse_arguments};
+    assert_eq!(parse_arguments("").unwrap(), json!({}));
+    assert_eq!(
+        parse_arguments(r#"{"path":"/a"}"#).unwrap(),
+        json!({"path": "/a"})
+    );
+    assert!(matches!(
+        parse_arguments("{\"path\""),
+        Err(ArgumentsError::NotJson(_))
+    ));
+    assert!(matches!(
+        parse_arguments("\"s\""),
+        Err(ArgumentsError::NotAnObject)
+    ));
+    let deep = format!("{{\"a\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+    assert!(matches!(
+        parse_arguments(&deep),
+        Err(ArgumentsError::TooDeep { .. })
+    ));
+    let huge = format!("{{\"a\":\"{}\"}}", "x".repeat(10 << 20));
+    assert!(matches!(
+        parse_arguments(&huge),
+        Err(ArgumentsError::TooLarge { .. })
+    ));
+}

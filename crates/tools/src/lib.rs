@@ -27,9 +27,21 @@
 //! # Ok::<(), rampart_tools::PolicyError>(())
 //! ```
 
+mod approval;
+mod breakglass;
 mod policy;
 mod predicate;
 
+pub use approval::{
+    ApprovalBook, ApprovalError, ApprovalGrant, ApprovalId, DEFAULT_APPROVAL_TTL_MS,
+    MAX_OUTSTANDING, RULE_APPROVED, RandomError, TOKEN_PREFIX, apply_approval, argument_hashes,
+    arguments_hash, canonical_arguments, random_key,
+};
+pub use breakglass::{
+    ALL_TOOLS, BreakGlassBook, BreakGlassGrant, BreakGlassId, BreakGlassScope,
+    DEFAULT_MAX_TTL_SECONDS, GrantError, GrantRequest, MAX_ACTIVE_GRANTS, MAX_GRANT_TOOLS,
+    MAX_INCIDENT_CHARS, MAX_REASON_CHARS, MAX_SCOPE_CHARS, RULE_BREAK_GLASS, apply_breakglass,
+};
 pub use policy::{
     FlowCondition, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, Risk, ToolAction, ToolSpec,
 };
@@ -185,6 +197,12 @@ pub struct ToolDecision {
     pub failed_check: Option<String>,
     /// One line per rule that applied (no argument values).
     pub reasons: Vec<String>,
+    /// The redeemed approval that turned CONFIRM into ALLOW.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<ApprovalId>,
+    /// The break-glass grant that overrode the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakglass_id: Option<BreakGlassId>,
 }
 
 #[derive(Debug, Clone)]
@@ -362,6 +380,8 @@ impl Policy {
             failed_argument: None,
             failed_check: None,
             reasons: Vec::new(),
+            approval_id: None,
+            breakglass_id: None,
         };
         let name = call.tool.trim();
         let Some(tool) = self.tools.get(name) else {

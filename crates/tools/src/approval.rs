@@ -1,0 +1,645 @@
+//! Approval tokens: a CONFIRM decision hands the client a token bound to the exact call
+//! (tool, keyed hash of the canonical arguments, conversation, expiry), MAC'd with a keyed
+//! BLAKE3 and good for one use. The client resubmits the call with the token; the book
+//! checks it again and refuses a replay, another tool, changed arguments, another
+//! conversation, an expired or a tampered token.
+//!
+//! # Restarts and replicas
+//!
+//! The book is in memory, and so is its record of redeemed tokens. A token accepted after a
+//! restart could therefore be replayed, so the book has **no configured-key mode**: its key
+//! is random per process ([`ApprovalBook::with_random_key`] in the service), and a restart
+//! invalidates every pending token (the client gets CONFIRM again and asks its human again,
+//! which costs seconds; a persistent used-set would cost a durable write on every redeem).
+//! For the same reason a token is only good on the replica that issued it: deployments with
+//! several replicas need sticky routing per conversation for the approval flow.
+//!
+//! # Memory
+//!
+//! The book remembers every token it issued until the token expires (that is what makes
+//! "single use" and the mismatch diagnostics work), at most [`MAX_OUTSTANDING`] of them.
+//! When full it refuses to issue ([`ApprovalError::Full`]) rather than forget an unexpired
+//! token, which would reopen it to replay. Expired entries are dropped on every call.
+
+use crate::ToolCall;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use unicode_normalization::UnicodeNormalization;
+
+/// Most tokens one book remembers (issued and not yet expired, redeemed or not). At about
+/// 200 bytes each, under 15 MiB.
+pub const MAX_OUTSTANDING: usize = 65_536;
+/// Default time to live of a token: 10 minutes.
+pub const DEFAULT_APPROVAL_TTL_MS: u64 = 600_000;
+/// Prefix (and version) of every token.
+pub const TOKEN_PREFIX: &str = "rat1";
+/// Rule id added to a decision that a redeemed approval turned from CONFIRM into ALLOW.
+pub const RULE_APPROVED: &str = "APPROVED";
+
+const DOMAIN_MAC: &str = "rampart approval token v1";
+const DOMAIN_ARGS: &str = "rampart approval arguments v1";
+
+/// Why a token was refused (or could not be issued).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApprovalError {
+    /// Not a token of this format.
+    #[error("approval token is malformed")]
+    Malformed,
+    /// The MAC does not match: tampered, or issued by another process or replica.
+    #[error("approval token signature is invalid (tampered, or issued by another process)")]
+    BadSignature,
+    /// Past its expiry.
+    #[error("approval token has expired")]
+    Expired,
+    /// Already redeemed once.
+    #[error("approval token was already used")]
+    Replayed,
+    /// Issued for another tool.
+    #[error("approval token was issued for another tool")]
+    ToolMismatch,
+    /// Issued for other arguments.
+    #[error("approval token was issued for other arguments")]
+    ArgumentsMismatch,
+    /// Issued for another conversation.
+    #[error("approval token was issued for another conversation")]
+    ConversationMismatch,
+    /// The book holds [`MAX_OUTSTANDING`] unexpired tokens (or its configured cap): no new
+    /// one is issued until some expire.
+    #[error("too many pending approvals ({capacity}); try again when some have expired")]
+    Full {
+        /// The cap.
+        capacity: usize,
+    },
+}
+
+impl ApprovalError {
+    /// A short snake_case name (audit rows, metrics labels).
+    pub fn name(&self) -> &'static str {
+        match self {
+            ApprovalError::Malformed => "malformed",
+            ApprovalError::BadSignature => "bad_signature",
+            ApprovalError::Expired => "expired",
+            ApprovalError::Replayed => "replayed",
+            ApprovalError::ToolMismatch => "tool_mismatch",
+            ApprovalError::ArgumentsMismatch => "arguments_mismatch",
+            ApprovalError::ConversationMismatch => "conversation_mismatch",
+            ApprovalError::Full { .. } => "full",
+        }
+    }
+}
+
+/// The operating system's random generator failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("no randomness from the operating system: {0}")]
+pub struct RandomError(String);
+
+/// 32 random bytes from the operating system.
+pub fn random_key() -> Result<[u8; 32], RandomError> {
+    let mut k = [0u8; 32];
+    getrandom::fill(&mut k).map_err(|e| RandomError(e.to_string()))?;
+    Ok(k)
+}
+
+/// The id of an issued approval (32 hex digits), as audit rows name it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ApprovalId(pub String);
+
+impl std::fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What [`ApprovalBook::issue`] hands out: the token for the client, and the binding for the
+/// audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalGrant {
+    /// The approval's id.
+    pub id: ApprovalId,
+    /// The token the client sends back with the call (`rat1.<id>.<expires_ms>.<mac>`).
+    pub token: String,
+    /// The tool.
+    pub tool: String,
+    /// Keyed hash of the canonical arguments (hex).
+    pub arguments_hash: String,
+    /// The conversation it is good for.
+    pub conversation: String,
+    /// Expiry, Unix milliseconds.
+    pub expires_ms: u64,
+}
+
+/// The canonical form of a JSON value: object keys sorted, no whitespace, every string
+/// (keys included) NFKC-normalized, numbers as serde_json writes them. The same call gives
+/// the same bytes whatever its key order or Unicode form.
+pub fn canonical_arguments(v: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(v, &mut out);
+    out
+}
+
+fn write_string(s: &str, out: &mut String) {
+    let n: String = s.nfkc().collect();
+    // Serializing a `str` to JSON cannot fail.
+    out.push_str(&serde_json::Value::String(n).to_string());
+}
+
+fn write_canonical(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) => write_string(s, out),
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(x, out);
+            }
+            out.push(']');
+        }
+        Value::Object(m) => {
+            // Sorted by the normalized key (ties, two keys with one NFKC form, by the
+            // original), so the order never depends on the map's.
+            let mut entries: Vec<(String, &String, &Value)> = m
+                .iter()
+                .map(|(k, x)| (k.nfkc().collect::<String>(), k, x))
+                .collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            out.push('{');
+            for (i, (k, _, x)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_canonical(x, out);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Keyed BLAKE3 of [`canonical_arguments`], hex.
+pub fn arguments_hash(key: &[u8; 32], v: &serde_json::Value) -> String {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(DOMAIN_ARGS.as_bytes());
+    h.update(&[0]);
+    h.update(canonical_arguments(v).as_bytes());
+    h.finalize().to_hex().to_string()
+}
+
+/// Keyed hash of each top-level argument's canonical value, by argument name (for the audit:
+/// which argument changed between two calls can be seen, the values cannot). Arguments that
+/// are not an object hash as one entry named `""`.
+pub fn argument_hashes(key: &[u8; 32], arguments: &serde_json::Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    match arguments {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                out.insert(k.nfkc().collect(), arguments_hash(key, v));
+            }
+        }
+        serde_json::Value::Null => {}
+        other => {
+            out.insert(String::new(), arguments_hash(key, other));
+        }
+    }
+    out
+}
+
+#[derive(Debug)]
+struct Entry {
+    tool: String,
+    arguments_hash: String,
+    conversation: String,
+    expires_ms: u64,
+    used: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    entries: HashMap<String, Entry>,
+    by_expiry: BTreeSet<(u64, String)>,
+    counter: u64,
+}
+
+impl Inner {
+    fn prune(&mut self, now_ms: u64) {
+        while let Some((exp, id)) = self.by_expiry.first().cloned() {
+            if exp > now_ms {
+                break;
+            }
+            self.by_expiry.pop_first();
+            self.entries.remove(&id);
+        }
+    }
+}
+
+/// Issues and redeems approval tokens. `Send + Sync`: share it in an `Arc`.
+pub struct ApprovalBook {
+    mac_key: [u8; 32],
+    args_key: [u8; 32],
+    id_key: [u8; 32],
+    ttl_ms: u64,
+    capacity: usize,
+    inner: Mutex<Inner>,
+}
+
+impl std::fmt::Debug for ApprovalBook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApprovalBook")
+            .field("ttl_ms", &self.ttl_ms)
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ApprovalBook {
+    /// A book keyed by `key` (tests; the service uses [`ApprovalBook::with_random_key`]),
+    /// tokens living `ttl_ms` (at least 1).
+    pub fn new(key: [u8; 32], ttl_ms: u64) -> Self {
+        Self {
+            mac_key: blake3::derive_key("rampart approval mac v1", &key),
+            args_key: blake3::derive_key("rampart approval arguments v1", &key),
+            id_key: blake3::derive_key("rampart approval id v1", &key),
+            ttl_ms: ttl_ms.max(1),
+            capacity: MAX_OUTSTANDING,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// A book with a random per-process key: its tokens die with the process.
+    pub fn with_random_key(ttl_ms: u64) -> Result<Self, RandomError> {
+        Ok(Self::new(random_key()?, ttl_ms))
+    }
+
+    /// Lowers the cap on remembered tokens (at most [`MAX_OUTSTANDING`], at least 1).
+    pub fn with_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.clamp(1, MAX_OUTSTANDING);
+        self
+    }
+
+    /// The tokens' time to live, milliseconds.
+    pub fn ttl_ms(&self) -> u64 {
+        self.ttl_ms
+    }
+
+    /// Keyed hash of the call's canonical arguments, as bound into tokens.
+    pub fn arguments_hash(&self, arguments: &serde_json::Value) -> String {
+        arguments_hash(&self.args_key, arguments)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn mac(
+        &self,
+        id: &str,
+        expires_ms: u64,
+        tool: &str,
+        args_hash: &str,
+        conv: &str,
+    ) -> blake3::Hash {
+        let mut h = blake3::Hasher::new_keyed(&self.mac_key);
+        h.update(DOMAIN_MAC.as_bytes());
+        for part in [id, tool, args_hash, conv] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        h.update(&expires_ms.to_le_bytes());
+        h.finalize()
+    }
+
+    /// Issues a token for `call` in `conversation`, expiring `ttl_ms` after `now_ms`.
+    pub fn issue(
+        &self,
+        call: &ToolCall,
+        conversation: &str,
+        now_ms: u64,
+    ) -> Result<ApprovalGrant, ApprovalError> {
+        let tool = call.tool.trim().to_string();
+        let arguments_hash = self.arguments_hash(&call.arguments);
+        let expires_ms = now_ms.saturating_add(self.ttl_ms);
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        if inner.entries.len() >= self.capacity {
+            return Err(ApprovalError::Full {
+                capacity: self.capacity,
+            });
+        }
+        inner.counter += 1;
+        let mut h = blake3::Hasher::new_keyed(&self.id_key);
+        h.update(&inner.counter.to_le_bytes());
+        let id = h.finalize().to_hex()[..32].to_string();
+        let mac = self.mac(&id, expires_ms, &tool, &arguments_hash, conversation);
+        let token = format!("{TOKEN_PREFIX}.{id}.{expires_ms}.{}", mac.to_hex());
+        inner.entries.insert(
+            id.clone(),
+            Entry {
+                tool: tool.clone(),
+                arguments_hash: arguments_hash.clone(),
+                conversation: conversation.to_string(),
+                expires_ms,
+                used: false,
+            },
+        );
+        inner.by_expiry.insert((expires_ms, id.clone()));
+        Ok(ApprovalGrant {
+            id: ApprovalId(id),
+            token,
+            tool,
+            arguments_hash,
+            conversation: conversation.to_string(),
+            expires_ms,
+        })
+    }
+
+    /// Redeems `token` for `call` in `conversation`: the approval's id if the token was
+    /// issued by this book for exactly this call, has not expired and was not used before
+    /// (it is used now).
+    pub fn redeem(
+        &self,
+        token: &str,
+        call: &ToolCall,
+        conversation: &str,
+        now_ms: u64,
+    ) -> Result<ApprovalId, ApprovalError> {
+        let (id, expires_ms, mac) = parse_token(token)?;
+        let tool = call.tool.trim();
+        let arguments_hash = self.arguments_hash(&call.arguments);
+        // `blake3::Hash` compares in constant time.
+        let genuine_for_call = self.mac(id, expires_ms, tool, &arguments_hash, conversation) == mac;
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        if !genuine_for_call {
+            // Genuine but for another call? Say which part differs (the first of tool,
+            // arguments, conversation), else it is forged or tampered.
+            if let Some(e) = inner.entries.get(id)
+                && e.expires_ms == expires_ms
+                && self.mac(id, expires_ms, &e.tool, &e.arguments_hash, &e.conversation) == mac
+            {
+                return Err(if e.tool != tool {
+                    ApprovalError::ToolMismatch
+                } else if e.arguments_hash != arguments_hash {
+                    ApprovalError::ArgumentsMismatch
+                } else {
+                    ApprovalError::ConversationMismatch
+                });
+            }
+            return Err(ApprovalError::BadSignature);
+        }
+        if now_ms >= expires_ms {
+            return Err(ApprovalError::Expired);
+        }
+        match inner.entries.get_mut(id) {
+            Some(e) if !e.used => {
+                e.used = true;
+                Ok(ApprovalId(id.to_string()))
+            }
+            // Used, or (impossible while the book keeps every unexpired token) forgotten:
+            // refuse either way.
+            _ => Err(ApprovalError::Replayed),
+        }
+    }
+
+    /// How many tokens the book remembers now (after dropping the expired ones).
+    pub fn outstanding(&self, now_ms: u64) -> usize {
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        inner.entries.len()
+    }
+}
+
+fn parse_token(token: &str) -> Result<(&str, u64, blake3::Hash), ApprovalError> {
+    let mut parts = token.trim().split('.');
+    let (Some(prefix), Some(id), Some(exp), Some(mac), None) = (
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+        parts.next(),
+    ) else {
+        return Err(ApprovalError::Malformed);
+    };
+    if prefix != TOKEN_PREFIX
+        || id.len() != 32
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        || exp.is_empty()
+        || exp.len() > 20
+        || !exp.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(ApprovalError::Malformed);
+    }
+    let expires_ms: u64 = exp.parse().map_err(|_| ApprovalError::Malformed)?;
+    let mac = blake3::Hash::from_hex(mac).map_err(|_| ApprovalError::Malformed)?;
+    Ok((id, expires_ms, mac))
+}
+
+/// Applies a redeemed approval to a decision: CONFIRM becomes ALLOW (rule [`RULE_APPROVED`],
+/// `approval_id` set). BLOCK stays BLOCK: an approval never overrides a block. Returns
+/// whether the decision changed.
+pub fn apply_approval(decision: &mut crate::ToolDecision, id: &ApprovalId) -> bool {
+    if decision.action != crate::ToolAction::Confirm {
+        return false;
+    }
+    decision.action = crate::ToolAction::Allow;
+    decision.rules.push(RULE_APPROVED.into());
+    decision
+        .reasons
+        .push(format!("approved by a human (approval {id})"));
+    decision.approval_id = Some(id.clone());
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn book() -> ApprovalBook {
+        ApprovalBook::new([7u8; 32], 60_000)
+    }
+
+    fn call() -> ToolCall {
+        ToolCall::new(
+            "delete_file",
+            json!({"path": "/srv/app/docs/a.md", "force": true}),
+        )
+    }
+
+    #[test]
+    fn a_token_is_good_once_for_its_call() {
+        let b = book();
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        assert_eq!(
+            b.redeem(&g.token, &call(), "conv-1", T0 + 1),
+            Ok(g.id.clone())
+        );
+        assert_eq!(
+            b.redeem(&g.token, &call(), "conv-1", T0 + 2),
+            Err(ApprovalError::Replayed)
+        );
+    }
+
+    #[test]
+    fn a_token_for_changed_arguments_is_refused() {
+        let b = book();
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let changed = ToolCall::new("delete_file", json!({"path": "/etc/passwd", "force": true}));
+        assert_eq!(
+            b.redeem(&g.token, &changed, "conv-1", T0 + 1),
+            Err(ApprovalError::ArgumentsMismatch)
+        );
+        // The refused attempt did not use it up.
+        assert!(b.redeem(&g.token, &call(), "conv-1", T0 + 1).is_ok());
+    }
+
+    #[test]
+    fn a_token_for_another_tool_or_conversation_is_refused() {
+        let b = book();
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let other = ToolCall::new("send_email", call().arguments);
+        assert_eq!(
+            b.redeem(&g.token, &other, "conv-1", T0 + 1),
+            Err(ApprovalError::ToolMismatch)
+        );
+        assert_eq!(
+            b.redeem(&g.token, &call(), "conv-2", T0 + 1),
+            Err(ApprovalError::ConversationMismatch)
+        );
+    }
+
+    #[test]
+    fn an_expired_token_is_refused() {
+        let b = book();
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        assert_eq!(g.expires_ms, T0 + 60_000);
+        assert_eq!(
+            b.redeem(&g.token, &call(), "conv-1", T0 + 60_000),
+            Err(ApprovalError::Expired)
+        );
+    }
+
+    #[test]
+    fn a_tampered_token_is_refused() {
+        let b = book();
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        // A later expiry.
+        let parts: Vec<&str> = g.token.split('.').collect();
+        let later = format!("{}.{}.{}.{}", parts[0], parts[1], T0 + 9_999_999, parts[3]);
+        assert_eq!(
+            b.redeem(&later, &call(), "conv-1", T0 + 1),
+            Err(ApprovalError::BadSignature)
+        );
+        // One flipped digit of the MAC.
+        let mut mac: Vec<u8> = parts[3].bytes().collect();
+        mac[0] = if mac[0] == b'0' { b'1' } else { b'0' };
+        let flipped = format!(
+            "{}.{}.{}.{}",
+            parts[0],
+            parts[1],
+            parts[2],
+            String::from_utf8(mac).unwrap()
+        );
+        assert_eq!(
+            b.redeem(&flipped, &call(), "conv-1", T0 + 1),
+            Err(ApprovalError::BadSignature)
+        );
+        // Another book's (another process's) token.
+        let other = ApprovalBook::new([8u8; 32], 60_000);
+        let g2 = other.issue(&call(), "conv-1", T0).unwrap();
+        assert_eq!(
+            b.redeem(&g2.token, &call(), "conv-1", T0 + 1),
+            Err(ApprovalError::BadSignature)
+        );
+        for bad in [
+            "",
+            "rat1",
+            "rat1.x.1.y",
+            "rat2.00.1.00",
+            &format!("{}.", g.token),
+        ] {
+            assert_eq!(
+                b.redeem(bad, &call(), "conv-1", T0 + 1),
+                Err(ApprovalError::Malformed),
+                "{bad}"
+            );
+        }
+        // The genuine one still works.
+        assert!(b.redeem(&g.token, &call(), "conv-1", T0 + 1).is_ok());
+    }
+
+    #[test]
+    fn argument_key_order_and_unicode_form_do_not_matter() {
+        let a: serde_json::Value =
+            serde_json::from_str(r#"{"b": [1, {"y": 2, "x": "ｆｉｌｅ"}], "a": "z"}"#).unwrap();
+        let b: serde_json::Value =
+            serde_json::from_str(r#"{"a":"z","b":[1,{"x":"file","y":2}]}"#).unwrap();
+        assert_eq!(
+            canonical_arguments(&a),
+            r#"{"a":"z","b":[1,{"x":"file","y":2}]}"#
+        );
+        assert_eq!(canonical_arguments(&a), canonical_arguments(&b));
+        let bk = book();
+        let g = bk.issue(&ToolCall::new("t", a), "c", T0).unwrap();
+        assert!(
+            bk.redeem(&g.token, &ToolCall::new("t", b), "c", T0 + 1)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_full_book_refuses_to_issue_until_tokens_expire() {
+        let b = book().with_capacity(2);
+        b.issue(&call(), "c", T0).unwrap();
+        let g = b.issue(&call(), "c", T0 + 1).unwrap();
+        // Redeemed tokens are still remembered (a replay must be caught).
+        b.redeem(&g.token, &call(), "c", T0 + 2).unwrap();
+        assert_eq!(
+            b.issue(&call(), "c", T0 + 3),
+            Err(ApprovalError::Full { capacity: 2 })
+        );
+        assert_eq!(
+            b.redeem(&g.token, &call(), "c", T0 + 3),
+            Err(ApprovalError::Replayed)
+        );
+        // Once the first two expire there is room again.
+        assert!(b.issue(&call(), "c", T0 + 60_001).is_ok());
+        assert_eq!(b.outstanding(T0 + 60_001), 1);
+    }
+
+    #[test]
+    fn argument_hashes_are_per_argument_and_keyed() {
+        let h1 = argument_hashes(&[1; 32], &json!({"to": "a@example.com", "body": "hi"}));
+        let h2 = argument_hashes(&[1; 32], &json!({"to": "b@example.com", "body": "hi"}));
+        let h3 = argument_hashes(&[2; 32], &json!({"to": "a@example.com", "body": "hi"}));
+        assert_eq!(h1.len(), 2);
+        assert_eq!(h1["body"], h2["body"]);
+        assert_ne!(h1["to"], h2["to"]);
+        assert_ne!(h1["to"], h3["to"]);
+        assert!(!h1.values().any(|v| v.contains("example")));
+    }
+
+    #[test]
+    fn the_book_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<ApprovalBook>();
+    }
+}

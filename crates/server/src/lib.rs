@@ -51,7 +51,6 @@ mod sse;
 mod state;
 mod tls;
 mod tool_gate;
-mod tool_shim;
 mod tools;
 
 pub use proxy::{ProxyConfig, Spotlight};

@@ -30,14 +30,14 @@
 
 use crate::sse::{SseEvent, data_event};
 use crate::state::{AppState, Caller, ServiceError};
-use crate::tool_shim::{self, ArgumentsError, MAX_ARGUMENT_BYTES};
 use crate::tools::{
     EP_PROXY_TOOL, PendingCall, ToolGovernance, ToolVerdict, approval_json, arguments_of, binding,
+    sha256_hex,
 };
 use axum::http::header::HeaderMap;
 use bytes::Bytes;
 use rampart_core::{Decision, Role};
-use rampart_tools::{CallContext, CallerInfo, ToolAction};
+use rampart_tools::{ArgumentsError, CallContext, CallerInfo, MAX_ARGUMENT_BYTES, ToolAction};
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -141,12 +141,12 @@ fn conversation_of(body: &Value) -> String {
         .into_iter()
         .flatten()
     {
-        prefix.push(tool_shim::canonical_arguments(m));
+        prefix.push(rampart_tools::canonical_arguments(m));
         if m.get("role").and_then(Value::as_str) == Some("user") {
             break;
         }
     }
-    let h = tool_shim::sha256_hex(prefix.join("\n").as_bytes());
+    let h = sha256_hex(prefix.join("\n").as_bytes());
     format!("h:{}", &h[..32])
 }
 
@@ -201,7 +201,10 @@ pub(crate) struct HeldCall {
 impl HeldCall {
     fn arguments(&self) -> Result<Value, ArgumentsError> {
         if self.oversize {
-            return Err(ArgumentsError::TooLarge(self.arguments.len()));
+            return Err(ArgumentsError::TooLarge {
+                bytes: self.arguments.len(),
+                max: MAX_ARGUMENT_BYTES,
+            });
         }
         arguments_of(&Value::String(self.arguments.clone()))
     }
@@ -823,7 +826,7 @@ mod tests {
         assert!(calls[0].arguments.len() <= MAX_ARGUMENT_BYTES);
         assert!(matches!(
             calls[0].arguments(),
-            Err(ArgumentsError::TooLarge(_))
+            Err(ArgumentsError::TooLarge { .. })
         ));
     }
 }

@@ -13,28 +13,20 @@
 
 use crate::api::ApiJson;
 use crate::state::{AppState, Caller, ServiceError};
-use crate::tool_shim::{
-    self, Approval, ApprovalBook, ArgumentsError, BookError, BreakGlassBook, BreakGlassGrant,
-    GrantRequest,
-};
 use axum::Json;
 use axum::extract::{Extension, Path as AxumPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rampart_tools::{CallContext, CallerInfo, Policy, ToolAction, ToolCall, ToolDecision};
+use rampart_tools::{
+    ApprovalBook, ApprovalGrant, ArgumentsError, BreakGlassBook, BreakGlassGrant, CallContext,
+    CallerInfo, GrantError, GrantRequest, Policy, ToolAction, ToolCall, ToolDecision,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// Rule id of arguments that could not be parsed (not JSON, too deep, too large, not an
-/// object).
-pub(crate) const RULE_ARGS_MALFORMED: &str = "TOOL_ARGS_MALFORMED";
-/// Rule id added when an approval token turned a CONFIRM into ALLOW.
-pub(crate) const RULE_APPROVED: &str = "APPROVED";
-/// Rule id added when a break-glass grant turned a CONFIRM or BLOCK into ALLOW.
-pub(crate) const RULE_BREAK_GLASS: &str = "BREAK_GLASS";
 /// Rule id of a call blocked because its decision could not be audited or a token could
 /// not be issued (fail closed).
 pub(crate) const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
@@ -66,7 +58,7 @@ pub enum RequestCaller {
 /// [tools]
 /// policy = "policies/coding_agent.toml"   # relative to this file; compiled once at start
 /// approval_ttl_s = 600                    # approval tokens live this long
-/// approval_key_env = "RAMPART_APPROVAL_KEY"  # optional
+/// arguments_key_env = "RAMPART_TOOLS_KEY" # optional: keys the argument hashes
 /// breakglass_max_ttl_s = 3600             # longest break-glass grant
 /// audit_argument_values = false           # hashes only in the audit log
 /// max_calls = 64                          # calls per /v1/tools/check request
@@ -83,10 +75,13 @@ pub struct ToolsSection {
     /// Seconds an approval token is valid. Default 600.
     #[serde(default = "default_approval_ttl")]
     pub approval_ttl_s: u64,
-    /// Environment variable with key material for approval tokens. Optional; when named
-    /// it must be set and non-empty at start.
+    /// Environment variable holding the key of the argument hashes (answers, audit log),
+    /// so that hashes of the same arguments match across restarts. Optional; when named it
+    /// must be set (at least 16 bytes) at start; absent: a random key per process. Approval
+    /// tokens always use a random key per process, so that a restart (which forgets which
+    /// tokens were used) cannot reopen a used token to replay.
     #[serde(default)]
-    pub approval_key_env: Option<String>,
+    pub arguments_key_env: Option<String>,
     /// Longest TTL a break-glass grant may ask for, seconds. Default 3600.
     #[serde(default = "default_breakglass_max_ttl")]
     pub breakglass_max_ttl_s: u64,
@@ -142,8 +137,8 @@ impl ToolsSection {
                 return Err(format!("{name} must be greater than zero"));
             }
         }
-        if self.approval_key_env.as_deref().is_some_and(str::is_empty) {
-            return Err("tools.approval_key_env must not be empty when given".into());
+        if self.arguments_key_env.as_deref().is_some_and(str::is_empty) {
+            return Err("tools.arguments_key_env must not be empty when given".into());
         }
         Ok(())
     }
@@ -171,9 +166,12 @@ pub enum ToolsSetupError {
         #[source]
         source: rampart_tools::PolicyError,
     },
-    /// `tools.approval_key_env` names a variable that is unset or empty.
-    #[error("tools.approval_key_env: the variable {0} is unset or empty")]
-    ApprovalKey(String),
+    /// `tools.arguments_key_env` names a variable that is unset or shorter than 16 bytes.
+    #[error("tools.arguments_key_env: the variable {0} is unset or shorter than 16 bytes")]
+    ArgumentsKey(String),
+    /// No randomness for the approval book's key.
+    #[error("cannot create the approval key")]
+    Random(#[source] rampart_tools::RandomError),
 }
 
 /// The server's tool governance: the compiled policy, the pending approvals and the active
@@ -184,6 +182,8 @@ pub(crate) struct ToolGovernance {
     policy: Arc<Policy>,
     approvals: ApprovalBook,
     breakglass: BreakGlassBook,
+    /// Key of the per-argument hashes in the audit log.
+    hash_key: [u8; 32],
 }
 
 /// One call to decide.
@@ -208,16 +208,15 @@ pub(crate) struct PendingCall<'a> {
 pub(crate) struct ToolVerdict {
     pub(crate) tool: String,
     pub(crate) decision: ToolDecision,
-    /// SHA-256 of the canonical arguments (empty when they could not be parsed).
-    pub(crate) arguments_sha256: String,
-    /// SHA-256 of each argument's canonical value, by name.
+    /// Keyed hash of the canonical arguments, as approval tokens bind it (empty when they
+    /// could not be parsed).
+    pub(crate) arguments_hash: String,
+    /// Keyed hash of each argument's canonical value, by name (audit).
     pub(crate) argument_hashes: BTreeMap<String, String>,
     /// The parsed arguments (for the audit log when values are configured, and to show a
     /// held call); `None` when malformed.
     pub(crate) arguments: Option<Value>,
-    pub(crate) approval: Option<Approval>,
-    pub(crate) approval_id: Option<String>,
-    pub(crate) breakglass_id: Option<String>,
+    pub(crate) approval: Option<ApprovalGrant>,
     pub(crate) approval_error: Option<String>,
     pub(crate) binding: String,
 }
@@ -239,16 +238,16 @@ impl ToolVerdict {
             "failed_argument": d.failed_argument,
             "failed_check": d.failed_check,
             "reasons": d.reasons,
-            "arguments_sha256": self.arguments_sha256,
+            "arguments_hash": self.arguments_hash,
         });
         if let Value::Object(m) = &mut v {
             if let Some(a) = &self.approval {
                 m.insert("approval".into(), approval_json(a));
             }
-            if let Some(a) = &self.approval_id {
+            if let Some(a) = &d.approval_id {
                 m.insert("approval_id".into(), json!(a));
             }
-            if let Some(b) = &self.breakglass_id {
+            if let Some(b) = &d.breakglass_id {
                 m.insert("breakglass_id".into(), json!(b));
             }
             if let Some(e) = &self.approval_error {
@@ -267,12 +266,22 @@ impl ToolVerdict {
     }
 }
 
-pub(crate) fn approval_json(a: &Approval) -> Value {
+pub(crate) fn approval_json(a: &ApprovalGrant) -> Value {
     json!({
+        "id": a.id,
         "token": a.token,
-        "expires_at": rampart_audit::format_time_ms(i64::try_from(a.expires_at_ms).unwrap_or(i64::MAX)),
-        "expires_at_ms": a.expires_at_ms,
+        "expires_at": rampart_audit::format_time_ms(i64::try_from(a.expires_ms).unwrap_or(i64::MAX)),
+        "expires_at_ms": a.expires_ms,
     })
+}
+
+/// Lower-case hex SHA-256.
+pub(crate) fn sha256_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
 }
 
 /// Milliseconds since the Unix epoch.
@@ -297,19 +306,24 @@ impl ToolGovernance {
         })?;
         let policy =
             Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
-        if let Some(var) = &t.approval_key_env
-            && get_env(var).is_none_or(|v| v.is_empty())
-        {
-            return Err(ToolsSetupError::ApprovalKey(var.clone()));
-        }
+        let hash_key = match &t.arguments_key_env {
+            Some(var) => match get_env(var) {
+                Some(v) if v.len() >= 16 => {
+                    blake3::derive_key("rampart tool argument hashes v1", v.as_bytes())
+                }
+                _ => return Err(ToolsSetupError::ArgumentsKey(var.clone())),
+            },
+            None => rampart_tools::random_key().map_err(ToolsSetupError::Random)?,
+        };
+        let approvals = ApprovalBook::with_random_key(t.approval_ttl_s.saturating_mul(1000))
+            .map_err(ToolsSetupError::Random)?
+            .with_capacity(t.max_pending_approvals);
         Ok(Some(ToolGovernance {
             cfg: t.clone(),
             policy: Arc::new(policy),
-            approvals: ApprovalBook::new(
-                t.approval_ttl_s.saturating_mul(1000),
-                t.max_pending_approvals,
-            ),
+            approvals,
             breakglass: BreakGlassBook::new(t.breakglass_max_ttl_s),
+            hash_key,
         }))
     }
 
@@ -351,105 +365,82 @@ impl ToolGovernance {
         let tool = call.tool.trim().to_string();
         let mut ctx = call.context;
         ctx.now_ms = Some(now_ms);
-        let (decision, arguments, malformed) = match call.arguments {
+        let (decision, arguments) = match call.arguments {
             Ok(args) => {
-                let d = self
-                    .policy
-                    .check(&ToolCall::new(tool.clone(), args.clone()), &ctx);
-                (d, Some(args), false)
+                let c = ToolCall::new(tool.clone(), args);
+                (self.policy.check(&c, &ctx), Some(c.arguments))
             }
             Err(e) => {
-                // The risk of the tool, for the answer: a check of non-object arguments
-                // blocks before any predicate.
+                // Non-object arguments block before any predicate: the answer still gets
+                // the tool's risk, with the parser's reason.
                 let mut d = self
                     .policy
                     .check(&ToolCall::new(tool.clone(), Value::Bool(false)), &ctx);
                 d.action = ToolAction::Block;
-                d.rules.retain(|r| r != rampart_tools::RULE_ARGUMENTS_SHAPE);
+                if !d
+                    .rules
+                    .iter()
+                    .any(|r| r == rampart_tools::RULE_ARGUMENTS_SHAPE)
+                {
+                    d.rules.push(rampart_tools::RULE_ARGUMENTS_SHAPE.into());
+                }
                 d.reasons.retain(|r| !r.contains("not a JSON object"));
-                d.rules.push(RULE_ARGS_MALFORMED.into());
-                d.failed_check = Some(e.check_name().into());
+                d.failed_check = Some(arguments_check_name(&e).into());
                 d.reasons.push(e.to_string());
-                (d, None, true)
+                (d, None)
             }
         };
-        let (arguments_sha256, argument_hashes) = match &arguments {
-            Some(a) => {
-                let hashes = a
-                    .as_object()
-                    .map(|m| {
-                        m.iter()
-                            .map(|(k, v)| {
-                                (
-                                    k.clone(),
-                                    tool_shim::sha256_hex(
-                                        tool_shim::canonical_arguments(v).as_bytes(),
-                                    ),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                (
-                    tool_shim::sha256_hex(tool_shim::canonical_arguments(a).as_bytes()),
-                    hashes,
-                )
-            }
+        let (arguments_hash, argument_hashes) = match &arguments {
+            Some(a) => (
+                self.approvals.arguments_hash(a),
+                rampart_tools::argument_hashes(&self.hash_key, a),
+            ),
             None => (String::new(), BTreeMap::new()),
         };
         let mut v = ToolVerdict {
             tool: tool.clone(),
             decision,
-            arguments_sha256,
+            arguments_hash,
             argument_hashes,
             arguments,
             approval: None,
-            approval_id: None,
-            breakglass_id: None,
             approval_error: None,
             binding: call.binding,
         };
-        if v.decision.action == ToolAction::Confirm {
+        if let Some(args) = &v.arguments
+            && v.decision.action == ToolAction::Confirm
+        {
+            let c = ToolCall::new(tool.clone(), args.clone());
             for t in call.tokens {
-                match self
-                    .approvals
-                    .redeem(t, &tool, &v.arguments_sha256, &v.binding, now_ms)
-                {
+                match self.approvals.redeem(t, &c, &v.binding, now_ms) {
                     Ok(id) => {
-                        v.decision.action = ToolAction::Allow;
-                        v.decision.rules.push(RULE_APPROVED.into());
-                        v.decision.reasons.push(format!("approved ({id})"));
-                        v.approval_id = Some(id);
+                        rampart_tools::apply_approval(&mut v.decision, &id);
                         v.approval_error = None;
                         break;
                     }
-                    // Tokens for other calls of the same answer are expected: only the
-                    // last refusal is reported.
+                    // Tokens for other calls of the same answer are expected: the last
+                    // refusal is reported.
                     Err(e) => v.approval_error = Some(e.to_string()),
                 }
             }
         } else if !call.tokens.is_empty() && v.decision.action == ToolAction::Block {
-            v.approval_error = Some("an approval token does not override BLOCK".into());
+            v.approval_error = Some("an approval never overrides BLOCK".into());
         }
-        if v.decision.action != ToolAction::Allow
-            && !malformed
-            && let Some(g) = self
-                .breakglass
-                .find(&tool, call.conversation, call.caller_key, now_ms)
+        self.breakglass.apply(
+            &mut v.decision,
+            &tool,
+            call.conversation,
+            call.caller_key,
+            now_ms,
+        );
+        if let Some(args) = &v.arguments
+            && v.decision.action == ToolAction::Confirm
         {
-            v.decision.action = ToolAction::Allow;
-            v.decision.rules.push(RULE_BREAK_GLASS.into());
-            v.decision.reasons.push(format!(
-                "break-glass {} (incident {}) overrides",
-                g.id, g.incident
-            ));
-            v.breakglass_id = Some(g.id);
-        }
-        if v.decision.action == ToolAction::Confirm {
-            match self
-                .approvals
-                .issue(&tool, &v.arguments_sha256, &v.binding, now_ms)
-            {
+            match self.approvals.issue(
+                &ToolCall::new(tool.clone(), args.clone()),
+                &v.binding,
+                now_ms,
+            ) {
                 Ok(a) => v.approval = Some(a),
                 Err(e) => v.fail_closed(&format!("cannot issue an approval token: {e}")),
             }
@@ -460,9 +451,9 @@ impl ToolGovernance {
     pub(crate) fn grant(
         &self,
         req: GrantRequest,
-        by: Option<String>,
+        by: &str,
         now_ms: u64,
-    ) -> Result<BreakGlassGrant, BookError> {
+    ) -> Result<BreakGlassGrant, GrantError> {
         self.breakglass.grant(req, by, now_ms)
     }
 
@@ -470,8 +461,23 @@ impl ToolGovernance {
         self.breakglass.active(now_ms)
     }
 
-    pub(crate) fn revoke(&self, id: &str) -> Option<BreakGlassGrant> {
-        self.breakglass.revoke(id)
+    pub(crate) fn revoke(&self, id: &str, now_ms: u64) -> Option<BreakGlassGrant> {
+        self.breakglass.revoke(id, now_ms)
+    }
+
+    /// Grants that expired since the last call (each once), for the audit.
+    pub(crate) fn take_expired(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+        self.breakglass.take_expired(now_ms)
+    }
+}
+
+/// The `failed_check` of arguments that could not be parsed.
+fn arguments_check_name(e: &ArgumentsError) -> &'static str {
+    match e {
+        ArgumentsError::TooLarge { .. } => "too_large",
+        ArgumentsError::TooDeep { .. } => "too_deep",
+        ArgumentsError::NotJson(_) => "not_json",
+        ArgumentsError::NotAnObject => "not_object",
     }
 }
 
@@ -484,12 +490,15 @@ pub(crate) fn binding(key_id: Option<&str>, conversation: Option<&str>) -> Strin
     )
 }
 
-/// Parses arguments given as a JSON object or as a string holding JSON.
+/// Arguments given as a JSON object or as a string holding JSON (parsed with its size and
+/// depth bounded); a value that is not an object is refused. The policy check bounds the
+/// size and depth of an object given as such.
 pub(crate) fn arguments_of(v: &Value) -> Result<Value, ArgumentsError> {
     match v {
-        Value::String(s) => tool_shim::parse_arguments(s),
+        Value::String(s) => rampart_tools::parse_arguments(s),
         Value::Null => Ok(Value::Object(Default::default())),
-        other => tool_shim::check_value(other).map(|()| other.clone()),
+        Value::Object(_) => Ok(v.clone()),
+        _ => Err(ArgumentsError::NotAnObject),
     }
 }
 
@@ -532,24 +541,21 @@ impl AppState {
         }
         if values && let Some(a) = &v.arguments {
             extra(
-                format!("args:{}", tool_shim::canonical_arguments(a)),
+                format!("args:{}", rampart_tools::canonical_arguments(a)),
                 "tool_arguments",
             );
         }
-        if let Some(a) = &v.approval_id {
+        if let Some(a) = &d.approval_id {
             extra(format!("approval:{a}"), "tool_approval_used");
         }
         if let Some(a) = &v.approval {
             extra(format!("approval:{}", a.id), "tool_approval_issued");
         }
-        if let Some(b) = &v.breakglass_id {
+        if let Some(b) = &d.breakglass_id {
             extra(format!("breakglass:{b}"), "tool_breakglass");
         }
         extra(
-            format!(
-                "conversation:{}",
-                &tool_shim::sha256_hex(v.binding.as_bytes())[..16]
-            ),
+            format!("conversation:{}", &sha256_hex(v.binding.as_bytes())[..16]),
             "tool_conversation",
         );
         let rec = rampart_audit::AuditRecord {
@@ -557,7 +563,7 @@ impl AppState {
             request_id: caller.request_id.clone(),
             key_id: caller.key_id.clone(),
             endpoint: endpoint.into(),
-            input_hash: v.arguments_sha256.clone(),
+            input_hash: v.arguments_hash.clone(),
             hash_key_id: "sha256".into(),
             action: d.action.name().into(),
             risk: d.risk.map(|r| r.name()).unwrap_or("unknown").into(),
@@ -599,9 +605,7 @@ impl AppState {
             request_id: caller.request_id.clone(),
             key_id: caller.key_id.clone(),
             endpoint: EP_BREAKGLASS.into(),
-            input_hash: tool_shim::sha256_hex(
-                serde_json::to_string(g).unwrap_or_default().as_bytes(),
-            ),
+            input_hash: sha256_hex(serde_json::to_string(g).unwrap_or_default().as_bytes()),
             hash_key_id: "sha256".into(),
             action: event.into(),
             risk: "unknown".into(),
@@ -614,6 +618,17 @@ impl AppState {
             relational: None,
         };
         self.append_audit(caller, rec).await
+    }
+
+    /// Writes an `EXPIRE` row for each grant that expired since the last look (best
+    /// effort: the grant's row already holds its expiry).
+    pub(crate) async fn audit_expired_grants(&self, caller: &Caller, now_ms: u64) {
+        let Some(gov) = self.tools() else { return };
+        for g in gov.take_expired(now_ms) {
+            if let Err(e) = self.record_breakglass(caller, "EXPIRE", &g).await {
+                tracing::error!(id = %g.id, error = %e, "a break-glass expiry could not be audited");
+            }
+        }
     }
 
     fn tools_or_404(&self) -> Result<&Arc<ToolGovernance>, ServiceError> {
@@ -801,12 +816,17 @@ pub(crate) async fn breakglass_grant(
     ApiJson(req): ApiJson<GrantRequest>,
 ) -> Result<Response, ServiceError> {
     let gov = state.tools_or_404()?.clone();
-    let g = gov
-        .grant(req, caller.key_id.clone(), now_ms())
-        .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    let by = caller.key_id.as_deref().unwrap_or("-");
+    let g = gov.grant(req, by, now).map_err(|e| match e {
+        GrantError::Invalid(_) => ServiceError::BadRequest(e.to_string()),
+        GrantError::Full(_) => ServiceError::Unavailable(e.to_string()),
+        _ => ServiceError::Internal(e.to_string()),
+    })?;
     if let Err(e) = state.record_breakglass(&caller, "GRANT", &g).await {
         // An unaudited grant must not stay in force.
-        gov.revoke(&g.id);
+        gov.revoke(&g.id.0, now);
         return Err(e);
     }
     tracing::warn!(id = %g.id, incident = %g.incident, by = ?g.granted_by, "break-glass granted");
@@ -816,9 +836,12 @@ pub(crate) async fn breakglass_grant(
 /// `GET /admin/breakglass`: the active grants.
 pub(crate) async fn breakglass_list(
     State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
 ) -> Result<Json<Value>, ServiceError> {
     let gov = state.tools_or_404()?;
-    Ok(Json(json!({"grants": gov.active_grants(now_ms())})))
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    Ok(Json(json!({"grants": gov.active_grants(now)})))
 }
 
 /// `DELETE /admin/breakglass/{id}`: revokes a grant (the revoked grant; 404 when unknown).
@@ -828,7 +851,9 @@ pub(crate) async fn breakglass_revoke(
     AxumPath(id): AxumPath<String>,
 ) -> Result<Json<Value>, ServiceError> {
     let gov = state.tools_or_404()?.clone();
-    let Some(g) = gov.revoke(&id) else {
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    let Some(g) = gov.revoke(&id, now) else {
         return Err(ServiceError::NotConfigured(format!(
             "no active break-glass grant {id:?}"
         )));

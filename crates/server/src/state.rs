@@ -54,9 +54,9 @@ pub enum ServiceError {
     /// 404: no such route.
     #[error("no such endpoint")]
     NotFound,
-    /// 404: the route exists, but what it serves does not (not configured, unknown id).
+    /// 404: the route exists, but the resource it names does not (an unknown id).
     #[error("{0}")]
-    NotConfigured(String),
+    UnknownId(String),
     /// 422: a reload was rejected (the previous pipeline keeps serving).
     #[error("reload rejected, the previous pipeline keeps serving: {0}")]
     ReloadFailed(String),
@@ -98,7 +98,7 @@ impl ServiceError {
             ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ServiceError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ServiceError::NotFound | ServiceError::NotConfigured(_) => StatusCode::NOT_FOUND,
+            ServiceError::NotFound | ServiceError::UnknownId(_) => StatusCode::NOT_FOUND,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -118,7 +118,7 @@ impl ServiceError {
             ServiceError::TooLarge(_) => ("invalid_request_error", "payload_too_large"),
             ServiceError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ServiceError::Forbidden(_) => ("permission_error", "forbidden"),
-            ServiceError::NotFound | ServiceError::NotConfigured(_) => {
+            ServiceError::NotFound | ServiceError::UnknownId(_) => {
                 ("invalid_request_error", "not_found")
             }
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),

@@ -631,9 +631,9 @@ impl AppState {
         }
     }
 
-    fn tools_or_404(&self) -> Result<&Arc<ToolGovernance>, ServiceError> {
+    fn tools_or_501(&self) -> Result<&Arc<ToolGovernance>, ServiceError> {
         self.tools().ok_or_else(|| {
-            ServiceError::NotConfigured(
+            ServiceError::NotImplemented(
                 "tool governance is not configured: add a [tools] section with a policy".into(),
             )
         })
@@ -756,7 +756,7 @@ pub(crate) async fn check(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<Value>,
 ) -> Result<Response, ServiceError> {
-    let gov = state.tools_or_404()?.clone();
+    let gov = state.tools_or_501()?.clone();
     let Value::Object(mut m) = body else {
         return Err(ServiceError::BadRequest(
             "the body must be a call object or {\"calls\": [...]}".into(),
@@ -815,7 +815,7 @@ pub(crate) async fn breakglass_grant(
     Extension(caller): Extension<Caller>,
     ApiJson(req): ApiJson<GrantRequest>,
 ) -> Result<Response, ServiceError> {
-    let gov = state.tools_or_404()?.clone();
+    let gov = state.tools_or_501()?.clone();
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
     let by = caller.key_id.as_deref().unwrap_or("-");
@@ -838,7 +838,7 @@ pub(crate) async fn breakglass_list(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
 ) -> Result<Json<Value>, ServiceError> {
-    let gov = state.tools_or_404()?;
+    let gov = state.tools_or_501()?;
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
     Ok(Json(json!({"grants": gov.active_grants(now)})))
@@ -850,11 +850,11 @@ pub(crate) async fn breakglass_revoke(
     Extension(caller): Extension<Caller>,
     AxumPath(id): AxumPath<String>,
 ) -> Result<Json<Value>, ServiceError> {
-    let gov = state.tools_or_404()?.clone();
+    let gov = state.tools_or_501()?.clone();
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
     let Some(g) = gov.revoke(&id, now) else {
-        return Err(ServiceError::NotConfigured(format!(
+        return Err(ServiceError::UnknownId(format!(
             "no active break-glass grant {id:?}"
         )));
     };

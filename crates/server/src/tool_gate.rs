@@ -505,7 +505,7 @@ impl StreamGate {
                     .and_then(Value::as_object)
                     .is_none_or(|d| d.iter().all(|(k, x)| x.is_null() || k == "role" || x == ""));
                 let finishing = c.get("finish_reason").is_some_and(|f| !f.is_null());
-                !(delta_empty && !finishing)
+                !delta_empty || finishing
             });
         }
         let keep = !changed || choices_nonempty(&v) || v.get("usage").is_some_and(|u| !u.is_null());

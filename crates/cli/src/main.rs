@@ -20,6 +20,7 @@ mod relate_cmd;
 mod rules_cmd;
 mod scan;
 mod serve_cmd;
+mod tools_cmd;
 mod train_cmd;
 
 use anyhow::Result;
@@ -95,6 +96,11 @@ enum Command {
     },
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
+    /// Lint tool-call policies and decide tool calls under one (ALLOW, CONFIRM, BLOCK).
+    Tools {
+        #[command(subcommand)]
+        command: tools_cmd::ToolsCommand,
+    },
     /// Check or print pipeline configuration.
     Config {
         #[command(subcommand)]
@@ -195,6 +201,7 @@ fn main() -> ExitCode {
         Command::Models { command } => models_cmd::run(&command),
         Command::Train { command } => train_cmd::run(&command),
         Command::Audit { command } => audit_cmd::run(&command),
+        Command::Tools { command } => tools_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

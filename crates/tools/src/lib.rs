@@ -480,6 +480,39 @@ impl Policy {
     }
 }
 
+impl Policy {
+    /// Checks a call whose arguments arrive as text (OpenAI's `function.arguments`): parsed
+    /// with [`parse_arguments`]; arguments that are not a JSON object, or too deep, or too
+    /// large, BLOCK (rule `TOOL_ARGS_SHAPE`, the parse error as the reason, no value), for
+    /// unknown tools too.
+    pub fn check_raw(&self, tool: &str, raw_arguments: &str, ctx: &CallContext) -> ToolDecision {
+        match parse_arguments(raw_arguments) {
+            Ok(arguments) => self.check(
+                &ToolCall {
+                    tool: tool.to_string(),
+                    arguments,
+                },
+                ctx,
+            ),
+            Err(e) => {
+                let name = tool.trim();
+                let (risk, rule) = match self.tools.get(name) {
+                    Some(t) => (Some(t.risk), RULE_TOOL_ACTION),
+                    None => (None, RULE_UNKNOWN_TOOL),
+                };
+                ToolDecision {
+                    action: ToolAction::Block,
+                    risk,
+                    rules: vec![rule.into(), RULE_ARGUMENTS_SHAPE.into()],
+                    failed_argument: None,
+                    failed_check: None,
+                    reasons: vec![e.to_string()],
+                }
+            }
+        }
+    }
+}
+
 /// Records a rule that applied and raises the action to it (never lowers).
 fn escalate(d: &mut ToolDecision, action: ToolAction, rule: &str, reason: String) {
     d.action = d.action.max(action);

@@ -7,7 +7,8 @@
 
 use crate::policy::PredicateSpec;
 use regex::Regex;
-use unicode_normalization::UnicodeNormalization;
+use std::borrow::Cow;
+use unicode_normalization::{IsNormalized, UnicodeNormalization};
 
 /// Most rounds of percent-decoding applied to a path (`%252e` is decoded twice).
 const MAX_DECODE_ROUNDS: usize = 3;
@@ -89,8 +90,13 @@ impl Failure {
     }
 }
 
-fn nfkc(s: &str) -> String {
-    s.nfkc().collect()
+/// NFKC, borrowing when the text is already normal (the common case: no allocation on the
+/// hot path).
+fn nfkc(s: &str) -> Cow<'_, str> {
+    match unicode_normalization::is_nfkc_quick(s.chars()) {
+        IsNormalized::Yes => Cow::Borrowed(s),
+        _ => Cow::Owned(s.nfkc().collect()),
+    }
 }
 
 impl Predicate {
@@ -138,7 +144,7 @@ impl Predicate {
             one_of: spec
                 .one_of
                 .as_ref()
-                .map(|l| l.iter().map(|s| nfkc(s)).collect()),
+                .map(|l| l.iter().map(|s| nfkc(s).into_owned()).collect()),
             regex,
             max_length: spec.max_length,
             range: spec.range,
@@ -195,13 +201,13 @@ impl Predicate {
         }
         let text = match value {
             serde_json::Value::String(s) => nfkc(s),
-            serde_json::Value::Number(n) => n.to_string(),
-            serde_json::Value::Bool(b) => b.to_string(),
+            serde_json::Value::Number(n) => Cow::Owned(n.to_string()),
+            serde_json::Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
             // Structured values are checked as their JSON text (a nested attack is text too).
-            other => nfkc(&other.to_string()),
+            other => Cow::Owned(nfkc(&other.to_string()).into_owned()),
         };
         if let Some(l) = &self.one_of
-            && !l.contains(&text)
+            && !l.iter().any(|x| *x == text)
         {
             return Err(Failure::OneOf);
         }

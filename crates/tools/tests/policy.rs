@@ -268,3 +268,28 @@ fn parse_arguments_reads_openai_argument_strings() {
         Err(ArgumentsError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn check_raw_blocks_unparsable_argument_text() {
+    let p = policy();
+    let ctx = CallContext::default();
+    let d = p.check_raw("read_file", r#"{"path": "/srv/app/docs/a.md"}"#, &ctx);
+    assert_eq!(d.action, ToolAction::Allow);
+    let deep = format!("{{\"path\":{}{}}}", "[".repeat(1000), "]".repeat(1000));
+    let huge = format!("{{\"path\":\"{}\"}}", "x".repeat(10 << 20));
+    for raw in ["{\"path\": ", "[1, 2]", deep.as_str(), huge.as_str()] {
+        let d = p.check_raw("read_file", raw, &ctx);
+        assert_eq!(d.action, ToolAction::Block);
+        assert_eq!(d.rules, ["TOOL_ACTION", "TOOL_ARGS_SHAPE"]);
+        assert_eq!(d.risk, Some(Risk::Low));
+        assert!(d.reasons[0].len() < 200, "{:?}", d.reasons);
+    }
+    let d = p.check_raw("nope", "{", &ctx);
+    assert_eq!((d.action, d.risk), (ToolAction::Block, None));
+    assert_eq!(d.rules, ["TOOL_UNKNOWN", "TOOL_ARGS_SHAPE"]);
+    // Empty text is `{}`: delete_file has no constrained argument.
+    assert_eq!(
+        p.check_raw("delete_file", "", &ctx).action,
+        ToolAction::Confirm
+    );
+}

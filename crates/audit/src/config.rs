@@ -68,6 +68,8 @@ impl Synchronous {
 /// prune_interval_s = 3600              # how often the writer applies the retention
 /// synchronous = "normal"               # or "full" (fsync per commit)
 /// busy_timeout_ms = 5000               # wait for a lock held by another process
+/// chain_key_env = "RAMPART_HASH_KEY"   # key of the governance hash chain
+/// tool_argument_values = false         # store tool-call argument values (default: hashes only)
 /// ```
 ///
 /// Every key is optional; unknown keys are an error.
@@ -92,6 +94,13 @@ pub struct AuditConfig {
     /// How long the writer waits for a lock held by another connection before failing the
     /// batch, in milliseconds. Default 5000.
     pub busy_timeout_ms: u64,
+    /// The environment variable holding the key material of the governance hash chain.
+    /// Default `RAMPART_HASH_KEY` (the service's input-hash key; the chain derives its own
+    /// key from it). Unset or empty: the public key (see [`ChainKey`](crate::ChainKey)).
+    pub chain_key_env: String,
+    /// Store the argument values of tool calls in the governance audit (default false:
+    /// only per-argument keyed hashes).
+    pub tool_argument_values: bool,
 }
 
 impl Default for AuditConfig {
@@ -105,6 +114,8 @@ impl Default for AuditConfig {
             prune_interval_s: 3600,
             synchronous: Synchronous::Normal,
             busy_timeout_ms: 5000,
+            chain_key_env: crate::DEFAULT_CHAIN_KEY_ENV.into(),
+            tool_argument_values: false,
         }
     }
 }
@@ -144,6 +155,11 @@ impl AuditConfig {
         if self.retention_days.is_some_and(|d| d > 36_500) {
             return Err(AuditError::Config(
                 "retention_days must be at most 36500".into(),
+            ));
+        }
+        if self.chain_key_env.trim().is_empty() {
+            return Err(AuditError::Config(
+                "chain_key_env must name an environment variable".into(),
             ));
         }
         if self.prune_interval_s == 0 {
@@ -190,6 +206,8 @@ struct RawAuditConfig {
     prune_interval_s: u64,
     synchronous: Synchronous,
     busy_timeout_ms: u64,
+    chain_key_env: String,
+    tool_argument_values: bool,
 }
 
 impl Default for RawAuditConfig {
@@ -217,6 +235,8 @@ impl From<AuditConfig> for RawAuditConfig {
             prune_interval_s: c.prune_interval_s,
             synchronous: c.synchronous,
             busy_timeout_ms: c.busy_timeout_ms,
+            chain_key_env: c.chain_key_env,
+            tool_argument_values: c.tool_argument_values,
         }
     }
 }
@@ -245,6 +265,8 @@ impl TryFrom<RawAuditConfig> for AuditConfig {
             prune_interval_s: r.prune_interval_s,
             synchronous: r.synchronous,
             busy_timeout_ms: r.busy_timeout_ms,
+            chain_key_env: r.chain_key_env,
+            tool_argument_values: r.tool_argument_values,
         };
         c.validate()?;
         Ok(c)

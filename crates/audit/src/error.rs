@@ -63,6 +63,22 @@ pub enum AuditError {
         /// What is wrong.
         message: String,
     },
+    /// The governance chain's last row was written with another key: appending under this
+    /// key would make the chain unverifiable with either.
+    #[error(
+        "audit log {}: its governance chain (row {seq}) was written with key id {found}, \
+         the configured key has id {expected}; restore that key or start a new audit file"
+    , path.display())]
+    ChainKey {
+        /// The database file.
+        path: PathBuf,
+        /// The last row.
+        seq: i64,
+        /// Its key id.
+        found: String,
+        /// The configured key's id.
+        expected: String,
+    },
     /// An invalid configuration value.
     #[error("invalid audit configuration: {0}")]
     Config(String),

@@ -19,7 +19,13 @@
 //! * **Reading** ([`AuditReader`]): filters by time range, action, rule ID, key ID, request
 //!   ID, endpoint, the judge's intent label and outcome ([`AuditFilter`]); CSV or JSONL export ([`ExportFormat`]).
 //! * **Retention**: `retention_days` deletes older records at open and every
-//!   `prune_interval_s`; [`prune`] does it on demand.
+//!   `prune_interval_s`; [`prune`] does it on demand. Neither touches the governance rows.
+//! * **Governance** (schema version 4): tool decisions, approvals and break-glass events
+//!   ([`GovernanceRecord`], [`AuditWriter::append_governance`], through the same queue and
+//!   group commit) go to one append-only table (SQLite triggers refuse `UPDATE`/`DELETE`),
+//!   hash-chained with a keyed BLAKE3 ([`ChainKey`], from `chain_key_env`); [`verify`] names
+//!   the first edited, deleted or moved row; [`AuditReader::query_governance`] reads them
+//!   ([`GovernanceFilter`]). Argument values are stored only with `tool_argument_values`.
 //! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]); an older log is
 //!   migrated when the writer opens it, a newer one is refused with a clear error.
 //!
@@ -80,6 +86,7 @@
 
 mod config;
 mod error;
+mod governance;
 mod reader;
 mod record;
 mod schema;
@@ -90,6 +97,12 @@ pub use config::{
     AuditConfig, DEFAULT_BACKPRESSURE_WAIT_MS, MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, Synchronous,
 };
 pub use error::AuditError;
+pub use governance::{
+    ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, ChainKey,
+    DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent, GovernanceFilter, GovernanceHasher,
+    GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolCallOrigin,
+    ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
+};
 pub use reader::{
     AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
 };
@@ -98,4 +111,4 @@ pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;

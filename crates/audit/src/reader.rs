@@ -244,6 +244,34 @@ impl AuditReader {
         Ok(out)
     }
 
+    /// The governance rows (tool decisions, approvals, break-glass) matching `f`, in chain
+    /// order (or newest first with `f.newest_first`).
+    pub fn query_governance(
+        &self,
+        f: &crate::GovernanceFilter,
+    ) -> Result<Vec<crate::StoredGovernance>, AuditError> {
+        let sq = |source| AuditError::Sqlite {
+            path: self.path.clone(),
+            source,
+        };
+        let (sql, values) = f.select_sql()?;
+        let mut stmt = self.conn.prepare(&sql).map_err(sq)?;
+        let mut rows = stmt.query(rusqlite::params_from_iter(values)).map_err(sq)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(sq)? {
+            let (seq, time_ms, body, hash): (i64, i64, String, String) = (
+                r.get(0).map_err(sq)?,
+                r.get(1).map_err(sq)?,
+                r.get(2).map_err(sq)?,
+                r.get(3).map_err(sq)?,
+            );
+            out.push(crate::governance::decode(
+                &self.path, seq, time_ms, &body, hash,
+            )?);
+        }
+        Ok(out)
+    }
+
     /// How many records [`AuditReader::query`] would return.
     pub fn count(&self, f: &AuditFilter) -> Result<u64, AuditError> {
         let (where_sql, values) = f.where_clause()?;
@@ -443,7 +471,8 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
 const BALANCE_CELL: usize = 20;
 
 /// Deletes every record with `time_ms < older_than_ms` (a Unix epoch ms cutoff, not an age)
-/// and its findings, a chunk per transaction, and returns how many. Safe while the service
+/// and its findings, a chunk per transaction, and returns how many. The governance rows are
+/// never pruned (their table is append-only and hash-chained). Safe while the service
 /// writes (it waits for the write lock). The writer also applies `retention_days` itself.
 pub fn prune(path: &Path, older_than_ms: i64) -> Result<u64, AuditError> {
     let mut conn = schema::open_existing_rw(path, Duration::from_secs(30))?;

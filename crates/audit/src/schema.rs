@@ -51,6 +51,34 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 2 -> 3: the relational layer's report (NULL for decisions without a relational layer,
     // and for every record written before).
     "ALTER TABLE decisions ADD COLUMN relational_json TEXT;",
+    // 3 -> 4: the governance audit (tool decisions, approvals, break-glass): append-only,
+    // hash-chained (see governance.rs). Retention never deletes from it.
+    "CREATE TABLE governance (
+        seq INTEGER PRIMARY KEY,
+        time_ms INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        request_id TEXT,
+        key_id TEXT,
+        endpoint TEXT,
+        conversation TEXT,
+        tool TEXT,
+        action TEXT,
+        approval_id TEXT,
+        breakglass_id TEXT,
+        body_json TEXT NOT NULL,
+        hash_key_id TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL
+    );
+    CREATE INDEX governance_time ON governance (time_ms);
+    CREATE INDEX governance_tool_time ON governance (tool, time_ms);
+    CREATE INDEX governance_conversation ON governance (conversation, seq);
+    CREATE INDEX governance_request ON governance (request_id);
+    CREATE INDEX governance_breakglass ON governance (breakglass_id);
+    CREATE TRIGGER governance_no_update BEFORE UPDATE ON governance
+        BEGIN SELECT RAISE(ABORT, 'the governance audit is append-only'); END;
+    CREATE TRIGGER governance_no_delete BEFORE DELETE ON governance
+        BEGIN SELECT RAISE(ABORT, 'the governance audit is append-only'); END;",
 ];
 
 fn sq(path: &Path) -> impl FnOnce(rusqlite::Error) -> AuditError {

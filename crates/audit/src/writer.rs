@@ -1,5 +1,6 @@
 //! [`AuditLog`]: the writer thread, its queue and group commit.
 
+use crate::governance::{self, ChainKey, GovernanceRecord};
 use crate::schema;
 use crate::{AuditConfig, AuditError, AuditRecord, OnFull, now_ms};
 use rusqlite::{Connection, TransactionBehavior, params};
@@ -79,9 +80,17 @@ impl Shared {
     }
 }
 
+// A `Job` is moved once into the batch; boxing the record would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+enum Item {
+    Decision(AuditRecord),
+    Governance(GovernanceRecord),
+}
+
 #[derive(Debug)]
 struct Job {
-    rec: AuditRecord,
+    item: Item,
     ack: oneshot::Sender<Result<i64, AuditError>>,
 }
 
@@ -104,6 +113,7 @@ pub struct AuditWriter {
     tx: mpsc::Sender<Job>,
     on_full: OnFull,
     shared: Arc<Shared>,
+    hasher: governance::GovernanceHasher,
 }
 
 impl AuditLog {
@@ -111,7 +121,17 @@ impl AuditLog {
     /// schema created or migrated (refused if newer than [`SCHEMA_VERSION`](crate::SCHEMA_VERSION)
     /// or not a Rampart audit log), records past `retention_days` deleted, writer thread
     /// started.
+    ///
+    /// The governance chain's key comes from the variable `cfg.chain_key_env`
+    /// ([`ChainKey::from_env`]); a log whose chain was written under another key is refused
+    /// ([`AuditError::ChainKey`]).
     pub fn open(cfg: AuditConfig) -> Result<AuditLog, AuditError> {
+        let key = ChainKey::from_env(&cfg.chain_key_env);
+        Self::open_with_chain_key(cfg, key)
+    }
+
+    /// [`AuditLog::open`] with the governance chain's key given.
+    pub fn open_with_chain_key(cfg: AuditConfig, key: ChainKey) -> Result<AuditLog, AuditError> {
         cfg.validate()?;
         let path = cfg.path.clone();
         let mut conn = schema::open_writer(
@@ -119,6 +139,8 @@ impl AuditLog {
             cfg.synchronous,
             Duration::from_millis(cfg.busy_timeout_ms),
         )?;
+        governance::check_head_key(&conn, &path, &key)?;
+        let hasher = key.hasher();
         let shared = Arc::new(Shared {
             capacity: cfg.queue_capacity,
             writing: AtomicU64::new(0),
@@ -143,6 +165,10 @@ impl AuditLog {
             max_batch: cfg.max_batch,
             retention_ms: cfg.retention_ms(),
             prune_interval: Duration::from_secs(cfg.prune_interval_s),
+            chain: Chain {
+                key,
+                keep_values: cfg.tool_argument_values,
+            },
         };
         // The thread builds its own (timer-only) runtime and reports whether it could.
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -182,6 +208,7 @@ impl AuditLog {
                 tx,
                 on_full: cfg.on_full,
                 shared,
+                hasher,
             },
             thread: Some(thread),
         })
@@ -249,8 +276,20 @@ impl AuditWriter {
     /// Cancel-safe in the sense that dropping the future after the record was queued still
     /// writes it; only the acknowledgement is lost.
     pub async fn append(&self, rec: AuditRecord) -> Result<i64, AuditError> {
+        self.send(Item::Decision(rec)).await
+    }
+
+    /// Appends a governance row (tool decision, approval, break-glass event) to the hash
+    /// chain, through the same queue and group commit as [`AuditWriter::append`] (same
+    /// overload and durability behaviour), and resolves with its `seq` once committed. The
+    /// writer assigns `seq` and the chain hash inside the inserting transaction.
+    pub async fn append_governance(&self, rec: GovernanceRecord) -> Result<i64, AuditError> {
+        self.send(Item::Governance(rec)).await
+    }
+
+    async fn send(&self, item: Item) -> Result<i64, AuditError> {
         let (ack, done) = oneshot::channel();
-        match self.tx.try_send(Job { rec, ack }) {
+        match self.tx.try_send(Job { item, ack }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Closed(_)) => return Err(AuditError::Closed),
             Err(mpsc::error::TrySendError::Full(job)) => match self.on_full {
@@ -279,6 +318,13 @@ impl AuditWriter {
         self.shared.stats(&self.tx)
     }
 
+    /// The hasher of argument values and conversation ids under the log's chain key
+    /// (for [`ToolDecisionEvent::new`](crate::ToolDecisionEvent::new) and the conversation
+    /// of approval and break-glass rows).
+    pub fn hasher(&self) -> &governance::GovernanceHasher {
+        &self.hasher
+    }
+
     /// Whether the log has shut down (appends return [`AuditError::Closed`]).
     pub fn is_closed(&self) -> bool {
         self.tx.is_closed()
@@ -301,6 +347,13 @@ struct WriterThread {
     max_batch: usize,
     retention_ms: Option<i64>,
     prune_interval: Duration,
+    chain: Chain,
+}
+
+/// What the writer needs to chain governance rows.
+struct Chain {
+    key: ChainKey,
+    keep_values: bool,
 }
 
 impl WriterThread {
@@ -380,7 +433,7 @@ impl WriterThread {
     fn commit(&mut self, batch: &mut Vec<Job>) {
         let n = batch.len() as u64;
         self.shared.writing.store(n, Relaxed);
-        match write_batch(&mut self.conn, batch) {
+        match write_batch(&mut self.conn, batch, &self.chain) {
             Ok(ids) => {
                 self.shared.committed.fetch_add(n, Relaxed);
                 self.shared.batches.fetch_add(1, Relaxed);
@@ -409,9 +462,16 @@ fn clamp_i64(v: u64) -> i64 {
 }
 
 /// Inserts the batch in one transaction; the row IDs in order.
-fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlite::Error> {
+fn write_batch(
+    conn: &mut Connection,
+    batch: &[Job],
+    chain: &Chain,
+) -> Result<Vec<i64>, rusqlite::Error> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let mut ids = Vec::with_capacity(batch.len());
+    // The chain's head, read inside this (write-locked) transaction: another process
+    // appending to the same file cannot interleave.
+    let mut head: Option<(i64, String)> = None;
     {
         let mut ins_d = tx.prepare_cached(
             "INSERT INTO decisions (time_ms, request_id, key_id, endpoint, input_hash,
@@ -426,7 +486,47 @@ fn write_batch(conn: &mut Connection, batch: &[Job]) -> Result<Vec<i64>, rusqlit
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
         )?;
         let json = |e: serde_json::Error| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
-        for Job { rec, .. } in batch {
+        for Job { item, .. } in batch {
+            let rec = match item {
+                Item::Decision(rec) => rec,
+                Item::Governance(g) => {
+                    let (seq, prev) = match head.take() {
+                        Some(h) => h,
+                        None => governance::head(&tx)?
+                            .map_or((0, crate::GENESIS_HASH.to_string()), |(s, h, _)| (s, h)),
+                    };
+                    let row = governance::Row::from_record(
+                        seq + 1,
+                        g,
+                        chain.keep_values,
+                        &chain.key,
+                        &prev,
+                    )
+                    .map_err(json)?;
+                    let hash = row.hash(&chain.key);
+                    let mut ins_g = tx.prepare_cached(governance::INSERT_SQL)?;
+                    ins_g.execute(params![
+                        row.seq,
+                        row.time_ms,
+                        row.kind,
+                        row.cols[0],
+                        row.cols[1],
+                        row.cols[2],
+                        row.cols[3],
+                        row.cols[4],
+                        row.cols[5],
+                        row.cols[6],
+                        row.cols[7],
+                        row.body_json,
+                        row.hash_key_id,
+                        row.prev_hash,
+                        hash,
+                    ])?;
+                    ids.push(row.seq);
+                    head = Some((row.seq, hash));
+                    continue;
+                }
+            };
             let findings = serde_json::to_string(&rec.findings).map_err(json)?;
             let timings = serde_json::to_string(&rec.layer_timings_us).map_err(json)?;
             let judge = rec

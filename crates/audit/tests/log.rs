@@ -787,6 +787,7 @@ fn config_toml_shape() {
             prune_interval_s: 60,
             synchronous: Synchronous::Full,
             busy_timeout_ms: 100,
+            ..AuditConfig::default()
         }
     );
     let c = parse("[audit]\non_full = \"backpressure\"\nbackpressure_wait_ms = 5\n").unwrap();

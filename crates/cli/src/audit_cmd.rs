@@ -1,10 +1,13 @@
-//! `rampart audit query|export|prune`: read the service's decision audit log.
+//! `rampart audit query|export|prune|verify`: read the service's decision audit log, its
+//! governance rows (tool decisions, approvals, break-glass: `query --tools`) and verify their
+//! hash chain.
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rampart_audit::{
-    AuditFilter, AuditJudge, AuditReader, AuditRelational, ExportFormat, StoredRecord,
-    format_time_ms, now_ms, parse_duration_ms, parse_time,
+    AuditFilter, AuditJudge, AuditReader, AuditRelational, ChainKey, ExportFormat, GovernanceEvent,
+    GovernanceFilter, GovernanceKind, StoredGovernance, StoredRecord, format_time_ms, now_ms,
+    parse_duration_ms, parse_time,
 };
 use std::fmt::Write as _;
 use std::io::Write;
@@ -20,7 +23,98 @@ pub enum AuditCommand {
     /// Write the records matching the filters as CSV or JSONL, oldest first.
     Export(ExportArgs),
     /// Delete records older than a duration (the service also applies `retention_days`).
+    /// The governance rows (tool decisions, approvals, break-glass) are never deleted.
     Prune(PruneArgs),
+    /// Verify the hash chain of the governance rows: exit 1 naming the first edited,
+    /// deleted or moved row.
+    Verify(VerifyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// The audit log (SQLite database) written by `rampart serve`.
+    #[arg(long, value_name = "PATH")]
+    pub db: PathBuf,
+    /// The environment variable holding the chain's key material, as the service's
+    /// `[audit] chain_key_env` (unset or empty: the public key).
+    #[arg(long, value_name = "VAR", default_value = rampart_audit::DEFAULT_CHAIN_KEY_ENV)]
+    pub key_env: String,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The governance-row filters of `query --tools`.
+#[derive(Debug, Clone, Args)]
+pub struct ToolFilterArgs {
+    /// Query the governance rows (tool decisions, approvals, break-glass) instead of the
+    /// scan decisions. --action then takes ALLOW, CONFIRM or BLOCK.
+    #[arg(long)]
+    pub tools: bool,
+    /// Only rows of this tool (with --tools).
+    #[arg(long, value_name = "NAME", requires = "tools")]
+    pub tool: Option<String>,
+    /// Only rows of this conversation: its keyed hash as logged (with --tools).
+    #[arg(
+        long,
+        value_name = "HASH",
+        requires = "tools",
+        conflicts_with = "conversation_id"
+    )]
+    pub conversation: Option<String>,
+    /// Only rows of this conversation id, hashed with the chain key from --key-env (with
+    /// --tools).
+    #[arg(long, value_name = "ID", requires = "tools")]
+    pub conversation_id: Option<String>,
+    /// The environment variable of the chain key, for --conversation-id (as the service's
+    /// `[audit] chain_key_env`).
+    #[arg(long, value_name = "VAR", default_value = rampart_audit::DEFAULT_CHAIN_KEY_ENV)]
+    pub key_env: String,
+    /// Only rows of these kinds (with --tools; repeatable).
+    #[arg(long, value_enum, requires = "tools")]
+    pub kind: Vec<KindArg>,
+    /// Only rows naming this approval id (with --tools).
+    #[arg(long, value_name = "ID", requires = "tools")]
+    pub approval: Option<String>,
+    /// Only rows naming this break-glass id (with --tools).
+    #[arg(long, value_name = "ID", requires = "tools")]
+    pub breakglass: Option<String>,
+}
+
+/// `--kind`: the governance row kinds.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum KindArg {
+    #[value(name = "tool_decision")]
+    ToolDecision,
+    #[value(name = "approval_issued")]
+    ApprovalIssued,
+    #[value(name = "approval_redeemed")]
+    ApprovalRedeemed,
+    #[value(name = "approval_refused")]
+    ApprovalRefused,
+    #[value(name = "breakglass_granted")]
+    BreakglassGranted,
+    #[value(name = "breakglass_used")]
+    BreakglassUsed,
+    #[value(name = "breakglass_revoked")]
+    BreakglassRevoked,
+    #[value(name = "breakglass_expired")]
+    BreakglassExpired,
+}
+
+impl From<KindArg> for GovernanceKind {
+    fn from(k: KindArg) -> Self {
+        match k {
+            KindArg::ToolDecision => GovernanceKind::ToolDecision,
+            KindArg::ApprovalIssued => GovernanceKind::ApprovalIssued,
+            KindArg::ApprovalRedeemed => GovernanceKind::ApprovalRedeemed,
+            KindArg::ApprovalRefused => GovernanceKind::ApprovalRefused,
+            KindArg::BreakglassGranted => GovernanceKind::BreakglassGranted,
+            KindArg::BreakglassUsed => GovernanceKind::BreakglassUsed,
+            KindArg::BreakglassRevoked => GovernanceKind::BreakglassRevoked,
+            KindArg::BreakglassExpired => GovernanceKind::BreakglassExpired,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -35,7 +129,7 @@ pub struct FilterArgs {
     /// Records before this time (same forms as --since).
     #[arg(long, value_name = "TIME")]
     pub until: Option<String>,
-    /// Only this action.
+    /// Only this action (CONFIRM: with --tools only, SANITIZE: without).
     #[arg(long, value_enum, ignore_case = true)]
     pub action: Option<ActionArg>,
     /// Only records with a finding of this rule ID (e.g. CTRL_001).
@@ -107,24 +201,41 @@ impl From<JudgeOutcomeArg> for rampart_core::JudgeOutcome {
     }
 }
 
-/// `--action`: the decisions the audit log records.
+/// `--action`: the decisions the audit log records (scan decisions: ALLOW, SANITIZE,
+/// BLOCK; tool decisions: ALLOW, CONFIRM, BLOCK).
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ActionArg {
     #[value(name = "ALLOW")]
     Allow,
     #[value(name = "SANITIZE")]
     Sanitize,
+    #[value(name = "CONFIRM")]
+    Confirm,
     #[value(name = "BLOCK")]
     Block,
 }
 
-impl From<ActionArg> for rampart_core::Action {
-    fn from(a: ActionArg) -> Self {
-        match a {
+impl ActionArg {
+    fn scan_action(self) -> Result<rampart_core::Action> {
+        Ok(match self {
             ActionArg::Allow => rampart_core::Action::Allow,
             ActionArg::Sanitize => rampart_core::Action::Sanitize,
             ActionArg::Block => rampart_core::Action::Block,
-        }
+            ActionArg::Confirm => {
+                anyhow::bail!("--action CONFIRM only applies to tool decisions (add --tools)")
+            }
+        })
+    }
+
+    fn tool_action(self) -> Result<rampart_tools::ToolAction> {
+        Ok(match self {
+            ActionArg::Allow => rampart_tools::ToolAction::Allow,
+            ActionArg::Confirm => rampart_tools::ToolAction::Confirm,
+            ActionArg::Block => rampart_tools::ToolAction::Block,
+            ActionArg::Sanitize => {
+                anyhow::bail!("--action SANITIZE does not apply to tool decisions")
+            }
+        })
     }
 }
 
@@ -132,6 +243,8 @@ impl From<ActionArg> for rampart_core::Action {
 pub struct QueryArgs {
     #[command(flatten)]
     pub filter: FilterArgs,
+    #[command(flatten)]
+    pub tool_filter: ToolFilterArgs,
     /// At most this many records (0: no limit).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_QUERY_LIMIT)]
     pub limit: usize,
@@ -191,7 +304,8 @@ impl FilterArgs {
             until_ms: time("until", &self.until)?,
             action: self
                 .action
-                .map(|a| rampart_core::Action::from(a).name().to_owned()),
+                .map(|a| a.scan_action().map(|x| x.name().to_owned()))
+                .transpose()?,
             rule_id: self.rule.clone(),
             key_id: self.key.clone(),
             request_id: self.request.clone(),
@@ -217,6 +331,8 @@ pub fn run(cmd: &AuditCommand) -> Result<u8> {
 fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
     let now = now_ms();
     match cmd {
+        AuditCommand::Query(a) if a.tool_filter.tools => query_tools(a, now, out),
+        AuditCommand::Verify(a) => verify(a, out),
         AuditCommand::Query(a) => {
             let mut f = a.filter.to_filter(now)?;
             f.limit = (a.limit > 0).then_some(a.limit);
@@ -275,6 +391,267 @@ fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
             Ok(0)
         }
     }
+}
+
+impl FilterArgs {
+    fn to_governance_filter(&self, t: &ToolFilterArgs, now: i64) -> Result<GovernanceFilter> {
+        for (flag, given) in [
+            ("--rule", self.rule.is_some()),
+            ("--endpoint", self.endpoint.is_some()),
+            ("--intent-label", self.intent_label.is_some()),
+            ("--judge-outcome", self.judge_outcome.is_some()),
+        ] {
+            if given {
+                anyhow::bail!("{flag} does not apply to tool decisions (--tools)");
+            }
+        }
+        let time = |flag: &str, v: &Option<String>| -> Result<Option<i64>> {
+            v.as_deref()
+                .map(|s| parse_time(s, now).with_context(|| format!("--{flag}")))
+                .transpose()
+        };
+        Ok(GovernanceFilter {
+            since_ms: time("since", &self.since)?,
+            until_ms: time("until", &self.until)?,
+            kinds: t.kind.iter().map(|k| GovernanceKind::from(*k)).collect(),
+            tool: t.tool.clone(),
+            action: self.action.map(ActionArg::tool_action).transpose()?,
+            conversation: match &t.conversation_id {
+                Some(id) => Some(ChainKey::from_env(&t.key_env).hasher().conversation(id)),
+                None => t.conversation.clone(),
+            },
+            request_id: self.request.clone(),
+            key_id: self.key.clone(),
+            approval_id: t.approval.clone(),
+            breakglass_id: t.breakglass.clone(),
+            limit: None,
+            newest_first: false,
+        })
+    }
+}
+
+/// `query --tools`: the governance rows, a table or JSONL.
+fn query_tools(a: &QueryArgs, now: i64, out: &mut dyn Write) -> Result<u8> {
+    let mut f = a.filter.to_governance_filter(&a.tool_filter, now)?;
+    // One more than the limit tells whether there are more.
+    f.limit = (a.limit > 0).then_some(a.limit.saturating_add(1));
+    f.newest_first = !a.oldest_first;
+    let reader = AuditReader::open(&a.filter.db)?;
+    let mut rows = reader.query_governance(&f)?;
+    let more = a.limit > 0 && rows.len() > a.limit;
+    rows.truncate(if a.limit > 0 { a.limit } else { rows.len() });
+    if a.json {
+        for r in &rows {
+            writeln!(out, "{}", serde_json::to_string(r)?)?;
+        }
+    } else {
+        out.write_all(governance_table(&rows).as_bytes())?;
+        let n = rows.len();
+        if more {
+            writeln!(out, "{n} rows shown, more match (use --limit to see more)")?;
+        } else {
+            writeln!(out, "{n} row{}", if n == 1 { "" } else { "s" })?;
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// The cells of one governance row: kind, tool, action, risk, rules / detail, ids.
+fn governance_cells(r: &StoredGovernance) -> Vec<String> {
+    let short = |s: &Option<String>| -> String {
+        s.as_deref()
+            .map_or_else(|| "-".to_string(), |v| v.chars().take(12).collect())
+    };
+    let dash = || "-".to_string();
+    let (tool, action, risk, detail, request, key, conv, ids) = match &r.event {
+        GovernanceEvent::ToolDecision(d) => {
+            let mut detail = d.rules.join(",");
+            if let Some(a) = &d.failed_argument {
+                let _ = write!(detail, " arg={a}");
+            }
+            let ids = match (&d.approval_id, &d.breakglass_id) {
+                (Some(a), _) => format!("approval {a}"),
+                (None, Some(b)) => format!("breakglass {b}"),
+                (None, None) => dash(),
+            };
+            (
+                d.tool.clone(),
+                d.action.name().to_string(),
+                d.risk.map_or_else(dash, |x| x.name().to_string()),
+                format!("{} {detail}", d.endpoint.name()),
+                d.request_id.clone(),
+                d.key_id.clone(),
+                d.conversation.clone(),
+                ids,
+            )
+        }
+        GovernanceEvent::ApprovalIssued(e) | GovernanceEvent::ApprovalRedeemed(e) => (
+            e.tool.clone(),
+            dash(),
+            dash(),
+            format!(
+                "expires {}",
+                format_time_ms(i64::try_from(e.expires_ms).unwrap_or(i64::MAX))
+            ),
+            e.request_id.clone(),
+            e.key_id.clone(),
+            e.conversation.clone(),
+            format!("approval {}", e.approval_id),
+        ),
+        GovernanceEvent::ApprovalRefused(e) => (
+            e.tool.clone(),
+            dash(),
+            dash(),
+            e.reason.clone(),
+            e.request_id.clone(),
+            e.key_id.clone(),
+            e.conversation.clone(),
+            dash(),
+        ),
+        GovernanceEvent::BreakglassGranted(g) => {
+            let mut scope = format!("tools={}", g.scope.tools.join(","));
+            if let Some(c) = &g.scope.caller {
+                let _ = write!(scope, " caller={c}");
+            }
+            if let Some(c) = &g.scope.conversation {
+                let _ = write!(scope, " conversation={c}");
+            }
+            if g.scope.override_arguments {
+                scope.push_str(" override_arguments");
+            }
+            (
+                dash(),
+                dash(),
+                dash(),
+                format!(
+                    "{scope} until {} incident {}: {}",
+                    format_time_ms(i64::try_from(g.expires_ms).unwrap_or(i64::MAX)),
+                    g.incident,
+                    g.reason
+                ),
+                dash(),
+                Some(g.granted_by.clone()),
+                None,
+                format!("breakglass {}", g.id),
+            )
+        }
+        GovernanceEvent::BreakglassUsed(e) => (
+            e.tool.clone(),
+            "ALLOW".to_string(),
+            dash(),
+            format!("overrides {}", e.overridden.name()),
+            e.request_id.clone(),
+            e.key_id.clone(),
+            e.conversation.clone(),
+            format!("breakglass {}", e.breakglass_id),
+        ),
+        GovernanceEvent::BreakglassRevoked(e) | GovernanceEvent::BreakglassExpired(e) => (
+            dash(),
+            dash(),
+            dash(),
+            dash(),
+            dash(),
+            e.by.clone(),
+            None,
+            format!("breakglass {}", e.breakglass_id),
+        ),
+    };
+    vec![
+        r.seq.to_string(),
+        format_time_ms(r.time_ms),
+        r.event.kind().name().to_string(),
+        printable(&tool),
+        action,
+        risk,
+        printable(&request),
+        printable(key.as_deref().unwrap_or("-")),
+        printable(&short(&conv)),
+        printable(&ids),
+        printable(&detail),
+    ]
+}
+
+fn governance_table(rows: &[StoredGovernance]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let head: Vec<String> = [
+        "SEQ", "TIME", "KIND", "TOOL", "ACTION", "RISK", "REQUEST", "KEY", "CONV", "IDS", "DETAIL",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect();
+    let cells: Vec<Vec<String>> = rows.iter().map(governance_cells).collect();
+    let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
+    for row in &cells {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(head).chain(cells) {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(&widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<w$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `verify`: walks the chain; exit 1 naming the first bad row.
+fn verify(a: &VerifyArgs, out: &mut dyn Write) -> Result<u8> {
+    let key = ChainKey::from_env(&a.key_env);
+    let report = rampart_audit::verify(&a.db, &key)?;
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        if key.is_public() {
+            writeln!(
+                out,
+                "note: ${} is not set: verifying with the public key (catches accidental \
+                 edits, not someone who recomputes the chain)",
+                a.key_env
+            )?;
+        }
+        if !report.triggers_present {
+            writeln!(
+                out,
+                "warning: the append-only triggers are missing (someone dropped them)"
+            )?;
+        }
+        match &report.first_bad {
+            None => {
+                writeln!(
+                    out,
+                    "ok: {} governance rows verified (key id {})",
+                    report.rows, report.key_id
+                )?;
+                if let Some((seq, hash)) = &report.head {
+                    writeln!(
+                        out,
+                        "head: row {seq} {hash}\n(record the head elsewhere: a verify cannot \
+                         tell a chain whose last rows were deleted from a shorter one)"
+                    )?;
+                }
+            }
+            Some((seq, why)) => {
+                writeln!(
+                    out,
+                    "BROKEN: governance row {seq}: {why} ({} rows read, key id {})",
+                    report.rows, report.key_id
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if report.ok { 0 } else { 1 })
 }
 
 /// Writes the export to `path` through a temporary file renamed at the end, so a failed
@@ -782,6 +1159,309 @@ mod tests {
         assert!(lines[1].ends_with("extractive -0.50"), "{t}");
         assert!(lines[2].ends_with("failed"), "{t}");
         assert!(lines[3].ends_with('-'), "{t}");
+    }
+
+    fn run_code(args: &[&str]) -> Result<(u8, String)> {
+        let cli = Cli::try_parse_from(std::iter::once("audit").chain(args.iter().copied()))?;
+        let mut out = Vec::new();
+        let code = run_to(&cli.cmd, &mut out)?;
+        Ok((code, String::from_utf8(out)?))
+    }
+
+    /// A variable no test environment sets: the chain's public key.
+    const NO_KEY: &str = "RAMPART_TEST_AUDIT_NO_SUCH_KEY_VAR";
+
+    fn tool_row(
+        i: i64,
+        tool: &str,
+        action: rampart_tools::ToolAction,
+    ) -> rampart_audit::GovernanceRecord {
+        rampart_audit::GovernanceRecord::new(
+            now_ms() - 10_000 + i,
+            GovernanceEvent::ToolDecision(rampart_audit::ToolDecisionEvent {
+                request_id: format!("req-{i}"),
+                key_id: Some("team-a".into()),
+                endpoint: rampart_audit::ToolEndpoint::Proxy,
+                conversation: Some(
+                    ChainKey::public()
+                        .hasher()
+                        .conversation(&format!("conv{}", i % 2)),
+                ),
+                tool: tool.into(),
+                arguments: [("path".to_string(), "ab".repeat(32))].into(),
+                hash_key_id: "hk".into(),
+                argument_values: None,
+                action,
+                risk: Some(rampart_tools::Risk::High),
+                rules: vec!["TOOL_ACTION".into()],
+                failed_argument: (action == rampart_tools::ToolAction::Block)
+                    .then(|| "path".into()),
+                approval_id: None,
+                breakglass_id: None,
+            }),
+        )
+    }
+
+    fn governance_db() -> (tempfile::TempDir, PathBuf) {
+        use rampart_tools::ToolAction::*;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.db");
+        let log =
+            AuditLog::open_with_chain_key(AuditConfig::at(&path), ChainKey::public()).unwrap();
+        let w = log.writer();
+        block_on(w.append(record(0, 0))).unwrap();
+        for (i, tool, action) in [
+            (1, "read_file", Allow),
+            (2, "delete_file", Confirm),
+            (3, "read_file", Block),
+            (4, "transfer_funds", Block),
+        ] {
+            block_on(w.append_governance(tool_row(i, tool, action))).unwrap();
+        }
+        log.shutdown().unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn query_tools_table_json_and_filters() {
+        let (_dir, path) = governance_db();
+        let db = path.to_str().unwrap();
+        let out = run_args(&["query", "--db", db, "--tools"]).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(
+            lines[0].starts_with("SEQ") && lines[0].contains("TOOL"),
+            "{out}"
+        );
+        assert!(
+            lines[1].starts_with('4') && lines[1].contains("transfer_funds"),
+            "{out}"
+        );
+        assert!(
+            lines[2].contains("BLOCK") && lines[2].contains("arg=path"),
+            "{out}"
+        );
+        assert_eq!(lines[5], "4 rows");
+
+        let out = run_args(&[
+            "query",
+            "--db",
+            db,
+            "--tools",
+            "--tool",
+            "read_file",
+            "--action",
+            "block",
+        ])
+        .unwrap();
+        assert!(out.contains("req-3") && !out.contains("req-1"), "{out}");
+        assert!(out.ends_with("1 row\n"), "{out}");
+
+        let conv0 = ChainKey::public().hasher().conversation("conv0");
+        let out = run_args(&[
+            "query",
+            "--db",
+            db,
+            "--tools",
+            "--conversation",
+            &conv0,
+            "--json",
+            "--oldest-first",
+        ])
+        .unwrap();
+        let seqs: Vec<i64> = out
+            .lines()
+            .map(|l| serde_json::from_str::<StoredGovernance>(l).unwrap().seq)
+            .collect();
+        assert_eq!(seqs, [2, 4]);
+
+        // By conversation id, hashed with the (here public) chain key.
+        let hashed = ChainKey::public().hasher().conversation("conv1");
+        let out = run_args(&[
+            "query",
+            "--db",
+            db,
+            "--tools",
+            "--conversation-id",
+            "conv1",
+            "--key-env",
+            NO_KEY,
+        ])
+        .unwrap();
+        assert!(
+            out.contains(&hashed[..12]) && out.ends_with("2 rows\n"),
+            "{out}"
+        );
+        let out = run_args(&[
+            "query",
+            "--db",
+            db,
+            "--tools",
+            "--request",
+            "req-2",
+            "--action",
+            "CONFIRM",
+        ])
+        .unwrap();
+        assert!(
+            out.contains("delete_file") && out.ends_with("1 row\n"),
+            "{out}"
+        );
+        let out = run_args(&["query", "--db", db, "--tools", "--kind", "approval_issued"]).unwrap();
+        assert_eq!(out, "0 rows\n");
+        let out = run_args(&["query", "--db", db, "--tools", "--limit", "2"]).unwrap();
+        assert!(
+            out.ends_with("2 rows shown, more match (use --limit to see more)\n"),
+            "{out}"
+        );
+
+        // The scan decisions are still what plain `query` shows.
+        let out = run_args(&["query", "--db", db]).unwrap();
+        assert!(out.ends_with("1 record\n"), "{out}");
+        // Flags that belong to one side only.
+        let e = run_args(&["query", "--db", db, "--action", "CONFIRM"]).unwrap_err();
+        assert!(format!("{e:#}").contains("add --tools"), "{e:#}");
+        let e = run_args(&["query", "--db", db, "--tools", "--action", "SANITIZE"]).unwrap_err();
+        assert!(format!("{e:#}").contains("does not apply"), "{e:#}");
+        let e = run_args(&["query", "--db", db, "--tools", "--rule", "CTRL_001"]).unwrap_err();
+        assert!(format!("{e:#}").contains("--rule does not apply"), "{e:#}");
+        assert!(run_args(&["query", "--db", db, "--tool", "read_file"]).is_err());
+    }
+
+    #[test]
+    fn verify_passes_an_untouched_chain_and_names_the_first_bad_row() {
+        let (_dir, path) = governance_db();
+        let db = path.to_str().unwrap();
+        let (code, out) = run_code(&["verify", "--db", db, "--key-env", NO_KEY]).unwrap();
+        assert_eq!(code, 0, "{out}");
+        assert!(
+            out.contains("ok: 4 governance rows verified (key id public)"),
+            "{out}"
+        );
+        assert!(out.contains("head: row 4 "), "{out}");
+        assert!(out.contains("public key"), "{out}");
+
+        let (code, out) = run_code(&["verify", "--db", db, "--key-env", NO_KEY, "--json"]).unwrap();
+        assert_eq!(code, 0);
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert_eq!(v["rows"], 4);
+        assert_eq!(v["ok"], true);
+
+        // Another key: every row is foreign.
+        let (code, out) = run_code(&["verify", "--db", db, "--key-env", "PATH"]).unwrap();
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains("BROKEN: governance row 1: chained with key id public"),
+            "{out}"
+        );
+
+        // An edited row (triggers dropped first, as an attacker with write access would).
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch(
+            "DROP TRIGGER governance_no_update;
+             UPDATE governance SET body_json = replace(body_json, '\"block\"', '\"allow\"'), action = 'ALLOW' WHERE seq = 3;",
+        )
+        .unwrap();
+        drop(c);
+        let (code, out) = run_code(&["verify", "--db", db, "--key-env", NO_KEY]).unwrap();
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            out.contains("BROKEN: governance row 3: its hash does not match"),
+            "{out}"
+        );
+        assert!(out.contains("triggers are missing"), "{out}");
+
+        let missing = path.with_file_name("nope.db");
+        let e = run_code(&["verify", "--db", missing.to_str().unwrap()]).unwrap_err();
+        assert!(format!("{e:#}").contains("does not exist"), "{e:#}");
+    }
+
+    #[test]
+    fn governance_table_shows_every_kind() {
+        use rampart_audit::{
+            ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent,
+        };
+        let grant = rampart_tools::BreakGlassGrant {
+            id: rampart_tools::BreakGlassId("bg_9".into()),
+            scope: rampart_tools::BreakGlassScope {
+                tools: vec!["transfer_funds".into()],
+                conversation: Some("c-1".into()),
+                caller: Some("team-a".into()),
+                override_arguments: false,
+            },
+            granted_by: "admin".into(),
+            created_ms: 0,
+            expires_ms: 60_000,
+            reason: "payroll\u{1b}[2J".into(),
+            incident: "INC-1".into(),
+        };
+        let approval = ApprovalEvent {
+            approval_id: "a1".into(),
+            request_id: "req-1".into(),
+            key_id: None,
+            conversation: None,
+            tool: "delete_file".into(),
+            arguments_hash: "h".into(),
+            expires_ms: 1,
+        };
+        let events = vec![
+            GovernanceEvent::ApprovalIssued(approval.clone()),
+            GovernanceEvent::ApprovalRedeemed(approval),
+            GovernanceEvent::ApprovalRefused(ApprovalRefusedEvent {
+                request_id: "req-2".into(),
+                key_id: None,
+                conversation: None,
+                tool: "delete_file".into(),
+                reason: "replayed".into(),
+            }),
+            GovernanceEvent::BreakglassGranted(grant),
+            GovernanceEvent::BreakglassUsed(BreakGlassUseEvent {
+                breakglass_id: "bg_9".into(),
+                request_id: "req-3".into(),
+                key_id: Some("team-a".into()),
+                conversation: None,
+                tool: "transfer_funds".into(),
+                overridden: rampart_tools::ToolAction::Block,
+            }),
+            GovernanceEvent::BreakglassRevoked(BreakGlassEndEvent {
+                breakglass_id: "bg_9".into(),
+                by: Some("admin".into()),
+            }),
+        ];
+        let rows: Vec<StoredGovernance> = events
+            .into_iter()
+            .enumerate()
+            .map(|(i, event)| StoredGovernance {
+                seq: i as i64 + 1,
+                time_ms: 0,
+                event,
+                hash: String::new(),
+            })
+            .collect();
+        let t = governance_table(&rows);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 7, "{t}");
+        assert!(
+            lines[1].contains("approval_issued") && lines[1].contains("approval a1"),
+            "{t}"
+        );
+        assert!(
+            lines[3].contains("approval_refused") && lines[3].ends_with("replayed"),
+            "{t}"
+        );
+        assert!(
+            lines[4].contains("tools=transfer_funds caller=team-a conversation=c-1")
+                && lines[4].contains("incident INC-1"),
+            "{t}"
+        );
+        assert!(!t.contains('\u{1b}'), "{t}");
+        assert!(
+            lines[5].contains("ALLOW") && lines[5].ends_with("overrides BLOCK"),
+            "{t}"
+        );
+        assert!(
+            lines[6].contains("breakglass_revoked") && lines[6].contains("admin"),
+            "{t}"
+        );
     }
 
     #[test]

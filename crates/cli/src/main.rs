@@ -9,6 +9,7 @@
 mod out;
 
 mod audit_cmd;
+mod breakglass_cmd;
 mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;
@@ -93,6 +94,11 @@ enum Command {
     Audit {
         #[command(subcommand)]
         command: audit_cmd::AuditCommand,
+    },
+    /// Grant, list and revoke break-glass overrides of the tool policy on a running service.
+    Breakglass {
+        #[command(subcommand)]
+        command: breakglass_cmd::BreakglassCommand,
     },
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
@@ -202,6 +208,7 @@ fn main() -> ExitCode {
         Command::Train { command } => train_cmd::run(&command),
         Command::Audit { command } => audit_cmd::run(&command),
         Command::Tools { command } => tools_cmd::run(&command),
+        Command::Breakglass { command } => breakglass_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

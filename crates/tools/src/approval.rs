@@ -638,6 +638,29 @@ mod tests {
     }
 
     #[test]
+    fn a_token_redeemed_from_many_threads_at_once_is_good_once() {
+        let b = std::sync::Arc::new(book());
+        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let (b, token) = (std::sync::Arc::clone(&b), g.token.clone());
+                std::thread::spawn(move || b.redeem(&token, &call(), "conv-1", T0 + 1))
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .all(|r| r.is_ok() || *r == Err(ApprovalError::Replayed))
+        );
+    }
+
+    #[test]
     fn the_book_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<ApprovalBook>();

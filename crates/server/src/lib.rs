@@ -269,10 +269,9 @@ impl Server {
             }
         };
         let writer = audit.as_ref().map(|a| a.writer());
-        let tool_governance =
-            tools::ToolGovernance::from_config(&config, |k| std::env::var(k).ok())
-                .map_err(ServerError::Tools)?
-                .map(Arc::new);
+        let tool_governance = tools::ToolGovernance::from_config(&config)
+            .map_err(ServerError::Tools)?
+            .map(Arc::new);
         let state = AppState::new(
             config,
             built,

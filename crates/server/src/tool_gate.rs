@@ -31,8 +31,7 @@
 use crate::sse::{SseEvent, data_event};
 use crate::state::{AppState, Caller, ServiceError};
 use crate::tools::{
-    EP_PROXY_TOOL, PendingCall, ToolGovernance, ToolVerdict, approval_json, arguments_of, binding,
-    sha256_hex,
+    PendingCall, ToolGovernance, ToolVerdict, approval_json, arguments_of, binding, sha256_hex,
 };
 use axum::http::header::HeaderMap;
 use bytes::Bytes;
@@ -239,12 +238,7 @@ impl ProxyTools {
             crate::tools::now_ms(),
         );
         if let Err(e) = state
-            .record_tool(
-                caller,
-                EP_PROXY_TOOL,
-                &v,
-                self.gov.config().audit_argument_values,
-            )
+            .record_tool(caller, rampart_audit::ToolEndpoint::Proxy, &v)
             .await
         {
             tracing::error!(request_id = %caller.request_id, error = %e, "a tool decision could not be audited; blocked");

@@ -17,13 +17,16 @@ use axum::Json;
 use axum::extract::{Extension, Path as AxumPath, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use rampart_audit::{
+    ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, GovernanceEvent,
+    GovernanceRecord, ToolCallOrigin, ToolDecisionEvent, ToolEndpoint,
+};
 use rampart_tools::{
     ApprovalBook, ApprovalGrant, ArgumentsError, BreakGlassBook, BreakGlassGrant, CallContext,
     CallerInfo, GrantError, GrantRequest, Policy, ToolAction, ToolCall, ToolDecision,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -35,8 +38,6 @@ pub(crate) const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
 pub(crate) const EP_TOOLS_CHECK: &str = "/v1/tools/check";
 /// Endpoint label of a tool call checked in a proxied answer.
 pub(crate) const EP_PROXY_TOOL: &str = "/v1/chat/completions#tool_call";
-/// Endpoint label of break-glass administration.
-pub(crate) const EP_BREAKGLASS: &str = "/admin/breakglass";
 
 /// Whose word counts for the caller's role and attributes (context conditions such as
 /// `mfa = true`).
@@ -58,9 +59,7 @@ pub enum RequestCaller {
 /// [tools]
 /// policy = "policies/coding_agent.toml"   # relative to this file; compiled once at start
 /// approval_ttl_s = 600                    # approval tokens live this long
-/// arguments_key_env = "RAMPART_TOOLS_KEY" # optional: keys the argument hashes
 /// breakglass_max_ttl_s = 3600             # longest break-glass grant
-/// audit_argument_values = false           # hashes only in the audit log
 /// max_calls = 64                          # calls per /v1/tools/check request
 /// max_pending_approvals = 10000           # tokens issued and not yet used (memory bound)
 /// request_caller = "accept"               # accept | ignore (caller attributes from requests)
@@ -75,19 +74,9 @@ pub struct ToolsSection {
     /// Seconds an approval token is valid. Default 600.
     #[serde(default = "default_approval_ttl")]
     pub approval_ttl_s: u64,
-    /// Environment variable holding the key of the argument hashes (answers, audit log),
-    /// so that hashes of the same arguments match across restarts. Optional; when named it
-    /// must be set (at least 16 bytes) at start; absent: a random key per process. Approval
-    /// tokens always use a random key per process, so that a restart (which forgets which
-    /// tokens were used) cannot reopen a used token to replay.
-    #[serde(default)]
-    pub arguments_key_env: Option<String>,
     /// Longest TTL a break-glass grant may ask for, seconds. Default 3600.
     #[serde(default = "default_breakglass_max_ttl")]
     pub breakglass_max_ttl_s: u64,
-    /// Write argument values (not only their hashes) to the audit log. Default false.
-    #[serde(default)]
-    pub audit_argument_values: bool,
     /// Most calls in one `/v1/tools/check` request. Default 64.
     #[serde(default = "default_max_calls")]
     pub max_calls: usize,
@@ -137,9 +126,6 @@ impl ToolsSection {
                 return Err(format!("{name} must be greater than zero"));
             }
         }
-        if self.arguments_key_env.as_deref().is_some_and(str::is_empty) {
-            return Err("tools.arguments_key_env must not be empty when given".into());
-        }
         Ok(())
     }
 }
@@ -166,9 +152,6 @@ pub enum ToolsSetupError {
         #[source]
         source: rampart_tools::PolicyError,
     },
-    /// `tools.arguments_key_env` names a variable that is unset or shorter than 16 bytes.
-    #[error("tools.arguments_key_env: the variable {0} is unset or shorter than 16 bytes")]
-    ArgumentsKey(String),
     /// No randomness for the approval book's key.
     #[error("cannot create the approval key")]
     Random(#[source] rampart_tools::RandomError),
@@ -182,8 +165,6 @@ pub(crate) struct ToolGovernance {
     policy: Arc<Policy>,
     approvals: ApprovalBook,
     breakglass: BreakGlassBook,
-    /// Key of the per-argument hashes in the audit log.
-    hash_key: [u8; 32],
 }
 
 /// One call to decide.
@@ -211,14 +192,24 @@ pub(crate) struct ToolVerdict {
     /// Keyed hash of the canonical arguments, as approval tokens bind it (empty when they
     /// could not be parsed).
     pub(crate) arguments_hash: String,
-    /// Keyed hash of each argument's canonical value, by name (audit).
-    pub(crate) argument_hashes: BTreeMap<String, String>,
     /// The parsed arguments (for the audit log when values are configured, and to show a
     /// held call); `None` when malformed.
     pub(crate) arguments: Option<Value>,
     pub(crate) approval: Option<ApprovalGrant>,
-    pub(crate) approval_error: Option<String>,
+    /// Why a presented token was refused (the last refusal).
+    pub(crate) approval_error: Option<ApprovalRefusal>,
+    /// What the policy decided before a break-glass grant overrode it.
+    pub(crate) overridden: Option<ToolAction>,
     pub(crate) binding: String,
+    /// The client's conversation id (audit rows hash it).
+    pub(crate) conversation: Option<String>,
+}
+
+/// A refused approval token: the reason's name (audit) and message (answer).
+#[derive(Debug, Clone)]
+pub(crate) struct ApprovalRefusal {
+    pub(crate) name: &'static str,
+    pub(crate) message: String,
 }
 
 impl ToolVerdict {
@@ -251,7 +242,7 @@ impl ToolVerdict {
                 m.insert("breakglass_id".into(), json!(b));
             }
             if let Some(e) = &self.approval_error {
-                m.insert("approval_error".into(), json!(e));
+                m.insert("approval_error".into(), json!(e.message));
             }
         }
         v
@@ -294,7 +285,6 @@ impl ToolGovernance {
     /// policy; an unreadable or invalid policy is an error naming the file.
     pub(crate) fn from_config(
         cfg: &crate::config::ServerConfig,
-        get_env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<ToolGovernance>, ToolsSetupError> {
         let Some(t) = &cfg.tools else {
             return Ok(None);
@@ -306,15 +296,6 @@ impl ToolGovernance {
         })?;
         let policy =
             Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
-        let hash_key = match &t.arguments_key_env {
-            Some(var) => match get_env(var) {
-                Some(v) if v.len() >= 16 => {
-                    blake3::derive_key("rampart tool argument hashes v1", v.as_bytes())
-                }
-                _ => return Err(ToolsSetupError::ArgumentsKey(var.clone())),
-            },
-            None => rampart_tools::random_key().map_err(ToolsSetupError::Random)?,
-        };
         let approvals = ApprovalBook::with_random_key(t.approval_ttl_s.saturating_mul(1000))
             .map_err(ToolsSetupError::Random)?
             .with_capacity(t.max_pending_approvals);
@@ -323,7 +304,6 @@ impl ToolGovernance {
             policy: Arc::new(policy),
             approvals,
             breakglass: BreakGlassBook::new(t.breakglass_max_ttl_s),
-            hash_key,
         }))
     }
 
@@ -390,22 +370,20 @@ impl ToolGovernance {
                 (d, None)
             }
         };
-        let (arguments_hash, argument_hashes) = match &arguments {
-            Some(a) => (
-                self.approvals.arguments_hash(a),
-                rampart_tools::argument_hashes(&self.hash_key, a),
-            ),
-            None => (String::new(), BTreeMap::new()),
-        };
+        let arguments_hash = arguments
+            .as_ref()
+            .map(|a| self.approvals.arguments_hash(a))
+            .unwrap_or_default();
         let mut v = ToolVerdict {
             tool: tool.clone(),
             decision,
             arguments_hash,
-            argument_hashes,
             arguments,
             approval: None,
             approval_error: None,
+            overridden: None,
             binding: call.binding,
+            conversation: call.conversation.map(str::to_string),
         };
         if let Some(args) = &v.arguments
             && v.decision.action == ToolAction::Confirm
@@ -420,19 +398,34 @@ impl ToolGovernance {
                     }
                     // Tokens for other calls of the same answer are expected: the last
                     // refusal is reported.
-                    Err(e) => v.approval_error = Some(e.to_string()),
+                    Err(e) => {
+                        v.approval_error = Some(ApprovalRefusal {
+                            name: e.name(),
+                            message: e.to_string(),
+                        })
+                    }
                 }
             }
         } else if !call.tokens.is_empty() && v.decision.action == ToolAction::Block {
-            v.approval_error = Some("an approval never overrides BLOCK".into());
+            v.approval_error = Some(ApprovalRefusal {
+                name: "blocked",
+                message: "an approval never overrides BLOCK".into(),
+            });
         }
-        self.breakglass.apply(
-            &mut v.decision,
-            &tool,
-            call.conversation,
-            call.caller_key,
-            now_ms,
-        );
+        let before = v.decision.action;
+        if self
+            .breakglass
+            .apply(
+                &mut v.decision,
+                &tool,
+                call.conversation,
+                call.caller_key,
+                now_ms,
+            )
+            .is_some()
+        {
+            v.overridden = Some(before);
+        }
         if let Some(args) = &v.arguments
             && v.decision.action == ToolAction::Confirm
         {
@@ -503,121 +496,112 @@ pub(crate) fn arguments_of(v: &Value) -> Result<Value, ArgumentsError> {
 }
 
 impl AppState {
-    /// Writes one tool decision to the audit log (and counts it); an error when it cannot
-    /// be written (the caller fails closed).
+    /// Writes one tool decision to the governance audit chain (and counts it), with the
+    /// approval issued, redeemed or refused and the break-glass use it involved; an error
+    /// when it cannot be written (the caller fails closed).
     pub(crate) async fn record_tool(
         &self,
         caller: &Caller,
-        endpoint: &'static str,
+        endpoint: ToolEndpoint,
         v: &ToolVerdict,
-        values: bool,
     ) -> Result<(), ServiceError> {
-        self.metrics().observe_tool(endpoint, v.action().name());
-        if self.audit_writer().is_none() {
-            return Ok(());
-        }
-        let d = &v.decision;
-        let mut findings: Vec<rampart_audit::AuditFinding> = d
-            .rules
-            .iter()
-            .map(|r| rampart_audit::AuditFinding {
-                rule_id: r.clone(),
-                category: "tool_rule".into(),
-                strength: "strong".into(),
-                layer: "tools".into(),
-            })
-            .collect();
-        let mut extra = |rule_id: String, category: &str| {
-            findings.push(rampart_audit::AuditFinding {
-                rule_id,
-                category: category.into(),
-                strength: "strong".into(),
-                layer: "tools".into(),
-            })
-        };
-        extra(format!("tool:{}", v.tool), "tool");
-        for (k, h) in &v.argument_hashes {
-            extra(format!("arg:{k}:sha256:{h}"), "tool_argument");
-        }
-        if values && let Some(a) = &v.arguments {
-            extra(
-                format!("args:{}", rampart_tools::canonical_arguments(a)),
-                "tool_arguments",
-            );
-        }
-        if let Some(a) = &d.approval_id {
-            extra(format!("approval:{a}"), "tool_approval_used");
-        }
-        if let Some(a) = &v.approval {
-            extra(format!("approval:{}", a.id), "tool_approval_issued");
-        }
-        if let Some(b) = &d.breakglass_id {
-            extra(format!("breakglass:{b}"), "tool_breakglass");
-        }
-        extra(
-            format!("conversation:{}", &sha256_hex(v.binding.as_bytes())[..16]),
-            "tool_conversation",
+        self.metrics().observe_tool(
+            match endpoint {
+                ToolEndpoint::ToolsCheck => EP_TOOLS_CHECK,
+                _ => EP_PROXY_TOOL,
+            },
+            v.action().name(),
         );
-        let rec = rampart_audit::AuditRecord {
-            time_ms: rampart_audit::now_ms(),
+        let Some(writer) = self.audit_writer() else {
+            return Ok(());
+        };
+        let hasher = writer.hasher();
+        let conversation = v.conversation.as_deref().map(|c| hasher.conversation(c));
+        let call = ToolCall::new(v.tool.clone(), v.arguments.clone().unwrap_or(Value::Null));
+        let mut events = Vec::with_capacity(3);
+        if let Some(e) = &v.approval_error {
+            events.push(GovernanceEvent::ApprovalRefused(ApprovalRefusedEvent {
+                request_id: caller.request_id.clone(),
+                key_id: caller.key_id.clone(),
+                conversation: conversation.clone(),
+                tool: v.tool.clone(),
+                reason: e.name.into(),
+            }));
+        }
+        let approval = |id: String, expires_ms: u64| ApprovalEvent {
+            approval_id: id,
             request_id: caller.request_id.clone(),
             key_id: caller.key_id.clone(),
-            endpoint: endpoint.into(),
-            input_hash: v.arguments_hash.clone(),
-            hash_key_id: "sha256".into(),
-            action: d.action.name().into(),
-            risk: d.risk.map(|r| r.name()).unwrap_or("unknown").into(),
-            policy_version: "tools/1".into(),
-            findings,
-            layer_timings_us: BTreeMap::new(),
-            elapsed_us: 0,
-            degraded: false,
-            judge: None,
-            relational: None,
+            conversation: conversation.clone(),
+            tool: v.tool.clone(),
+            arguments_hash: v.arguments_hash.clone(),
+            expires_ms,
         };
-        self.append_audit(caller, rec).await
+        if let Some(id) = &v.decision.approval_id {
+            events.push(GovernanceEvent::ApprovalRedeemed(approval(id.0.clone(), 0)));
+        }
+        if let (Some(id), Some(overridden)) = (&v.decision.breakglass_id, v.overridden) {
+            events.push(GovernanceEvent::BreakglassUsed(BreakGlassUseEvent {
+                breakglass_id: id.0.clone(),
+                request_id: caller.request_id.clone(),
+                key_id: caller.key_id.clone(),
+                conversation: conversation.clone(),
+                tool: v.tool.clone(),
+                overridden,
+            }));
+        }
+        events.push(GovernanceEvent::ToolDecision(ToolDecisionEvent::new(
+            &call,
+            &v.decision,
+            ToolCallOrigin {
+                request_id: &caller.request_id,
+                key_id: caller.key_id.as_deref(),
+                endpoint,
+                conversation: v.conversation.as_deref(),
+            },
+            hasher,
+        )));
+        if let Some(a) = &v.approval {
+            events.push(GovernanceEvent::ApprovalIssued(approval(
+                a.id.0.clone(),
+                a.expires_ms,
+            )));
+        }
+        for e in events {
+            self.append_governance(caller, e).await?;
+        }
+        Ok(())
     }
 
-    /// Writes one break-glass event (grant, revoke) to the audit log.
-    pub(crate) async fn record_breakglass(
+    /// Appends one governance row; a full (after the configured wait) or closed writer is
+    /// 503.
+    pub(crate) async fn append_governance(
         &self,
         caller: &Caller,
-        event: &str,
-        g: &BreakGlassGrant,
+        event: GovernanceEvent,
     ) -> Result<(), ServiceError> {
-        if self.audit_writer().is_none() {
+        let Some(writer) = self.audit_writer() else {
             return Ok(());
-        }
-        let mut findings = vec![rampart_audit::AuditFinding {
-            rule_id: format!("breakglass:{}", g.id),
-            category: "tool_breakglass".into(),
-            strength: "strong".into(),
-            layer: "tools".into(),
-        }];
-        findings.push(rampart_audit::AuditFinding {
-            rule_id: format!("incident:{}", g.incident),
-            category: "tool_breakglass".into(),
-            strength: "strong".into(),
-            layer: "tools".into(),
-        });
-        let rec = rampart_audit::AuditRecord {
-            time_ms: rampart_audit::now_ms(),
-            request_id: caller.request_id.clone(),
-            key_id: caller.key_id.clone(),
-            endpoint: EP_BREAKGLASS.into(),
-            input_hash: sha256_hex(serde_json::to_string(g).unwrap_or_default().as_bytes()),
-            hash_key_id: "sha256".into(),
-            action: event.into(),
-            risk: "unknown".into(),
-            policy_version: "tools/1".into(),
-            findings,
-            layer_timings_us: BTreeMap::new(),
-            elapsed_us: 0,
-            degraded: false,
-            judge: None,
-            relational: None,
         };
-        self.append_audit(caller, rec).await
+        let rec = GovernanceRecord::new(rampart_audit::now_ms(), event);
+        match writer.append_governance(rec).await {
+            Ok(_) => {
+                self.metrics().audit_ok();
+                Ok(())
+            }
+            Err(e) => {
+                let kind = match e {
+                    rampart_audit::AuditError::Full => "full",
+                    rampart_audit::AuditError::Closed => "closed",
+                    _ => "error",
+                };
+                self.metrics().audit_failed(kind);
+                tracing::error!(request_id = %caller.request_id, error = %e, "governance audit append failed");
+                Err(ServiceError::Unavailable(format!(
+                    "the decision could not be written to the audit log ({kind}); retry later"
+                )))
+            }
+        }
     }
 
     /// Writes an `EXPIRE` row for each grant that expired since the last look (best
@@ -625,7 +609,11 @@ impl AppState {
     pub(crate) async fn audit_expired_grants(&self, caller: &Caller, now_ms: u64) {
         let Some(gov) = self.tools() else { return };
         for g in gov.take_expired(now_ms) {
-            if let Err(e) = self.record_breakglass(caller, "EXPIRE", &g).await {
+            let ev = GovernanceEvent::BreakglassExpired(BreakGlassEndEvent {
+                breakglass_id: g.id.0.clone(),
+                by: None,
+            });
+            if let Err(e) = self.append_governance(caller, ev).await {
                 tracing::error!(id = %g.id, error = %e, "a break-glass expiry could not be audited");
             }
         }
@@ -722,7 +710,7 @@ async fn check_one(
         now_ms: None,
     };
     let tokens: Vec<String> = call.approval_token.into_iter().collect();
-    let mut v = gov.decide(
+    let v = gov.decide(
         PendingCall {
             tool: &call.tool,
             arguments: arguments_of(&call.arguments),
@@ -734,19 +722,10 @@ async fn check_one(
         },
         now_ms(),
     );
-    if let Err(e) = state
-        .record_tool(
-            caller,
-            EP_TOOLS_CHECK,
-            &v,
-            gov.config().audit_argument_values,
-        )
-        .await
-    {
-        // Fail closed: an unrecorded decision is not answered as ALLOW.
-        v.fail_closed("the decision could not be audited");
-        return Err(e);
-    }
+    // An unrecorded decision is not answered (503).
+    state
+        .record_tool(caller, ToolEndpoint::ToolsCheck, &v)
+        .await?;
     Ok(v.answer(call.id.as_deref()))
 }
 
@@ -824,7 +803,10 @@ pub(crate) async fn breakglass_grant(
         GrantError::Full(_) => ServiceError::Unavailable(e.to_string()),
         _ => ServiceError::Internal(e.to_string()),
     })?;
-    if let Err(e) = state.record_breakglass(&caller, "GRANT", &g).await {
+    if let Err(e) = state
+        .append_governance(&caller, GovernanceEvent::BreakglassGranted(g.clone()))
+        .await
+    {
         // An unaudited grant must not stay in force.
         gov.revoke(&g.id.0, now);
         return Err(e);
@@ -858,7 +840,15 @@ pub(crate) async fn breakglass_revoke(
             "no active break-glass grant {id:?}"
         )));
     };
-    state.record_breakglass(&caller, "REVOKE", &g).await?;
+    state
+        .append_governance(
+            &caller,
+            GovernanceEvent::BreakglassRevoked(BreakGlassEndEvent {
+                breakglass_id: g.id.0.clone(),
+                by: caller.key_id.clone(),
+            }),
+        )
+        .await?;
     tracing::warn!(id = %g.id, "break-glass revoked");
     Ok(Json(json!({"revoked": g})))
 }

@@ -11,6 +11,7 @@ mod server;
 mod upstream;
 
 use openapi::check_against_doc;
+use rampart_audit::{GovernanceEvent, ToolDecisionEvent, ToolEndpoint};
 use rampart_server::config::hash_api_key;
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
@@ -66,6 +67,11 @@ const SECRET_PATH: &str = "/srv/app/docs/zanzibarian-quokkaflux.md";
 /// Starts the server on the rules-only pipeline with the reference policy, an audit log,
 /// two keys (an agent's, an admin's) and `extra` TOML.
 async fn start(extra: &str, upstream: Option<&MockUpstream>) -> Running {
+    start_audited("", extra, upstream).await
+}
+
+/// [`start`] with more `[audit]` keys.
+async fn start_audited(audit: &str, extra: &str, upstream: Option<&MockUpstream>) -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("policy.toml"), POLICY).expect("policy");
     let proxy = upstream
@@ -77,7 +83,7 @@ async fn start(extra: &str, upstream: Option<&MockUpstream>) -> Running {
         })
         .unwrap_or_default();
     let src = format!(
-        "version = 1\n[pipeline]\npath = {:?}\n{proxy}[audit]\npath = \"audit.db\"\n\
+        "version = 1\n[pipeline]\npath = {:?}\n{proxy}[audit]\npath = \"audit.db\"\n{audit}\
          [[auth.keys]]\nid = \"agent\"\nsha256 = \"{}\"\n\
          [[auth.keys]]\nid = \"ops\"\nsha256 = \"{}\"\nadmin = true\n{extra}\n",
         rules_config().display().to_string(),
@@ -143,14 +149,25 @@ async fn send_chat(s: &Running, body: &Value, tokens: &[&str]) -> (u16, String) 
     (status, resp.text().await.expect("body"))
 }
 
-/// The audit rows (via the reader) of an endpoint.
-fn audit_rows(s: &Running, endpoint: &str) -> Vec<rampart_audit::StoredRecord> {
+/// The governance rows (via the reader), oldest first.
+fn governance(s: &Running) -> Vec<GovernanceEvent> {
     rampart_audit::AuditReader::open(&s.dir().join("audit.db"))
         .expect("audit")
-        .query(&rampart_audit::AuditFilter::default())
+        .query_governance(&rampart_audit::GovernanceFilter::default())
         .expect("query")
         .into_iter()
-        .filter(|r| r.record.endpoint == endpoint)
+        .map(|r| r.event)
+        .collect()
+}
+
+/// The tool-decision rows of an endpoint.
+fn decisions(s: &Running, endpoint: ToolEndpoint) -> Vec<ToolDecisionEvent> {
+    governance(s)
+        .into_iter()
+        .filter_map(|e| match e {
+            GovernanceEvent::ToolDecision(d) if d.endpoint == endpoint => Some(d),
+            _ => None,
+        })
         .collect()
 }
 
@@ -380,15 +397,26 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
             .is_some_and(|m| m.contains("already used")),
         "{v}"
     );
-    // Audited: the approval's use is on a row.
-    let rows = audit_rows(&s, "/v1/tools/check");
-    assert!(rows.iter().any(|r| {
-        r.record.action == "ALLOW"
-            && r.record
-                .findings
-                .iter()
-                .any(|f| f.rule_id == format!("approval:{approval_id}"))
-    }));
+    // Audited: issued, refused (other arguments, other conversation, replayed), redeemed,
+    // and the decision naming it.
+    let rows = governance(&s);
+    assert!(rows.iter().any(
+        |e| matches!(e, GovernanceEvent::ApprovalRedeemed(a) if a.approval_id == approval_id)
+    ));
+    let refused: Vec<&str> = rows
+        .iter()
+        .filter_map(|e| match e {
+            GovernanceEvent::ApprovalRefused(r) => Some(r.reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        refused,
+        ["arguments_mismatch", "conversation_mismatch", "replayed"]
+    );
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::ToolDecision(d) if d.approval_id.as_deref() == Some(approval_id.as_str())
+            && d.action == rampart_tools::ToolAction::Allow)));
 }
 
 #[tokio::test]
@@ -526,21 +554,21 @@ async fn break_glass_allows_within_its_scope_until_it_expires_and_is_audited() {
     )
     .await;
     assert_eq!(st, 400);
-    let events: Vec<String> = audit_rows(&s, "/admin/breakglass")
-        .into_iter()
-        .map(|r| r.record.action)
-        .collect();
-    for e in ["GRANT", "EXPIRE", "REVOKE"] {
-        assert!(events.iter().any(|x| x == e), "{e} in {events:?}");
-    }
-    let used = audit_rows(&s, "/v1/tools/check");
-    assert!(used.iter().any(|r| {
-        r.record.action == "ALLOW"
-            && r.record
-                .findings
-                .iter()
-                .any(|f| f.rule_id == format!("breakglass:{id}"))
-    }));
+    let rows = governance(&s);
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::BreakglassGranted(g) if g.id.0 == id && g.incident == "INC-4242")));
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::BreakglassUsed(u) if u.breakglass_id == id
+            && u.overridden == rampart_tools::ToolAction::Block)));
+    assert!(
+        rows.iter()
+            .any(|e| matches!(e, GovernanceEvent::BreakglassExpired(x) if x.breakglass_id == id))
+    );
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::BreakglassRevoked(x) if x.breakglass_id == id2
+            && x.by.as_deref() == Some("ops"))));
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::ToolDecision(d) if d.breakglass_id.as_deref() == Some(id.as_str()))));
 }
 
 #[tokio::test]
@@ -558,35 +586,45 @@ async fn every_decision_is_audited_with_hashes_and_no_argument_values() {
         let (st, _) = check(&s, &call(tool, args)).await;
         assert_eq!(st, 200);
     }
-    let rows = audit_rows(&s, "/v1/tools/check");
-    let actions: Vec<&str> = rows.iter().map(|r| r.record.action.as_str()).collect();
+    let rows = decisions(&s, ToolEndpoint::ToolsCheck);
+    let actions: Vec<&str> = rows.iter().map(|r| r.action.name()).collect();
     assert_eq!(actions, ["ALLOW", "BLOCK", "CONFIRM", "BLOCK"]);
+    let tools: Vec<&str> = rows.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(
+        tools,
+        ["read_file", "read_file", "delete_file", "unknown_tool"]
+    );
     for r in &rows {
-        assert_eq!(r.record.key_id.as_deref(), Some("agent"));
-        assert!(
-            r.record
-                .findings
-                .iter()
-                .any(|f| f.rule_id.starts_with("tool:")),
-            "{r:?}"
-        );
-        assert!(
-            r.record
-                .findings
-                .iter()
-                .any(|f| f.rule_id.starts_with("arg:path:")),
-            "argument hashes: {r:?}"
-        );
+        assert_eq!(r.key_id.as_deref(), Some("agent"));
+        assert!(!r.request_id.is_empty(), "{r:?}");
+        assert!(r.conversation.is_some(), "the conversation, hashed: {r:?}");
+        assert_ne!(r.conversation.as_deref(), Some("conv-1"));
+        assert!(r.arguments.contains_key("path"), "argument hashes: {r:?}");
+        assert!(r.argument_values.is_none());
+        assert!(!r.rules.is_empty());
     }
+    assert_eq!(rows[1].failed_argument.as_deref(), Some("path"));
+    assert!(
+        governance(&s)
+            .iter()
+            .any(|e| matches!(e, GovernanceEvent::ApprovalIssued(a) if a.tool == "delete_file"))
+    );
     assert!(
         !audit_bytes_contain(&s, "zanzibarian"),
         "no argument values"
     );
+    let report = rampart_audit::verify(
+        &s.dir().join("audit.db"),
+        &rampart_audit::ChainKey::from_env(rampart_audit::DEFAULT_CHAIN_KEY_ENV),
+    )
+    .expect("verify");
+    assert!(report.ok, "{report:?}");
+    assert!(report.rows >= 5, "{report:?}");
 }
 
 #[tokio::test]
 async fn argument_values_are_audited_only_when_configured() {
-    let s = start(&format!("{TOOLS}audit_argument_values = true\n"), None).await;
+    let s = start_audited("tool_argument_values = true\n", TOOLS, None).await;
     let (st, _) = check(&s, &call("read_file", json!({"path": SECRET_PATH}))).await;
     assert_eq!(st, 200);
     assert!(audit_bytes_contain(&s, "zanzibarian"));
@@ -628,9 +666,12 @@ async fn a_blocked_tool_call_in_a_plain_answer_becomes_a_refusal() {
     assert_eq!(d[0]["tool"], "read_file");
     assert_eq!(d[0]["failed_argument"], "path");
     assert!(d[0].get("held_call").is_none());
-    let rows = audit_rows(&s, "/v1/chat/completions#tool_call");
+    let rows = decisions(&s, ToolEndpoint::Proxy);
     assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].record.action, "BLOCK");
+    assert_eq!(rows[0].action.name(), "BLOCK");
+    assert_eq!(rows[0].tool, "read_file");
+    assert_eq!(rows[0].key_id.as_deref(), Some("agent"));
+    assert!(!audit_bytes_contain(&s, "shadow"), "no argument values");
 }
 
 #[tokio::test]

@@ -507,6 +507,8 @@ impl Policy {
                     failed_argument: None,
                     failed_check: None,
                     reasons: vec![e.to_string()],
+                    approval_id: None,
+                    breakglass_id: None,
                 }
             }
         }

@@ -832,6 +832,42 @@ mod tests {
     }
 
     #[test]
+    fn tools_section_is_strict_with_defaults() {
+        let c = ServerConfig::parse(
+            "version = 1\n[tools]\npolicy = \"p.toml\"\n\
+             [[auth.keys]]\nid = \"a\"\nsha256 = \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"\n\
+             caller = { role = \"ci\", attributes = { mfa = true } }\n",
+            "t.toml",
+        )
+        .expect("parses");
+        let t = c.tools.expect("section");
+        assert_eq!(t.policy, PathBuf::from("p.toml"));
+        assert_eq!(t.approval_ttl_s, 600);
+        assert_eq!(t.breakglass_max_ttl_s, 3600);
+        assert_eq!(t.request_caller, crate::RequestCaller::Accept);
+        assert!(t.enforce_proxy);
+        let caller = c.auth.keys[0].caller.clone().expect("pinned caller");
+        assert_eq!(caller.role.as_deref(), Some("ci"));
+        assert_eq!(caller.attributes["mfa"], serde_json::json!(true));
+        for (bad, says) in [
+            ("[tools]\n", "policy"),
+            ("[tools]\npolicy = \"p\"\npolcy = 1\n", "polcy"),
+            (
+                "[tools]\npolicy = \"p\"\napproval_ttl_s = 0\n",
+                "approval_ttl_s",
+            ),
+            (
+                "[tools]\npolicy = \"p\"\nrequest_caller = \"maybe\"\n",
+                "maybe",
+            ),
+            ("[tools]\npolicy = \"\"\n", "tools.policy"),
+        ] {
+            let e = ServerConfig::parse(&format!("version = 1\n{bad}"), "t.toml").expect_err(bad);
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
     fn hash_key_is_sha256_hex() {
         assert_eq!(
             hash_api_key("abc"),

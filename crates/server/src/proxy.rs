@@ -1551,6 +1551,7 @@ async fn respond_plain(
     };
     let mut final_action = action;
     let mut out_bytes = bytes.clone();
+    let mut tool_action = None;
     if let Some(scanner) = output.scanner {
         match scan_plain_response(state, &scanner, &output.ctx, &bytes, kind, caller).await? {
             PlainVerdict::Pass => {}
@@ -1563,9 +1564,11 @@ async fn respond_plain(
     }
     if status.is_success()
         && let Some(t) = &tools
-        && let Some((b, _)) = crate::tool_gate::gate_plain(state, caller, t, &out_bytes).await?
+        && let Some((b, strictest)) =
+            crate::tool_gate::gate_plain(state, caller, t, &out_bytes).await?
     {
         out_bytes = b;
+        tool_action = Some(strictest);
     }
     if status.is_success()
         && kind == Kind::Chat
@@ -1579,6 +1582,12 @@ async fn respond_plain(
         header::CONTENT_TYPE,
         content_type.unwrap_or_else(|| HeaderValue::from_static("application/json")),
     );
+    if let Some(a) = tool_action {
+        r.headers_mut().insert(
+            crate::tool_gate::TOOL_ACTION_HEADER,
+            HeaderValue::from_static(a.name()),
+        );
+    }
     Ok(with_headers(r, final_action, caller))
 }
 

@@ -43,6 +43,8 @@ use std::sync::Arc;
 
 /// Header carrying approval tokens on a resubmitted request.
 pub(crate) const APPROVAL_HEADER: &str = "x-rampart-approval";
+/// Response header of a plain answer with tool calls: the strictest tool decision.
+pub(crate) const TOOL_ACTION_HEADER: &str = "x-rampart-tool-action";
 /// Header carrying the caller's role and attributes (JSON) for the proxy.
 pub(crate) const CALLER_HEADER: &str = "x-rampart-caller";
 /// Most approval tokens one request may present.

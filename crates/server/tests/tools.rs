@@ -146,6 +146,22 @@ async fn send_chat(s: &Running, body: &Value, tokens: &[&str]) -> (u16, String) 
     }
     let resp = r.send().await.expect("request");
     let status = resp.status().as_u16();
+    let tool_action = resp
+        .headers()
+        .get("x-rampart-tool-action")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    if let Some(a) = tool_action {
+        // A plain answer with tool calls names the strictest decision.
+        let body: Value = serde_json::from_str(&resp.text().await.expect("body")).expect("json");
+        let strictest = rampart_decisions(&body)
+            .iter()
+            .map(|d| d["action"].as_str().unwrap_or_default().to_string())
+            .max_by_key(|a| ["ALLOW", "CONFIRM", "BLOCK"].iter().position(|x| x == a))
+            .unwrap_or_default();
+        assert_eq!(a, strictest);
+        return (status, body.to_string());
+    }
     (status, resp.text().await.expect("body"))
 }
 

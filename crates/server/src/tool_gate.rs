@@ -280,11 +280,11 @@ fn refusal_text(refused: &[(&HeldCall, &ToolVerdict)]) -> Option<String> {
         .map(|(c, v)| {
             let d = &v.decision;
             let what = match d.action {
-                ToolAction::Confirm => "needs approval",
-                _ => "was blocked",
+                ToolAction::Confirm => "is held by Rampart until a human approves it",
+                _ => "was blocked by Rampart",
             };
             let mut s = format!(
-                "The call to tool `{}` {what} by Rampart (rules: {})",
+                "The call to tool `{}` {what} (rules: {})",
                 c.name,
                 d.rules.join(", ")
             );
@@ -499,7 +499,7 @@ impl StreamGate {
                 let delta_empty = c
                     .get("delta")
                     .and_then(Value::as_object)
-                    .is_none_or(|d| d.iter().all(|(k, x)| x.is_null() || k == "role" || x == ""));
+                    .is_none_or(|d| d.values().all(|x| x.is_null() || x == ""));
                 let finishing = c.get("finish_reason").is_some_and(|f| !f.is_null());
                 !delta_empty || finishing
             });
@@ -754,15 +754,19 @@ mod tests {
         let mut g = StreamGate::new();
         let events = [
             r#"{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","content":"Let me look."},"finish_reason":null}]}"#,
-            r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"id":"c","choices":[{"index":0,"delta":{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read_file","arguments":""}}]},"finish_reason":null}]}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"path\":\"/etc/"}}]},"finish_reason":null}]}"#,
             r#"{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"passwd\"}"}}]},"finish_reason":null}]}"#,
         ];
         let first = g.push(ev(events[0]));
         assert!(forwarded(&first).contains("Let me look."), "content flows");
-        for e in &events[1..] {
+        for (i, e) in events[1..].iter().enumerate() {
             let items = g.push(ev(e));
             let out = forwarded(&items);
+            // The event that opened the call keeps what else it said (the role); events
+            // with nothing else are dropped.
+            assert_eq!(out.contains(r#""role":"assistant""#), i == 0, "{out}");
+            assert_eq!(items.len(), usize::from(i == 0), "{out}");
             assert!(!out.contains("passwd") && !out.contains("/etc"), "{out}");
             assert!(!out.contains("read_file"), "{out}");
             assert!(

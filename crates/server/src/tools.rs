@@ -200,6 +200,8 @@ pub(crate) struct ToolVerdict {
     pub(crate) approval_error: Option<ApprovalRefusal>,
     /// What the policy decided before a break-glass grant overrode it.
     pub(crate) overridden: Option<ToolAction>,
+    /// The expiry of the approval token redeemed (audit).
+    pub(crate) redeemed_expires_ms: u64,
     pub(crate) binding: String,
     /// The client's conversation id (audit rows hash it).
     pub(crate) conversation: Option<String>,
@@ -382,6 +384,7 @@ impl ToolGovernance {
             approval: None,
             approval_error: None,
             overridden: None,
+            redeemed_expires_ms: 0,
             binding: call.binding,
             conversation: call.conversation.map(str::to_string),
         };
@@ -393,6 +396,12 @@ impl ToolGovernance {
                 match self.approvals.redeem(t, &c, &v.binding, now_ms) {
                     Ok(id) => {
                         rampart_tools::apply_approval(&mut v.decision, &id);
+                        // A redeemed token is genuine: its third part is its expiry.
+                        v.redeemed_expires_ms = t
+                            .split('.')
+                            .nth(2)
+                            .and_then(|x| x.parse().ok())
+                            .unwrap_or_default();
                         v.approval_error = None;
                         break;
                     }
@@ -515,6 +524,7 @@ impl AppState {
         let Some(writer) = self.audit_writer() else {
             return Ok(());
         };
+        self.audit_expired_grants(caller, now_ms()).await;
         let hasher = writer.hasher();
         let conversation = v.conversation.as_deref().map(|c| hasher.conversation(c));
         let call = ToolCall::new(v.tool.clone(), v.arguments.clone().unwrap_or(Value::Null));
@@ -538,7 +548,10 @@ impl AppState {
             expires_ms,
         };
         if let Some(id) = &v.decision.approval_id {
-            events.push(GovernanceEvent::ApprovalRedeemed(approval(id.0.clone(), 0)));
+            events.push(GovernanceEvent::ApprovalRedeemed(approval(
+                id.0.clone(),
+                v.redeemed_expires_ms,
+            )));
         }
         if let (Some(id), Some(overridden)) = (&v.decision.breakglass_id, v.overridden) {
             events.push(GovernanceEvent::BreakglassUsed(BreakGlassUseEvent {

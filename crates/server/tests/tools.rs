@@ -417,7 +417,7 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
     // and the decision naming it.
     let rows = governance(&s);
     assert!(rows.iter().any(
-        |e| matches!(e, GovernanceEvent::ApprovalRedeemed(a) if a.approval_id == approval_id)
+        |e| matches!(e, GovernanceEvent::ApprovalRedeemed(a) if a.approval_id == approval_id && a.expires_ms > 0)
     ));
     let refused: Vec<&str> = rows
         .iter()

@@ -61,6 +61,13 @@ pub use state::{
 pub use tls::TlsError;
 pub use tools::{RequestCaller, ToolsSection, ToolsSetupError};
 
+/// Reads and compiles the tool policy of `[tools]` the way start-up does (nothing without
+/// the section), for `rampart config check --server`: an unreadable or invalid policy is an
+/// error naming the file.
+pub fn check_tool_policy(config: &ServerConfig) -> Result<(), ToolsSetupError> {
+    tools::ToolGovernance::from_config(config).map(|_| ())
+}
+
 use config::ServerConfig;
 use rampart_core::{PipelineConfig, Registry};
 use std::future::Future;

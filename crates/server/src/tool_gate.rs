@@ -177,12 +177,13 @@ fn tools_called(body: &Value) -> Vec<String> {
     out
 }
 
-/// The highest injection score of the request's tool results: per finding counted in a
-/// tool segment, its points over 3.
+/// The highest injection score of the request's tool results (and retrieved documents):
+/// per finding counted in such a segment, its points over 3. With `[conversation]` state
+/// only the calls scanned now count (earlier calls' tool results are not rescanned).
 pub(crate) fn tool_result_score(d: &Decision) -> Option<f32> {
     d.findings
         .iter()
-        .filter(|f| f.role == Role::Tool && f.counted)
+        .filter(|f| matches!(f.role, Role::Tool | Role::Retrieved) && f.counted)
         .map(|f| (f32::from(f.points) / 3.0).min(1.0))
         .reduce(f32::max)
 }

@@ -478,6 +478,25 @@ requires = { attributes = { mfa = true } }
     let none = json!({"tool": "deploy", "arguments": {}});
     let (_, v) = post(&client(), &s.url("/v1/tools/check"), Some(AGENT_KEY), &none).await;
     assert_ne!(v["action"], "ALLOW", "no attribute, no allow: {v}");
+    // `request_caller = "ignore"`: what the request states does not count.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("policy.toml"), dir_policy).expect("policy");
+    let mut cfg = write_config(
+        dir.path(),
+        &format!(
+            "version = 1\n[pipeline]\npath = {:?}\n{TOOLS}request_caller = \"ignore\"\n",
+            rules_config().display().to_string()
+        ),
+    );
+    cfg.server.listen = "127.0.0.1:0".into();
+    let s = spawn(
+        Server::bind(cfg, ServerOptions::default())
+            .await
+            .expect("binds"),
+        Some(dir),
+    );
+    let (_, v) = post(&client(), &s.url("/v1/tools/check"), None, &body).await;
+    assert_ne!(v["action"], "ALLOW", "ignored: {v}");
 }
 
 /// Waits until the wall clock is past `ms` (the server's clock is the same).

@@ -16,6 +16,7 @@ mod eval_cmd;
 mod human;
 mod judge_cmd;
 mod models_cmd;
+mod redteam_cmd;
 mod registry;
 mod relate_cmd;
 mod rules_cmd;
@@ -99,6 +100,11 @@ enum Command {
     Breakglass {
         #[command(subcommand)]
         command: breakglass_cmd::BreakglassCommand,
+    },
+    /// Red-team mutation suite: variants of attack and benign prompts by transform family.
+    Redteam {
+        #[command(subcommand)]
+        command: redteam_cmd::RedteamCommand,
     },
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
@@ -207,8 +213,9 @@ fn main() -> ExitCode {
         Command::Models { command } => models_cmd::run(&command),
         Command::Train { command } => train_cmd::run(&command),
         Command::Audit { command } => audit_cmd::run(&command),
-        Command::Tools { command } => tools_cmd::run(&command),
         Command::Breakglass { command } => breakglass_cmd::run(&command),
+        Command::Tools { command } => tools_cmd::run(&command),
+        Command::Redteam { command } => redteam_cmd::run(&command),
     };
     match result {
         Ok(code) => ExitCode::from(code),

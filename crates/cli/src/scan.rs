@@ -32,7 +32,8 @@ pub struct ScanArgs {
     /// "conversation_id":…}` per line (judged statelessly: every call of the conversation is
     /// replayed; the decision gets the per-conversation part `conversation`; dataset turns'
     /// `rewind` is applied and `forged` ignored). Also accepted and ignored: the
-    /// dataset fields (label, category, source, split, language, carrier, position) and
+    /// dataset fields (label, category, source, split, language, carrier, position,
+    /// mutation) and
     /// `meta`, any JSON value for the caller's own data (not copied into the decisions: `id`
     /// joins them).
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
@@ -98,6 +99,8 @@ struct BatchLine {
     _carrier: Option<serde_json::Value>,
     #[serde(default, rename = "position")]
     _position: Option<serde_json::Value>,
+    #[serde(default, rename = "mutation")]
+    _mutation: Option<serde_json::Value>,
     #[serde(default, rename = "meta")]
     _meta: Option<serde_json::Value>,
 }

@@ -21,14 +21,17 @@ const CHUNK_LINES: usize = 1024;
 
 #[derive(Debug, Subcommand)]
 pub enum ToolsCommand {
-    /// Check tool-call policy files: errors (unknown keys with the key meant, version,
-    /// duplicates, predicates that do not compile) and warnings with stable codes
-    /// (unsatisfiable or suspicious rules). Exit 0 clean (warnings printed), 1 errors.
+    /// Check tool-call policy files: errors and warnings, with stable codes.
+    ///
+    /// Errors: unknown keys (with the key meant), version, duplicates, predicates and
+    /// conditions that do not compile. Warnings: unsatisfiable or suspicious rules. Exit 0
+    /// clean or warnings only (printed), 1 errors (or warnings with --deny-warnings).
     Lint(LintArgs),
-    /// Decide tool calls (JSONL, one call a line) under a policy: one JSON line per call
-    /// with id, action (ALLOW, CONFIRM, BLOCK), risk, rules, failed_argument, failed_check
-    /// and reasons. A line that cannot be read gives an error line with its number; the exit
-    /// status is then 3.
+    /// Decide tool calls (JSONL) under a policy: ALLOW, CONFIRM or BLOCK, one JSON line each.
+    ///
+    /// Each answer has line, id, action, risk, rules, failed_argument, failed_check and
+    /// reasons. A line that cannot be read gives an error line with its number and the run
+    /// goes on; the exit status is then 3.
     Check(CheckArgs),
 }
 

@@ -95,6 +95,7 @@ fn every_printing_command_exits_quietly_into_a_closed_pipe() {
         vec!["config", "check"],
         vec!["datasets", "list", "--json"],
         vec!["models", "list"],
+        vec!["redteam", "list"],
     ];
     for args in &cases {
         assert_quiet_exit(args);
@@ -102,6 +103,8 @@ fn every_printing_command_exits_quietly_into_a_closed_pipe() {
     if pack.is_file() {
         assert_quiet_exit(&["rules", "list", pack.to_str().unwrap()]);
     }
+    let policy = repo_root().join("policies/coding_agent.toml");
+    assert_quiet_exit(&["tools", "lint", policy.to_str().unwrap()]);
 }
 
 /// A configuration whose transformer layer is the built-in model, never set up, used to fail

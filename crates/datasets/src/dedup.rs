@@ -283,6 +283,7 @@ mod tests {
             language: None,
             carrier: None,
             position: None,
+            mutation: None,
         }
     }
 

@@ -612,6 +612,7 @@ fn finish(
         language,
         carrier: None,
         position: None,
+        mutation: None,
     };
     check_record(&record, opts.max_text_bytes).map_err(|(r, d)| (r, d, Some(record.id.clone())))?;
     Ok(record)

@@ -86,8 +86,8 @@ pub use load::{
     MULTILINGUAL_ATTACKS_V1, TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1, load,
 };
 pub use record::{
-    Channel, DatasetTurn, Label, MAX_LINE_BYTES, PayloadPosition, Record, RowError, Split,
-    read_jsonl, read_jsonl_str,
+    Channel, DatasetTurn, Label, MAX_LINE_BYTES, Mutation, PayloadPosition, Record, RowError,
+    Split, read_jsonl, read_jsonl_str,
 };
 pub use sources::{
     SHAREGPT_MAX_BYTES, SHAREGPT_MAX_MESSAGES, SourceFile, TemplateFill, json_string_array,

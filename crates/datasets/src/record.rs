@@ -255,6 +255,34 @@ pub struct Record {
     /// Where the payload sits in its carrier.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub position: Option<PayloadPosition>,
+    /// For a variant written by `rampart redteam generate`: how it was made from its source
+    /// record. Metadata only: scoring ignores it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mutation: Option<Mutation>,
+}
+
+/// How a red-team variant was made: the transform family and transform (stable ids), the
+/// parameters it drew, the seed that reproduces it, and the record it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mutation {
+    /// The transform family's id (`encoding`, `unicode`, `wrapping`, …).
+    pub family: String,
+    /// The transform's id within the family (`base64`, `homoglyphs`, …); for a composition,
+    /// `inner+outer`.
+    pub transform: String,
+    /// The parameters the transform used (drawn from the seed), by name.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub params: serde_json::Map<String, serde_json::Value>,
+    /// The seed of this variant, derived from the run's seed, the source and the transform.
+    pub seed: u64,
+    /// The source dataset's name.
+    pub source_dataset: String,
+    /// The source record's id.
+    pub source_id: String,
+    /// The source record's category, when it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_category: Option<String>,
 }
 
 impl Record {
@@ -800,7 +828,27 @@ mod tests {
             language: None,
             carrier: None,
             position: None,
+            mutation: None,
         }
+    }
+
+    #[test]
+    fn mutation_metadata_round_trips_and_stays_strict() {
+        let line = r#"{"id":"v1","text":"aWdub3Jl","label":"attack","mutation":{"family":"encoding","transform":"base64","params":{"lead":2},"seed":7,"source_dataset":"d","source_id":"a1","source_category":"override"}}"#;
+        let (recs, errs) = read_jsonl_str(line);
+        assert!(errs.is_empty(), "{errs:?}");
+        let m = recs[0].mutation.as_ref().unwrap();
+        assert_eq!(
+            (m.family.as_str(), m.transform.as_str(), m.seed),
+            ("encoding", "base64", 7)
+        );
+        assert_eq!(m.params["lead"], 2);
+        assert_eq!(serde_json::to_string(&recs[0]).unwrap(), line);
+        // Unknown fields inside `mutation` are refused like everywhere else in a record.
+        let bad = line.replace("\"seed\"", "\"sede\"");
+        let (recs, errs) = read_jsonl_str(&bad);
+        assert!(recs.is_empty());
+        assert_eq!(errs.len(), 1);
     }
 
     #[test]

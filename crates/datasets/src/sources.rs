@@ -73,6 +73,7 @@ fn push_text(
         language: opts.language.clone(),
         carrier: None,
         position: None,
+        mutation: None,
     };
     match check_record(&record, opts.max_text_bytes) {
         Ok(()) => out.records.push(record),
@@ -537,6 +538,7 @@ fn conversation(out: &mut Outcome, opts: &ImportOptions, index: usize, conv: &Va
         language: opts.language.clone(),
         carrier: None,
         position: None,
+        mutation: None,
     };
     match check_record(&record, opts.max_text_bytes) {
         Ok(()) => out.records.push(record),

@@ -1,29 +1,76 @@
-//! Rampart's tool-call governance (issue 21, groundwork): a strict, versioned policy of
-//! tools, typed argument predicates and flow rules, compiled once and checked per call.
+//! Rampart's tool-call governance (issue 21): a strict, versioned policy of tools, typed
+//! argument predicates, context conditions, rate limits and flow rules, compiled once and
+//! checked per call.
 //!
 //! Deny by default: a tool the policy does not name gets `default` (shipped: `block`); a
-//! constrained argument that is missing fails; every decision says which rules decided, which
-//! argument failed (by name and check, never its value) and the tool's risk.
+//! constrained argument that is missing fails; a context condition that cannot be evaluated
+//! (a time window and no time) fails; arguments nested deeper than [`MAX_ARGUMENT_DEPTH`] or
+//! larger than [`MAX_ARGUMENT_BYTES`] BLOCK. Every decision says which rules decided, which
+//! argument failed (by name and check, never its value) and the tool's risk. `DESIGN.md`
+//! has the order of a check and the language.
 //!
 //! ```
-//! use rampart_tools::{CallContext, Policy, ToolAction, ToolCall};
+//! use rampart_tools::{CallContext, CallerInfo, Policy, ToolAction, ToolCall, lint};
+//! use serde_json::json;
 //!
-//! let policy = Policy::from_toml(r#"
+//! let src = r#"
 //! version = 1
+//!
 //! [[tools]]
 //! name = "read_file"
 //! risk = "low"
 //! action = "allow"
 //! args.path = { path_under = ["/srv/app/docs"] }
-//! "#)?;
-//! let ok = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/a.md"}));
+//!
+//! [[tools]]
+//! name = "transfer_funds"
+//! risk = "critical"
+//! action = "confirm"
+//! args.amount = { range = [0.01, 10000] }
+//! max_calls_per_conversation = 3           # TOOL_RATE
+//! requires = { role_in = ["treasurer"], attributes = { mfa = true } }   # TOOL_CONTEXT
+//!
+//! [[flows]]                                # no transfer after reading a file
+//! id = "NO_TRANSFER_AFTER_READ"
+//! after = { tool_called = "read_file" }
+//! tools = ["transfer_funds"]
+//! action = "block"
+//! "#;
+//! assert!(lint(src).findings.is_empty());
+//! let policy = Policy::from_toml(src)?;
+//!
+//! let ok = ToolCall::new("read_file", json!({"path": "/srv/app/docs/a.md"}));
 //! assert_eq!(policy.check(&ok, &CallContext::default()).action, ToolAction::Allow);
-//! let escape = ToolCall::new("read_file", serde_json::json!({"path": "/srv/app/docs/%2e%2e/%2e%2e/secrets"}));
+//! let escape = ToolCall::new("read_file", json!({"path": "/srv/app/docs/%2e%2e/%2e%2e/secrets"}));
 //! let d = policy.check(&escape, &CallContext::default());
-//! assert_eq!(d.action, ToolAction::Block);
-//! assert_eq!(d.failed_argument.as_deref(), Some("path"));
-//! let unknown = ToolCall::new("rm_rf", serde_json::json!({}));
+//! assert_eq!((d.action, d.failed_argument.as_deref()), (ToolAction::Block, Some("path")));
+//! let unknown = ToolCall::new("rm_rf", json!({}));
 //! assert_eq!(policy.check(&unknown, &CallContext::default()).action, ToolAction::Block);
+//!
+//! // Context: the caller's role and attributes come with the request.
+//! let transfer = ToolCall::new("transfer_funds", json!({"amount": 250}));
+//! let mut ctx = CallContext {
+//!     caller: CallerInfo {
+//!         role: Some("treasurer".into()),
+//!         attributes: [("mfa".to_string(), json!(true))].into(),
+//!     },
+//!     ..CallContext::default()
+//! };
+//! assert_eq!(policy.check(&transfer, &ctx).action, ToolAction::Confirm);
+//! ctx.caller.attributes.insert("mfa".into(), json!(false));
+//! assert_eq!(policy.check(&transfer, &ctx).rules, ["TOOL_ACTION", "TOOL_CONTEXT"]);
+//! ctx.caller.attributes.insert("mfa".into(), json!(true));
+//! // The conversation so far (the server keeps it): a file was read, so no transfer.
+//! ctx.tools_called.push("read_file".into());
+//! assert_eq!(policy.check(&transfer, &ctx).action, ToolAction::Block);
+//!
+//! // OpenAI's `function.arguments` text: parsed with bounds; garbage BLOCKs.
+//! let d = policy.check_raw("read_file", "{\"path\": ", &CallContext::default());
+//! assert_eq!(d.rules, ["TOOL_ACTION", "TOOL_ARGS_SHAPE"]);
+//!
+//! // A typo is named, with the key meant.
+//! let e = Policy::from_toml("version = 1\ndefualt = \"block\"").unwrap_err();
+//! assert!(e.to_string().contains("did you mean `default`?"));
 //! # Ok::<(), rampart_tools::PolicyError>(())
 //! ```
 
@@ -50,8 +97,6 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-// This crate's modules beyond the groundwork's (kept apart from the `mod` block above so that
-// merges with the approval and break-glass modules stay trivial).
 mod arguments;
 mod condition;
 mod lint;
@@ -331,8 +376,15 @@ impl Policy {
                     "injection_score_at_least must be in [0, 1], got {s}"
                 )));
             }
-            let unless_args = compile_args(&f.unless_args, "(flow)")
-                .map_err(|e| flow_err(format!("unless_args: {e}")))?;
+            let unless_args = f
+                .unless_args
+                .iter()
+                .map(|(arg, spec)| {
+                    Predicate::compile(spec)
+                        .map(|p| (arg.clone(), p))
+                        .map_err(|e| flow_err(format!("unless_args `{arg}`: {e}")))
+                })
+                .collect::<Result<BTreeMap<_, _>, _>>()?;
             flows.push(CompiledFlow {
                 id: f.id.clone().unwrap_or_else(|| format!("FLOW_{index}")),
                 spec: f,

@@ -298,34 +298,52 @@ fn fold_lookalikes(c: char) -> char {
 /// and lexical resolution of `.` and `..`. `None` when the path escapes its root, holds a
 /// NUL, or is not absolute.
 pub fn normalize_path(raw: &str) -> Option<Vec<String>> {
-    let mut s = raw.to_string();
+    let folded = fold_path(raw)?;
+    resolve_path(&folded).map(|parts| parts.into_iter().map(str::to_string).collect())
+}
+
+/// Percent-decoded (bounded rounds), NFKC, look-alikes folded.
+fn fold_path(raw: &str) -> Option<String> {
+    let mut s = Cow::Borrowed(raw);
     for _ in 0..MAX_DECODE_ROUNDS {
-        let decoded = percent_encoding::percent_decode_str(&s)
+        // Borrowed: nothing was decoded, so another round would change nothing.
+        let decoded = match percent_encoding::percent_decode_str(&s)
             .decode_utf8()
             .ok()?
-            .into_owned();
-        if decoded == s {
-            break;
-        }
-        s = decoded;
+        {
+            Cow::Borrowed(_) => break,
+            Cow::Owned(d) => d,
+        };
+        s = Cow::Owned(decoded);
     }
-    let s: String = nfkc(&s).chars().map(fold_lookalikes).collect();
+    Some(nfkc(&s).chars().map(fold_lookalikes).collect())
+}
+
+/// The components of a folded path, `.` and `..` resolved (borrowed from it).
+fn resolve_path(s: &str) -> Option<Vec<&str>> {
     if s.contains('\0') || !s.starts_with('/') {
         return None;
     }
-    let mut out: Vec<String> = Vec::new();
+    let mut out: Vec<&str> = Vec::new();
     for c in s.split('/') {
         match c {
             "" | "." => {}
             ".." => {
                 out.pop()?;
             }
-            other => out.push(other.to_string()),
+            other => out.push(other),
         }
     }
     Some(out)
 }
 
 fn path_under_ok(text: &str, roots: &[Vec<String>]) -> bool {
-    normalize_path(text.trim()).is_some_and(|p| roots.iter().any(|r| p.starts_with(r)))
+    let Some(folded) = fold_path(text.trim()) else {
+        return false;
+    };
+    resolve_path(&folded).is_some_and(|p| {
+        roots
+            .iter()
+            .any(|r| r.len() <= p.len() && r.iter().zip(&p).all(|(a, b)| a == b))
+    })
 }

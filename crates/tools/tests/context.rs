@@ -293,3 +293,13 @@ fn bad_conditions_are_refused() {
         .unwrap_err();
     assert!(e.to_string().contains("names no tools"), "{e}");
 }
+
+#[test]
+fn a_bad_unless_args_predicate_names_the_flow_and_argument() {
+    let src = "version = 1\n[[tools]]\nname = \"t\"\nrisk = \"high\"\naction = \"allow\"\n[[flows]]\nafter = { tool_called = \"t\" }\ntools = [\"t\"]\nunless_args = { to = { email_domain_in = [] } }\naction = \"block\"\n";
+    let e = Policy::from_toml(src).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "policy: flows[0]: unless_args `to`: `email_domain_in` must not be empty"
+    );
+}

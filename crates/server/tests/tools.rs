@@ -372,6 +372,7 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
     let s = start(TOOLS, None).await;
     let args = json!({"path": "/srv/app/docs/old.md"});
     let (_, v) = check(&s, &call("delete_file", args.clone())).await;
+    check_against_doc("POST", "/v1/tools/check", 200, &v);
     assert_eq!(v["action"], "CONFIRM", "{v}");
     assert_eq!(v["risk"], "high");
     let token = v["approval"]["token"].as_str().expect("token").to_string();
@@ -397,6 +398,7 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
     let mut same = call("delete_file", args.clone());
     same["approval_token"] = json!(token);
     let (_, v) = check(&s, &same).await;
+    check_against_doc("POST", "/v1/tools/check", 200, &v);
     assert_eq!(v["action"], "ALLOW", "{v}");
     let approval_id = v["approval_id"].as_str().expect("approval id").to_string();
     assert!(
@@ -523,6 +525,7 @@ async fn break_glass_allows_within_its_scope_until_it_expires_and_is_audited() {
     assert_eq!(g["granted_by"], "ops");
     let pay = call("transfer_funds", json!({"amount": 100}));
     let (_, v) = check(&s, &pay).await;
+    check_against_doc("POST", "/v1/tools/check", 200, &v);
     assert_eq!(v["action"], "ALLOW", "{v}");
     assert_eq!(v["breakglass_id"], id.as_str());
     // Out of scope (another conversation): still blocked.
@@ -537,6 +540,7 @@ async fn break_glass_allows_within_its_scope_until_it_expires_and_is_audited() {
         .await
         .expect("list");
     let list: Value = r.json().await.expect("json");
+    check_against_doc("GET", "/admin/breakglass", 200, &list);
     assert_eq!(list["grants"][0]["id"], id.as_str(), "{list}");
     wait_past(expires).await;
     let (_, v) = check(&s, &pay).await;
@@ -571,6 +575,12 @@ async fn break_glass_allows_within_its_scope_until_it_expires_and_is_audited() {
         .await
         .expect("revoke");
     assert_eq!(r.status().as_u16(), 200);
+    check_against_doc(
+        "DELETE",
+        "/admin/breakglass/{id}",
+        200,
+        &r.json().await.expect("json"),
+    );
     let (_, v) = check(&s, &call("rm_rf", json!({}))).await;
     assert_eq!(v["action"], "BLOCK", "{v}");
     let r = c

@@ -953,3 +953,22 @@ async fn malformed_approval_and_caller_headers_are_400() {
     let (st, _) = send_chat(&s, &chat(false), &[&many]).await;
     assert_eq!(st, 400);
 }
+
+#[tokio::test]
+async fn a_stream_without_tool_calls_passes_byte_identical_with_tools_on() {
+    let text = "Done: the build output is tidy now, nothing else to do.";
+    for output_scan in [false, true] {
+        let up = MockUpstream::start(MockConfig {
+            reply: Reply::Text(text.into()),
+            piece_bytes: 7,
+            ..Default::default()
+        })
+        .await;
+        let extra = format!("{TOOLS}[output]\nenabled = {output_scan}\n");
+        let s = start(&extra, Some(&up)).await;
+        let (st, body) = send_chat(&s, &chat(true), &[]).await;
+        assert_eq!(st, 200);
+        assert_eq!(body, upstream::sse_events(text, 7, true).concat());
+        assert!(decisions(&s, ToolEndpoint::Proxy).is_empty());
+    }
+}

@@ -1,7 +1,8 @@
 //! Rampart as a service: the HTTP check API (`/v1/scan`, `/v1/scan/batch`, `/v1/relate`), the
-//! OpenAI-compatible proxy, operations endpoints (`/healthz`, `/readyz`, `/metrics`,
-//! `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS, and the audit
-//! log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
+//! OpenAI-compatible proxy, tool-call governance (`/v1/tools/check`, enforcement of tool calls
+//! in proxied answers, `/admin/breakglass`), operations endpoints (`/healthz`, `/readyz`,
+//! `/metrics`, `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS,
+//! and the audit log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
 //!
 //! The configuration is one strict TOML file:
 //!

@@ -7,9 +7,9 @@
 //! depth; malformed arguments BLOCK, fail closed); the policy decides; a CONFIRM is turned
 //! into ALLOW by an approval token issued for exactly this call (tool, canonical arguments,
 //! conversation; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an active
-//! break-glass grant whose scope covers the call (never for malformed arguments); a CONFIRM
-//! left gets a fresh approval token. Every decision is written to the audit log before it is
-//! answered.
+//! break-glass grant whose scope covers the call (not over failed or malformed arguments
+//! unless the grant says `override_arguments`); a CONFIRM left gets a fresh approval token.
+//! Every decision is written to the audit log's governance chain before it is answered.
 
 use crate::api::ApiJson;
 use crate::state::{AppState, Caller, ServiceError};
@@ -52,8 +52,8 @@ pub enum RequestCaller {
     Ignore,
 }
 
-/// `[tools]`: tool-call governance. Absent: `/v1/tools/check` answers 404 and the proxy
-/// passes tool calls through unchecked.
+/// `[tools]`: tool-call governance. Absent: `/v1/tools/check` and `/admin/breakglass`
+/// answer 501 and the proxy passes tool calls through unchecked.
 ///
 /// ```toml
 /// [tools]

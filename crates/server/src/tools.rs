@@ -7,8 +7,9 @@
 //! depth; malformed arguments BLOCK, fail closed); the policy decides; a CONFIRM is turned
 //! into ALLOW by an approval token issued for exactly this call (tool, canonical arguments,
 //! conversation; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an active
-//! break-glass grant whose scope covers the call (not over failed or malformed arguments
-//! unless the grant says `override_arguments`); a CONFIRM left gets a fresh approval token.
+//! break-glass grant whose scope covers the call (not over failed arguments unless the grant
+//! says `override_arguments`, never over malformed ones); a CONFIRM left gets a fresh
+//! approval token.
 //! Every decision is written to the audit log's governance chain before it is answered.
 
 use crate::api::ApiJson;
@@ -422,16 +423,19 @@ impl ToolGovernance {
             });
         }
         let before = v.decision.action;
-        if self
-            .breakglass
-            .apply(
-                &mut v.decision,
-                &tool,
-                call.conversation,
-                call.caller_key,
-                now_ms,
-            )
-            .is_some()
+        // Arguments that could not be parsed stay blocked whatever the grant: a call
+        // released to the client must at least be a well-formed call.
+        if v.arguments.is_some()
+            && self
+                .breakglass
+                .apply(
+                    &mut v.decision,
+                    &tool,
+                    call.conversation,
+                    call.caller_key,
+                    now_ms,
+                )
+                .is_some()
         {
             v.overridden = Some(before);
         }

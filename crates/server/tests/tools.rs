@@ -568,6 +568,27 @@ async fn break_glass_allows_within_its_scope_until_it_expires_and_is_audited() {
     let id2 = g2["id"].as_str().expect("id").to_string();
     let (_, v) = check(&s, &call("rm_rf", json!({}))).await;
     assert_eq!(v["action"], "ALLOW", "{v}");
+    // Malformed arguments stay blocked under any grant, override_arguments included.
+    let (_, g3) = post(
+        &c,
+        &s.url("/admin/breakglass"),
+        Some(ADMIN_KEY),
+        &json!({"tools": ["*"], "ttl_seconds": 60, "reason": "r", "incident": "INC-2",
+                "override_arguments": true}),
+    )
+    .await;
+    let (_, v) = check(&s, &call("read_file", json!("{not json"))).await;
+    assert_eq!(v["action"], "BLOCK", "{v}");
+    let r = c
+        .delete(s.url(&format!(
+            "/admin/breakglass/{}",
+            g3["id"].as_str().expect("id")
+        )))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(r.status().as_u16(), 200);
     let r = c
         .delete(s.url(&format!("/admin/breakglass/{id2}")))
         .bearer_auth(ADMIN_KEY)

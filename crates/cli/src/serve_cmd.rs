@@ -62,6 +62,7 @@ pub fn check(path: &Path) -> Result<String> {
     let layers: Vec<String> = pc.layers.iter().map(|l| l.kind.clone()).collect();
     let pipeline = rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
     rampart_server::check_rule_examples(pipeline.config())?;
+    rampart_server::check_tool_policy(&cfg)?;
     Ok(format!(
         "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; conversation state {}; layers {}",
         cfg.server.listen,

@@ -23,10 +23,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/scan", post(scan))
         .route("/v1/scan/batch", post(batch))
         .route("/v1/relate", post(relate))
+        .route("/v1/tools/check", post(crate::tools::check))
         .merge(crate::proxy::routes())
         .route_layer(from_fn_with_state(state.clone(), auth::require_key));
     let admin = Router::new()
         .route("/admin/reload", post(ops::reload))
+        .route(
+            "/admin/breakglass",
+            post(crate::tools::breakglass_grant).get(crate::tools::breakglass_list),
+        )
+        .route(
+            "/admin/breakglass/{id}",
+            axum::routing::delete(crate::tools::breakglass_revoke),
+        )
         .route_layer(from_fn_with_state(state.clone(), auth::require_admin));
     Router::new()
         .route("/healthz", get(ops::healthz))

@@ -29,6 +29,7 @@
 //! rate_per_s = 50.0
 //! burst = 100
 //! admin = false
+//! caller = { role = "oncall", attributes = { mfa = true } }  # pinned for tool policies
 //!
 //! [audit]
 //! path = "/var/lib/rampart/audit.db"
@@ -36,6 +37,13 @@
 //! [tls]
 //! cert = "cert.pem"
 //! key = "key.pem"
+//!
+//! [tools]                          # tool-call governance (absent: off)
+//! policy = "policies/coding_agent.toml"  # compiled once at start; invalid: start fails
+//! approval_ttl_s = 600
+//! breakglass_max_ttl_s = 3600
+//! audit_argument_values = false
+//! request_caller = "accept"        # accept | ignore (caller attributes stated by requests)
 //!
 //! [conversation]                   # server-side conversation state (absent: stateless)
 //! enabled = true                   # default true when the section is present
@@ -108,6 +116,9 @@ pub struct ServerConfig {
     /// Server-side conversation state; absent: conversations are scanned statelessly.
     #[serde(default)]
     pub conversation: Option<ConversationSection>,
+    /// Tool-call governance (policy, approvals, break-glass); absent: off.
+    #[serde(default)]
+    pub tools: Option<crate::tools::ToolsSection>,
     /// The file this configuration was read from (relative paths resolve against its
     /// directory; reload re-reads it). Not part of the file format.
     #[serde(skip)]
@@ -127,6 +138,7 @@ impl Default for ServerConfig {
             canary: Default::default(),
             output: Default::default(),
             conversation: None,
+            tools: None,
             source: None,
         }
     }
@@ -257,6 +269,11 @@ pub struct ApiKeyConfig {
     /// May call `/admin/*`. Default false.
     #[serde(default)]
     pub admin: bool,
+    /// The caller's role and attributes for tool policies' context conditions, pinned on
+    /// the key (`caller = { role = "oncall", attributes = { mfa = true } }`): they override
+    /// what a request states (see `[tools] request_caller`).
+    #[serde(default)]
+    pub caller: Option<rampart_tools::CallerInfo>,
 }
 
 fn default_rate() -> f64 {
@@ -600,6 +617,9 @@ impl ServerConfig {
         if let Some(c) = &self.conversation {
             c.validate().map_err(&invalid)?;
         }
+        if let Some(t) = &self.tools {
+            t.validate().map_err(&invalid)?;
+        }
         let mut ids = std::collections::BTreeSet::new();
         for k in &self.auth.keys {
             if k.id.is_empty() {
@@ -807,6 +827,42 @@ mod tests {
         ] {
             let e = ServerConfig::parse(&format!("version = 1\n[conversation]\n{bad}\n"), "t.toml")
                 .expect_err(bad);
+            assert!(e.to_string().contains(says), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tools_section_is_strict_with_defaults() {
+        let c = ServerConfig::parse(
+            "version = 1\n[tools]\npolicy = \"p.toml\"\n\
+             [[auth.keys]]\nid = \"a\"\nsha256 = \"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\"\n\
+             caller = { role = \"ci\", attributes = { mfa = true } }\n",
+            "t.toml",
+        )
+        .expect("parses");
+        let t = c.tools.expect("section");
+        assert_eq!(t.policy, PathBuf::from("p.toml"));
+        assert_eq!(t.approval_ttl_s, 600);
+        assert_eq!(t.breakglass_max_ttl_s, 3600);
+        assert_eq!(t.request_caller, crate::RequestCaller::Accept);
+        assert!(t.enforce_proxy);
+        let caller = c.auth.keys[0].caller.clone().expect("pinned caller");
+        assert_eq!(caller.role.as_deref(), Some("ci"));
+        assert_eq!(caller.attributes["mfa"], serde_json::json!(true));
+        for (bad, says) in [
+            ("[tools]\n", "policy"),
+            ("[tools]\npolicy = \"p\"\npolcy = 1\n", "polcy"),
+            (
+                "[tools]\npolicy = \"p\"\napproval_ttl_s = 0\n",
+                "approval_ttl_s",
+            ),
+            (
+                "[tools]\npolicy = \"p\"\nrequest_caller = \"maybe\"\n",
+                "maybe",
+            ),
+            ("[tools]\npolicy = \"\"\n", "tools.policy"),
+        ] {
+            let e = ServerConfig::parse(&format!("version = 1\n{bad}"), "t.toml").expect_err(bad);
             assert!(e.to_string().contains(says), "{bad}: {e}");
         }
     }

@@ -1,7 +1,8 @@
 //! Rampart as a service: the HTTP check API (`/v1/scan`, `/v1/scan/batch`, `/v1/relate`), the
-//! OpenAI-compatible proxy, operations endpoints (`/healthz`, `/readyz`, `/metrics`,
-//! `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS, and the audit
-//! log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
+//! OpenAI-compatible proxy, tool-call governance (`/v1/tools/check`, enforcement of tool calls
+//! in proxied answers, `/admin/breakglass`), operations endpoints (`/healthz`, `/readyz`,
+//! `/metrics`, `/openapi.json`, `/admin/reload`), API keys with rate limits, optional TLS,
+//! and the audit log. See `DESIGN.md` for the request flow, fail modes, reload and audit ordering.
 //!
 //! The configuration is one strict TOML file:
 //!
@@ -50,6 +51,8 @@ mod rule_examples;
 mod sse;
 mod state;
 mod tls;
+mod tool_gate;
+mod tools;
 
 pub use proxy::{ProxyConfig, Spotlight};
 pub use rule_examples::{RuleExamplesError, check_rule_examples};
@@ -57,6 +60,14 @@ pub use state::{
     AppState, Caller, ConversationSetupError, PipelineError, ReloadError, ReloadInfo, ServiceError,
 };
 pub use tls::TlsError;
+pub use tools::{RequestCaller, ToolsSection, ToolsSetupError};
+
+/// Reads and compiles the tool policy of `[tools]` the way start-up does (nothing without
+/// the section), for `rampart config check --server`: an unreadable or invalid policy is an
+/// error naming the file.
+pub fn check_tool_policy(config: &ServerConfig) -> Result<(), ToolsSetupError> {
+    tools::ToolGovernance::from_config(config).map(|_| ())
+}
 
 use config::ServerConfig;
 use rampart_core::{PipelineConfig, Registry};
@@ -73,9 +84,13 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("GET", "/metrics"),
     ("GET", "/openapi.json"),
     ("POST", "/admin/reload"),
+    ("POST", "/admin/breakglass"),
+    ("GET", "/admin/breakglass"),
+    ("DELETE", "/admin/breakglass/{id}"),
     ("POST", "/v1/scan"),
     ("POST", "/v1/scan/batch"),
     ("POST", "/v1/relate"),
+    ("POST", "/v1/tools/check"),
     ("POST", "/v1/scan/output"),
     ("POST", "/v1/chat/completions"),
     ("POST", "/v1/completions"),
@@ -130,6 +145,10 @@ pub enum ServerError {
     /// TLS setup failed.
     #[error("TLS setup failed")]
     Tls(#[from] tls::TlsError),
+    /// Tool governance (`[tools]`) could not be set up: the policy file is unreadable or
+    /// invalid (the error names it), or the approval key is missing.
+    #[error("cannot set up tool governance")]
+    Tools(#[source] tools::ToolsSetupError),
     /// The conversation state could not be set up.
     #[error("cannot set up the conversation state")]
     Conversation(#[source] ConversationSetupError),
@@ -258,6 +277,9 @@ impl Server {
             }
         };
         let writer = audit.as_ref().map(|a| a.writer());
+        let tool_governance = tools::ToolGovernance::from_config(&config)
+            .map_err(ServerError::Tools)?
+            .map(Arc::new);
         let state = AppState::new(
             config,
             built,
@@ -265,6 +287,7 @@ impl Server {
             options.default_pipeline.clone(),
             writer,
             conversations,
+            tool_governance,
         )
         .map_err(ServerError::HttpClient)?;
         let listener = tokio::net::TcpListener::bind(addr)

@@ -367,6 +367,16 @@ impl Metrics {
         self.judge_seconds.observe(j.latency_ms as f64 / 1e3);
     }
 
+    /// One tool-call decision (`ALLOW`, `CONFIRM`, `BLOCK`), counted with the decisions.
+    pub(crate) fn observe_tool(&self, endpoint: &'static str, action: &'static str) {
+        self.decisions
+            .get_or_create(&ActionLabels {
+                endpoint: Cow::Borrowed(endpoint),
+                action: Cow::Borrowed(action),
+            })
+            .inc();
+    }
+
     pub(crate) fn audit_ok(&self) {
         self.audit_appends
             .get_or_create(&ResultLabels {

@@ -855,7 +855,7 @@ async fn chat_completions(
         Ok(h) => h,
         Err(e) => return error_response(e, &caller, None),
     };
-    proxy(state, caller, body, Kind::Chat, hint).await
+    proxy(state, caller, body, Kind::Chat, hint, headers).await
 }
 
 async fn completions(
@@ -864,7 +864,15 @@ async fn completions(
     ApiBytes(body): ApiBytes,
 ) -> Response {
     let caller = caller_of(caller);
-    proxy(state, caller, body, Kind::Completions, None).await
+    proxy(
+        state,
+        caller,
+        body,
+        Kind::Completions,
+        None,
+        header::HeaderMap::new(),
+    )
+    .await
 }
 
 /// The client's conversation id from [`CONVERSATION_ID_HEADER`]: printable ASCII, at most
@@ -892,8 +900,9 @@ async fn proxy(
     raw: Bytes,
     kind: Kind,
     hint: Option<String>,
+    headers: header::HeaderMap,
 ) -> Response {
-    match proxy_inner(&state, &caller, raw, kind, hint).await {
+    match proxy_inner(&state, &caller, raw, kind, hint, &headers).await {
         Ok(r) => r,
         Err((e, action)) => error_response(e, &caller, action),
     }
@@ -911,8 +920,10 @@ async fn proxy_inner(
     raw: Bytes,
     kind: Kind,
     hint: Option<String>,
+    headers: &header::HeaderMap,
 ) -> ProxyResult {
     let mut request = parse_request(&raw, kind).map_err(|e| (e, None))?;
+    let tool_hint = hint.clone();
     let conversation = match kind {
         Kind::Chat => state.proxy_conversation_scanner(),
         Kind::Completions => None,
@@ -921,11 +932,25 @@ async fn proxy_inner(
         Some(scanner) => scan_up_conversation(state, caller, scanner, &mut request, hint).await,
         None => scan_up(state, caller, kind, &mut request).await,
     };
-    let (action, answers) = match upward.map_err(|e| (e, None))? {
+    let (action, answers, injection_score) = match upward.map_err(|e| (e, None))? {
         Upward::Blocked(response) => return Ok(response),
-        Upward::Forward(action, answers) => (action, answers),
+        Upward::Forward(action, answers, score) => (action, answers, score),
     };
     let with_action = |e: ServiceError| (e, Some(action));
+    // Tool calls in the answer are decided against what the client sent (before
+    // spotlighting and canaries).
+    let tools = match kind {
+        Kind::Chat => crate::tool_gate::proxy_tools(
+            state,
+            caller,
+            headers,
+            tool_hint.as_deref(),
+            &request.body,
+            injection_score,
+        )
+        .map_err(with_action)?,
+        Kind::Completions => None,
+    };
     let config = state.config();
     let url = config.proxy.endpoint(kind.path()).map_err(with_action)?;
     if kind == Kind::Chat {
@@ -950,10 +975,11 @@ async fn proxy_inner(
             action,
             Duration::from_millis(config.proxy.stream_idle_timeout_ms),
             answers,
+            tools,
         ));
     }
     respond_plain(
-        state, caller, kind, &config, resp, started, output, action, answers,
+        state, caller, kind, &config, resp, started, output, action, answers, tools,
     )
     .await
     .map_err(with_action)
@@ -983,9 +1009,10 @@ fn parse_request(raw: &[u8], kind: Kind) -> Result<ParsedRequest, ServiceError> 
 
 /// What the request scan decided.
 enum Upward {
-    /// Forward the (possibly sanitized) body; the request's action, and where the answer is
-    /// to be recorded (conversation state).
-    Forward(Action, Option<AnswerLedger>),
+    /// Forward the (possibly sanitized) body; the request's action, where the answer is
+    /// to be recorded (conversation state), and the highest injection score of its tool
+    /// results (tool policies' flow rules).
+    Forward(Action, Option<AnswerLedger>, Option<f32>),
     /// The request is blocked: this answer, the upstream sees nothing.
     Blocked(Response),
 }
@@ -1018,7 +1045,7 @@ async fn scan_up(
     state.record(caller, kind.endpoint(), &decision).await?;
     Ok(match decision.action {
         Action::Block => Upward::Blocked(blocked_response(&decision, caller, false)),
-        action => Upward::Forward(action, None),
+        action => Upward::Forward(action, None, crate::tool_gate::tool_result_score(&decision)),
     })
 }
 
@@ -1233,6 +1260,7 @@ async fn scan_up_conversation(
             scanner,
             conversation,
         }),
+        crate::tool_gate::tool_result_score(&decision),
     ))
 }
 
@@ -1505,6 +1533,7 @@ async fn respond_plain(
     output: OutputCheck,
     action: Action,
     answers: Option<AnswerLedger>,
+    tools: Option<crate::tool_gate::ProxyTools>,
 ) -> Result<Response, ServiceError> {
     let status = resp.status();
     let content_type = resp.headers().get(header::CONTENT_TYPE).cloned();
@@ -1522,6 +1551,7 @@ async fn respond_plain(
     };
     let mut final_action = action;
     let mut out_bytes = bytes.clone();
+    let mut tool_action = None;
     if let Some(scanner) = output.scanner {
         match scan_plain_response(state, &scanner, &output.ctx, &bytes, kind, caller).await? {
             PlainVerdict::Pass => {}
@@ -1531,6 +1561,14 @@ async fn respond_plain(
                 final_action = final_action.max(Action::Sanitize);
             }
         }
+    }
+    if status.is_success()
+        && let Some(t) = &tools
+        && let Some((b, strictest)) =
+            crate::tool_gate::gate_plain(state, caller, t, &out_bytes).await?
+    {
+        out_bytes = b;
+        tool_action = Some(strictest);
     }
     if status.is_success()
         && kind == Kind::Chat
@@ -1544,6 +1582,12 @@ async fn respond_plain(
         header::CONTENT_TYPE,
         content_type.unwrap_or_else(|| HeaderValue::from_static("application/json")),
     );
+    if let Some(a) = tool_action {
+        r.headers_mut().insert(
+            crate::tool_gate::TOOL_ACTION_HEADER,
+            HeaderValue::from_static(a.name()),
+        );
+    }
     Ok(with_headers(r, final_action, caller))
 }
 
@@ -1868,6 +1912,7 @@ fn stream_response(
     action: Action,
     idle: Duration,
     answers: Option<AnswerLedger>,
+    tools: Option<crate::tool_gate::ProxyTools>,
 ) -> Response {
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(32);
     let relay = Relay {
@@ -1878,6 +1923,7 @@ fn stream_response(
         idle,
         tx,
         answers: answers.map(|a| (a, StreamedAnswer::default())),
+        tools: tools.map(|t| (t, crate::tool_gate::StreamGate::new())),
     };
     tokio::spawn(relay.run(output));
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
@@ -1920,6 +1966,9 @@ struct Relay {
     /// Where the answer is recorded once the stream completed, and the answer assembled
     /// from the deltas so far (conversation state).
     answers: Option<(AnswerLedger, StreamedAnswer)>,
+    /// Tool governance: the calls' context and the gate holding tool-call deltas back
+    /// until each call is complete and decided.
+    tools: Option<(crate::tool_gate::ProxyTools, crate::tool_gate::StreamGate)>,
 }
 
 /// A streamed chat answer put together from its deltas: per choice, the content and the tool
@@ -2025,16 +2074,73 @@ impl Relay {
         true
     }
 
+    /// Passes one upstream event through the tool gate (when on): the events that may go
+    /// on towards the client (none while a tool call is held).
+    async fn gated(&mut self, ev: crate::sse::SseEvent) -> Vec<crate::sse::SseEvent> {
+        let Some((tools, gate)) = &mut self.tools else {
+            return vec![ev];
+        };
+        let mut out = Vec::new();
+        for item in gate.push(ev) {
+            out.extend(
+                crate::tool_gate::release_item(&self.state, &self.caller, tools, gate, item).await,
+            );
+        }
+        out
+    }
+
+    /// The upstream stream ended: the tool calls still held are decided and released.
+    async fn gated_finish(&mut self) -> Vec<crate::sse::SseEvent> {
+        let Some((tools, gate)) = &mut self.tools else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for item in gate.finish() {
+            out.extend(
+                crate::tool_gate::release_item(&self.state, &self.caller, tools, gate, item).await,
+            );
+        }
+        out
+    }
+
+    /// Sends gated events (recording them in the answer); `false` when the client went away.
+    async fn send_events(&mut self, events: Vec<crate::sse::SseEvent>) -> bool {
+        for ev in events {
+            self.assemble(&ev);
+            if self.tx.send(ev.raw).await.is_err() {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Nothing to look for: the stream goes through as it comes (parsed only when the
-    /// answer is to be recorded).
+    /// answer is to be recorded or its tool calls gated; gated, events are sent one by one
+    /// once the gate lets them through).
     async fn pass_through(mut self) {
-        let mut parser = self.answers.as_ref().map(|_| SseParser::new());
+        let gating = self.tools.is_some();
+        let mut parser = (self.answers.is_some() || gating).then(SseParser::new);
         loop {
             match tokio::time::timeout(self.idle, self.upstream.chunk()).await {
                 Ok(Ok(Some(c))) => {
                     if let Some(p) = &mut parser {
                         match p.push(&c) {
+                            Ok(events) if gating => {
+                                for ev in events {
+                                    let out = self.gated(ev).await;
+                                    if !self.send_events(out).await {
+                                        return;
+                                    }
+                                }
+                                continue;
+                            }
                             Ok(events) => events.iter().for_each(|ev| self.assemble(ev)),
+                            // Unparseable and gated: held calls are never released.
+                            Err(e) if gating => {
+                                let err = stream_error(e.to_string(), "upstream_error");
+                                let _ = self.tx.send(data_event(&err.to_string())).await;
+                                return;
+                            }
                             // Unparseable: the answer cannot be known, so it is not recorded.
                             Err(_) => {
                                 parser = None;
@@ -2047,7 +2153,17 @@ impl Relay {
                     }
                 }
                 Ok(Ok(None)) => {
-                    if let Some(ev) = parser.as_mut().and_then(SseParser::finish) {
+                    let tail = parser.as_mut().and_then(SseParser::finish);
+                    if gating {
+                        let mut out = Vec::new();
+                        if let Some(ev) = tail {
+                            out.extend(self.gated(ev).await);
+                        }
+                        out.extend(self.gated_finish().await);
+                        if !self.send_events(out).await {
+                            return;
+                        }
+                    } else if let Some(ev) = tail {
                         self.assemble(&ev);
                     }
                     self.completed();
@@ -2129,22 +2245,29 @@ impl Relay {
                     break;
                 }
             };
-            for ev in events {
-                if let (Some((_, answer)), Some(data)) = (&mut self.answers, &ev.data) {
-                    answer.push(data);
-                }
-                let Ok(out) = guard.push(ev, &mut scan) else {
-                    return StreamEnd::Blocked;
-                };
-                if !self.send_all(out).await {
-                    return StreamEnd::ClientGone;
+            for upstream_ev in events {
+                for ev in self.gated(upstream_ev).await {
+                    self.assemble(&ev);
+                    let Ok(out) = guard.push(ev, &mut scan) else {
+                        return StreamEnd::Blocked;
+                    };
+                    if !self.send_all(out).await {
+                        return StreamEnd::ClientGone;
+                    }
                 }
             }
         }
+        // Held tool calls are released only when the stream ended normally: one that broke
+        // off may have cut their arguments.
+        let mut tail = Vec::new();
         if let Some(ev) = parser.finish() {
-            if let (Some((_, answer)), Some(data)) = (&mut self.answers, &ev.data) {
-                answer.push(data);
-            }
+            tail.extend(self.gated(ev).await);
+        }
+        if ended_with_error.is_none() {
+            tail.extend(self.gated_finish().await);
+        }
+        for ev in tail {
+            self.assemble(&ev);
             let Ok(out) = guard.push(ev, &mut scan) else {
                 return StreamEnd::Blocked;
             };

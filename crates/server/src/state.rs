@@ -54,6 +54,9 @@ pub enum ServiceError {
     /// 404: no such route.
     #[error("no such endpoint")]
     NotFound,
+    /// 404: the route exists, but the resource it names does not (an unknown id).
+    #[error("{0}")]
+    UnknownId(String),
     /// 422: a reload was rejected (the previous pipeline keeps serving).
     #[error("reload rejected, the previous pipeline keeps serving: {0}")]
     ReloadFailed(String),
@@ -95,7 +98,7 @@ impl ServiceError {
             ServiceError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ServiceError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
-            ServiceError::NotFound => StatusCode::NOT_FOUND,
+            ServiceError::NotFound | ServiceError::UnknownId(_) => StatusCode::NOT_FOUND,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -115,7 +118,9 @@ impl ServiceError {
             ServiceError::TooLarge(_) => ("invalid_request_error", "payload_too_large"),
             ServiceError::Unauthorized(_) => ("authentication_error", "invalid_api_key"),
             ServiceError::Forbidden(_) => ("permission_error", "forbidden"),
-            ServiceError::NotFound => ("invalid_request_error", "not_found"),
+            ServiceError::NotFound | ServiceError::UnknownId(_) => {
+                ("invalid_request_error", "not_found")
+            }
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
             ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ServiceError::AuthFailuresLimited { .. } => {
@@ -538,6 +543,7 @@ pub struct AppState {
     reload_lock: tokio::sync::Mutex<()>,
     started: Instant,
     conversations: Option<Arc<Conversations>>,
+    tools: Option<Arc<crate::tools::ToolGovernance>>,
 }
 
 /// Why a pipeline could not be built for serving (at start-up or on reload).
@@ -645,6 +651,7 @@ impl AppState {
         default_pipeline: PipelineConfig,
         audit: Option<AuditWriter>,
         conversations: Option<Arc<Conversations>>,
+        tools: Option<Arc<crate::tools::ToolGovernance>>,
     ) -> Result<AppState, reqwest::Error> {
         let http = build_http_client(&config)?;
         let keys = Keys::from_config(&config);
@@ -664,6 +671,7 @@ impl AppState {
             reload_lock: tokio::sync::Mutex::new(()),
             started: Instant::now(),
             conversations,
+            tools,
         })
     }
 
@@ -746,6 +754,16 @@ impl AppState {
 
     pub(crate) fn keys(&self) -> Arc<Keys> {
         self.keys.load_full()
+    }
+
+    /// Tool governance (`[tools]`), when configured.
+    pub(crate) fn tools(&self) -> Option<&Arc<crate::tools::ToolGovernance>> {
+        self.tools.as_ref()
+    }
+
+    /// The audit log's writer, when there is an audit log.
+    pub(crate) fn audit_writer(&self) -> Option<&AuditWriter> {
+        self.audit.as_ref()
     }
 
     pub(crate) fn audit_enabled(&self) -> bool {
@@ -972,9 +990,9 @@ impl AppState {
         decision: &Decision,
     ) -> Result<(), ServiceError> {
         self.metrics.observe_decision(endpoint, decision);
-        let Some(writer) = &self.audit else {
+        if self.audit.is_none() {
             return Ok(());
-        };
+        }
         let now_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -997,6 +1015,18 @@ impl AppState {
                     layer: rampart_conversation::CONVERSATION_LAYER.into(),
                 }));
         }
+        self.append_audit(caller, rec).await
+    }
+
+    /// Appends one record; a full (after the configured wait) or closed writer is 503.
+    pub(crate) async fn append_audit(
+        &self,
+        caller: &Caller,
+        rec: AuditRecord,
+    ) -> Result<(), ServiceError> {
+        let Some(writer) = &self.audit else {
+            return Ok(());
+        };
         match writer.append(rec).await {
             Ok(_) => {
                 self.metrics.audit_ok();
@@ -1080,6 +1110,9 @@ impl AppState {
                 c.audit = old.audit.clone();
                 // The conversation state lives as long as the process.
                 c.conversation = old.conversation.clone();
+                // The tool policy is compiled once at start (pending approvals and grants
+                // live with it).
+                c.tools = old.tools.clone();
                 // The checks run on the configuration that would be in force, not on the
                 // file alone: keys removed from a file whose own `listen` is loopback must
                 // not open a non-loopback listener.

@@ -1,0 +1,871 @@
+//! Tool-call governance in the server: the `[tools]` section, the policy compiled once at
+//! start, `POST /v1/tools/check`, the break-glass admin endpoints, approval tokens, and the
+//! audit row of every tool decision. The proxy's enforcement (plain and streamed answers)
+//! is in [`crate::tool_gate`].
+//!
+//! One decision ([`ToolGovernance::decide`]): the arguments are parsed (bounded size and
+//! depth; malformed arguments BLOCK, fail closed); the policy decides; a CONFIRM is turned
+//! into ALLOW by an approval token issued for exactly this call (tool, canonical arguments,
+//! conversation; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an active
+//! break-glass grant whose scope covers the call (not over failed arguments unless the grant
+//! says `override_arguments`, never over malformed ones); a CONFIRM left gets a fresh
+//! approval token.
+//! Every decision is written to the audit log's governance chain before it is answered.
+
+use crate::api::ApiJson;
+use crate::state::{AppState, Caller, ServiceError};
+use axum::Json;
+use axum::extract::{Extension, Path as AxumPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use rampart_audit::{
+    ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, GovernanceEvent,
+    GovernanceRecord, ToolCallOrigin, ToolDecisionEvent, ToolEndpoint,
+};
+use rampart_tools::{
+    ApprovalBook, ApprovalGrant, ArgumentsError, BreakGlassBook, BreakGlassGrant, CallContext,
+    CallerInfo, GrantError, GrantRequest, Policy, ToolAction, ToolCall, ToolDecision,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Rule id of a call blocked because its decision could not be audited or a token could
+/// not be issued (fail closed).
+pub(crate) const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
+
+/// Endpoint label of the check API (metrics, audit).
+pub(crate) const EP_TOOLS_CHECK: &str = "/v1/tools/check";
+/// Endpoint label of a tool call checked in a proxied answer.
+pub(crate) const EP_PROXY_TOOL: &str = "/v1/chat/completions#tool_call";
+
+/// Whose word counts for the caller's role and attributes (context conditions such as
+/// `mfa = true`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestCaller {
+    /// The request's `caller` (check API) or `x-rampart-caller` header (proxy) is used,
+    /// and what the API key pins (`[[auth.keys]] caller`) overrides it.
+    #[default]
+    Accept,
+    /// Only what the API key pins counts; the request's is ignored.
+    Ignore,
+}
+
+/// `[tools]`: tool-call governance. Absent: `/v1/tools/check` and `/admin/breakglass`
+/// answer 501 and the proxy passes tool calls through unchecked.
+///
+/// ```toml
+/// [tools]
+/// policy = "policies/coding_agent.toml"   # relative to this file; compiled once at start
+/// approval_ttl_s = 600                    # approval tokens live this long
+/// breakglass_max_ttl_s = 3600             # longest break-glass grant
+/// max_calls = 64                          # calls per /v1/tools/check request
+/// max_pending_approvals = 10000           # tokens issued and not yet used (memory bound)
+/// request_caller = "accept"               # accept | ignore (caller attributes from requests)
+/// enforce_proxy = true                    # check tool calls in proxied answers
+/// ```
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsSection {
+    /// The tool policy file (`rampart tools lint` checks it). Relative: against the
+    /// configuration file's directory.
+    pub policy: PathBuf,
+    /// Seconds an approval token is valid. Default 600.
+    #[serde(default = "default_approval_ttl")]
+    pub approval_ttl_s: u64,
+    /// Longest TTL a break-glass grant may ask for, seconds. Default 3600.
+    #[serde(default = "default_breakglass_max_ttl")]
+    pub breakglass_max_ttl_s: u64,
+    /// Most calls in one `/v1/tools/check` request. Default 64.
+    #[serde(default = "default_max_calls")]
+    pub max_calls: usize,
+    /// Most approval tokens pending at once (issued, not used, not expired). Default 10000.
+    #[serde(default = "default_max_pending")]
+    pub max_pending_approvals: usize,
+    /// Whether caller role and attributes given with a request count. Default `accept`.
+    #[serde(default)]
+    pub request_caller: RequestCaller,
+    /// Check the tool calls of proxied answers. Default true.
+    #[serde(default = "default_true")]
+    pub enforce_proxy: bool,
+}
+
+fn default_approval_ttl() -> u64 {
+    600
+}
+fn default_breakglass_max_ttl() -> u64 {
+    3600
+}
+fn default_max_calls() -> usize {
+    64
+}
+fn default_max_pending() -> usize {
+    10_000
+}
+fn default_true() -> bool {
+    true
+}
+
+impl ToolsSection {
+    /// Semantic checks that do not touch the filesystem.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.policy.as_os_str().is_empty() {
+            return Err("tools.policy must name the policy file".into());
+        }
+        for (name, v) in [
+            ("tools.approval_ttl_s", self.approval_ttl_s),
+            ("tools.breakglass_max_ttl_s", self.breakglass_max_ttl_s),
+            ("tools.max_calls", self.max_calls as u64),
+            (
+                "tools.max_pending_approvals",
+                self.max_pending_approvals as u64,
+            ),
+        ] {
+            if v == 0 {
+                return Err(format!("{name} must be greater than zero"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Why tool governance could not be set up (a startup error).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolsSetupError {
+    /// The policy file could not be read.
+    #[error("cannot read the tool policy {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The policy file is invalid.
+    #[error("invalid tool policy {}", path.display())]
+    Policy {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rampart_tools::PolicyError,
+    },
+    /// No randomness for the approval book's key.
+    #[error("cannot create the approval key")]
+    Random(#[source] rampart_tools::RandomError),
+}
+
+/// The server's tool governance: the compiled policy, the pending approvals and the active
+/// break-glass grants. Lives as long as the process (a reload keeps it).
+#[derive(Debug)]
+pub(crate) struct ToolGovernance {
+    cfg: ToolsSection,
+    policy: Arc<Policy>,
+    approvals: ApprovalBook,
+    breakglass: BreakGlassBook,
+}
+
+/// One call to decide.
+#[derive(Debug)]
+pub(crate) struct PendingCall<'a> {
+    pub(crate) tool: &'a str,
+    /// The parsed arguments, or why they could not be.
+    pub(crate) arguments: Result<Value, ArgumentsError>,
+    /// The client's conversation id (break-glass scope).
+    pub(crate) conversation: Option<&'a str>,
+    /// What an approval token is bound to (the caller's key and the conversation).
+    pub(crate) binding: String,
+    /// The API key's id (break-glass scope `caller`).
+    pub(crate) caller_key: Option<&'a str>,
+    pub(crate) context: CallContext,
+    /// Approval tokens presented with the call.
+    pub(crate) tokens: &'a [String],
+}
+
+/// The outcome of one call.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolVerdict {
+    pub(crate) tool: String,
+    pub(crate) decision: ToolDecision,
+    /// Keyed hash of the canonical arguments, as approval tokens bind it (empty when they
+    /// could not be parsed).
+    pub(crate) arguments_hash: String,
+    /// The parsed arguments (for the audit log when values are configured, and to show a
+    /// held call); `None` when malformed.
+    pub(crate) arguments: Option<Value>,
+    pub(crate) approval: Option<ApprovalGrant>,
+    /// Why a presented token was refused (the last refusal).
+    pub(crate) approval_error: Option<ApprovalRefusal>,
+    /// What the policy decided before a break-glass grant overrode it.
+    pub(crate) overridden: Option<ToolAction>,
+    /// The expiry of the approval token redeemed (audit).
+    pub(crate) redeemed_expires_ms: u64,
+    pub(crate) binding: String,
+    /// The client's conversation id (audit rows hash it).
+    pub(crate) conversation: Option<String>,
+}
+
+/// A refused approval token: the reason's name (audit) and message (answer).
+#[derive(Debug, Clone)]
+pub(crate) struct ApprovalRefusal {
+    pub(crate) name: &'static str,
+    pub(crate) message: String,
+}
+
+impl ToolVerdict {
+    pub(crate) fn action(&self) -> ToolAction {
+        self.decision.action
+    }
+
+    /// The answer's JSON (no argument values).
+    pub(crate) fn answer(&self, id: Option<&str>) -> Value {
+        let d = &self.decision;
+        let mut v = json!({
+            "id": id,
+            "tool": self.tool,
+            "action": d.action.name(),
+            "risk": d.risk.map(|r| r.name()),
+            "rules": d.rules,
+            "failed_argument": d.failed_argument,
+            "failed_check": d.failed_check,
+            "reasons": d.reasons,
+            "arguments_hash": self.arguments_hash,
+        });
+        if let Value::Object(m) = &mut v {
+            if let Some(a) = &self.approval {
+                m.insert("approval".into(), approval_json(a));
+            }
+            if let Some(a) = &d.approval_id {
+                m.insert("approval_id".into(), json!(a));
+            }
+            if let Some(b) = &d.breakglass_id {
+                m.insert("breakglass_id".into(), json!(b));
+            }
+            if let Some(e) = &self.approval_error {
+                m.insert("approval_error".into(), json!(e.message));
+            }
+        }
+        v
+    }
+
+    /// Turns the verdict into a BLOCK (fail closed), with a reason.
+    pub(crate) fn fail_closed(&mut self, why: &str) {
+        self.decision.action = ToolAction::Block;
+        self.decision.rules.push(RULE_FAIL_CLOSED.into());
+        self.decision.reasons.push(why.to_string());
+        self.approval = None;
+    }
+}
+
+pub(crate) fn approval_json(a: &ApprovalGrant) -> Value {
+    json!({
+        "id": a.id,
+        "token": a.token,
+        "expires_at": rampart_audit::format_time_ms(i64::try_from(a.expires_ms).unwrap_or(i64::MAX)),
+        "expires_at_ms": a.expires_ms,
+    })
+}
+
+/// Lower-case hex SHA-256.
+pub(crate) fn sha256_hex(b: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(b)
+        .iter()
+        .map(|x| format!("{x:02x}"))
+        .collect()
+}
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    u64::try_from(rampart_audit::now_ms()).unwrap_or(0)
+}
+
+impl ToolGovernance {
+    /// Builds governance from `[tools]` (none without the section): reads and compiles the
+    /// policy; an unreadable or invalid policy is an error naming the file.
+    pub(crate) fn from_config(
+        cfg: &crate::config::ServerConfig,
+    ) -> Result<Option<ToolGovernance>, ToolsSetupError> {
+        let Some(t) = &cfg.tools else {
+            return Ok(None);
+        };
+        let path = cfg.resolve(&t.policy);
+        let src = std::fs::read_to_string(&path).map_err(|source| ToolsSetupError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let policy =
+            Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
+        let approvals = ApprovalBook::with_random_key(t.approval_ttl_s.saturating_mul(1000))
+            .map_err(ToolsSetupError::Random)?
+            .with_capacity(t.max_pending_approvals);
+        Ok(Some(ToolGovernance {
+            cfg: t.clone(),
+            policy: Arc::new(policy),
+            approvals,
+            breakglass: BreakGlassBook::new(t.breakglass_max_ttl_s),
+        }))
+    }
+
+    pub(crate) fn config(&self) -> &ToolsSection {
+        &self.cfg
+    }
+
+    /// The caller's role and attributes: the request's (when `request_caller = "accept"`),
+    /// overridden by what the API key pins (role, and each pinned attribute).
+    pub(crate) fn caller_info(
+        &self,
+        config: &crate::config::ServerConfig,
+        key_id: Option<&str>,
+        requested: Option<CallerInfo>,
+    ) -> CallerInfo {
+        let mut info = match self.cfg.request_caller {
+            RequestCaller::Accept => requested.unwrap_or_default(),
+            RequestCaller::Ignore => CallerInfo::default(),
+        };
+        let pinned = key_id.and_then(|id| {
+            config
+                .auth
+                .keys
+                .iter()
+                .find(|k| k.id == id)
+                .and_then(|k| k.caller.clone())
+        });
+        if let Some(p) = pinned {
+            if p.role.is_some() {
+                info.role = p.role;
+            }
+            info.attributes.extend(p.attributes);
+        }
+        info
+    }
+
+    /// Decides one call (see the module documentation for the order).
+    pub(crate) fn decide(&self, call: PendingCall<'_>, now_ms: u64) -> ToolVerdict {
+        let tool = call.tool.trim().to_string();
+        let mut ctx = call.context;
+        ctx.now_ms = Some(now_ms);
+        let (decision, arguments) = match call.arguments {
+            Ok(args) => {
+                let c = ToolCall::new(tool.clone(), args);
+                (self.policy.check(&c, &ctx), Some(c.arguments))
+            }
+            Err(e) => {
+                // Non-object arguments block before any predicate: the answer still gets
+                // the tool's risk, with the parser's reason.
+                let mut d = self
+                    .policy
+                    .check(&ToolCall::new(tool.clone(), Value::Bool(false)), &ctx);
+                d.action = ToolAction::Block;
+                if !d
+                    .rules
+                    .iter()
+                    .any(|r| r == rampart_tools::RULE_ARGUMENTS_SHAPE)
+                {
+                    d.rules.push(rampart_tools::RULE_ARGUMENTS_SHAPE.into());
+                }
+                d.reasons.retain(|r| !r.contains("not a JSON object"));
+                d.failed_check = Some(arguments_check_name(&e).into());
+                d.reasons.push(e.to_string());
+                (d, None)
+            }
+        };
+        let arguments_hash = arguments
+            .as_ref()
+            .map(|a| self.approvals.arguments_hash(a))
+            .unwrap_or_default();
+        let mut v = ToolVerdict {
+            tool: tool.clone(),
+            decision,
+            arguments_hash,
+            arguments,
+            approval: None,
+            approval_error: None,
+            overridden: None,
+            redeemed_expires_ms: 0,
+            binding: call.binding,
+            conversation: call.conversation.map(str::to_string),
+        };
+        if let Some(args) = &v.arguments
+            && v.decision.action == ToolAction::Confirm
+        {
+            let c = ToolCall::new(tool.clone(), args.clone());
+            for t in call.tokens {
+                match self.approvals.redeem(t, &c, &v.binding, now_ms) {
+                    Ok(id) => {
+                        rampart_tools::apply_approval(&mut v.decision, &id);
+                        // A redeemed token is genuine: its third part is its expiry.
+                        v.redeemed_expires_ms = t
+                            .split('.')
+                            .nth(2)
+                            .and_then(|x| x.parse().ok())
+                            .unwrap_or_default();
+                        v.approval_error = None;
+                        break;
+                    }
+                    // Tokens for other calls of the same answer are expected: the last
+                    // refusal is reported.
+                    Err(e) => {
+                        v.approval_error = Some(ApprovalRefusal {
+                            name: e.name(),
+                            message: e.to_string(),
+                        })
+                    }
+                }
+            }
+        } else if !call.tokens.is_empty() && v.decision.action == ToolAction::Block {
+            v.approval_error = Some(ApprovalRefusal {
+                name: "blocked",
+                message: "an approval never overrides BLOCK".into(),
+            });
+        }
+        let before = v.decision.action;
+        // Arguments that could not be parsed stay blocked whatever the grant: a call
+        // released to the client must at least be a well-formed call.
+        if v.arguments.is_some()
+            && self
+                .breakglass
+                .apply(
+                    &mut v.decision,
+                    &tool,
+                    call.conversation,
+                    call.caller_key,
+                    now_ms,
+                )
+                .is_some()
+        {
+            v.overridden = Some(before);
+        }
+        if let Some(args) = &v.arguments
+            && v.decision.action == ToolAction::Confirm
+        {
+            match self.approvals.issue(
+                &ToolCall::new(tool.clone(), args.clone()),
+                &v.binding,
+                now_ms,
+            ) {
+                Ok(a) => v.approval = Some(a),
+                Err(e) => v.fail_closed(&format!("cannot issue an approval token: {e}")),
+            }
+        }
+        v
+    }
+
+    pub(crate) fn grant(
+        &self,
+        req: GrantRequest,
+        by: &str,
+        now_ms: u64,
+    ) -> Result<BreakGlassGrant, GrantError> {
+        self.breakglass.grant(req, by, now_ms)
+    }
+
+    pub(crate) fn active_grants(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+        self.breakglass.active(now_ms)
+    }
+
+    pub(crate) fn revoke(&self, id: &str, now_ms: u64) -> Option<BreakGlassGrant> {
+        self.breakglass.revoke(id, now_ms)
+    }
+
+    /// Grants that expired since the last call (each once), for the audit.
+    pub(crate) fn take_expired(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+        self.breakglass.take_expired(now_ms)
+    }
+}
+
+/// The `failed_check` of arguments that could not be parsed.
+fn arguments_check_name(e: &ArgumentsError) -> &'static str {
+    match e {
+        ArgumentsError::TooLarge { .. } => "too_large",
+        ArgumentsError::TooDeep { .. } => "too_deep",
+        ArgumentsError::NotJson(_) => "not_json",
+        ArgumentsError::NotAnObject => "not_object",
+    }
+}
+
+/// What an approval token is bound to: the API key and the conversation.
+pub(crate) fn binding(key_id: Option<&str>, conversation: Option<&str>) -> String {
+    format!(
+        "{}\u{1f}{}",
+        key_id.unwrap_or("-"),
+        conversation.unwrap_or("")
+    )
+}
+
+/// Arguments given as a JSON object or as a string holding JSON (parsed with its size and
+/// depth bounded); a value that is not an object is refused. The policy check bounds the
+/// size and depth of an object given as such.
+pub(crate) fn arguments_of(v: &Value) -> Result<Value, ArgumentsError> {
+    match v {
+        Value::String(s) => rampart_tools::parse_arguments(s),
+        Value::Null => Ok(Value::Object(Default::default())),
+        Value::Object(_) => Ok(v.clone()),
+        _ => Err(ArgumentsError::NotAnObject),
+    }
+}
+
+impl AppState {
+    /// Writes one tool decision to the governance audit chain (and counts it), with the
+    /// approval issued, redeemed or refused and the break-glass use it involved; an error
+    /// when it cannot be written (the caller fails closed).
+    pub(crate) async fn record_tool(
+        &self,
+        caller: &Caller,
+        endpoint: ToolEndpoint,
+        v: &ToolVerdict,
+    ) -> Result<(), ServiceError> {
+        self.metrics().observe_tool(
+            match endpoint {
+                ToolEndpoint::ToolsCheck => EP_TOOLS_CHECK,
+                _ => EP_PROXY_TOOL,
+            },
+            v.action().name(),
+        );
+        let Some(writer) = self.audit_writer() else {
+            return Ok(());
+        };
+        self.audit_expired_grants(caller, now_ms()).await;
+        let hasher = writer.hasher();
+        let conversation = v.conversation.as_deref().map(|c| hasher.conversation(c));
+        let call = ToolCall::new(v.tool.clone(), v.arguments.clone().unwrap_or(Value::Null));
+        let mut events = Vec::with_capacity(3);
+        if let Some(e) = &v.approval_error {
+            events.push(GovernanceEvent::ApprovalRefused(ApprovalRefusedEvent {
+                request_id: caller.request_id.clone(),
+                key_id: caller.key_id.clone(),
+                conversation: conversation.clone(),
+                tool: v.tool.clone(),
+                reason: e.name.into(),
+            }));
+        }
+        let approval = |id: String, expires_ms: u64| ApprovalEvent {
+            approval_id: id,
+            request_id: caller.request_id.clone(),
+            key_id: caller.key_id.clone(),
+            conversation: conversation.clone(),
+            tool: v.tool.clone(),
+            arguments_hash: v.arguments_hash.clone(),
+            expires_ms,
+        };
+        if let Some(id) = &v.decision.approval_id {
+            events.push(GovernanceEvent::ApprovalRedeemed(approval(
+                id.0.clone(),
+                v.redeemed_expires_ms,
+            )));
+        }
+        if let (Some(id), Some(overridden)) = (&v.decision.breakglass_id, v.overridden) {
+            events.push(GovernanceEvent::BreakglassUsed(BreakGlassUseEvent {
+                breakglass_id: id.0.clone(),
+                request_id: caller.request_id.clone(),
+                key_id: caller.key_id.clone(),
+                conversation: conversation.clone(),
+                tool: v.tool.clone(),
+                overridden,
+            }));
+        }
+        events.push(GovernanceEvent::ToolDecision(ToolDecisionEvent::new(
+            &call,
+            &v.decision,
+            ToolCallOrigin {
+                request_id: &caller.request_id,
+                key_id: caller.key_id.as_deref(),
+                endpoint,
+                conversation: v.conversation.as_deref(),
+            },
+            hasher,
+        )));
+        if let Some(a) = &v.approval {
+            events.push(GovernanceEvent::ApprovalIssued(approval(
+                a.id.0.clone(),
+                a.expires_ms,
+            )));
+        }
+        for e in events {
+            self.append_governance(caller, e).await?;
+        }
+        Ok(())
+    }
+
+    /// Appends one governance row; a full (after the configured wait) or closed writer is
+    /// 503.
+    pub(crate) async fn append_governance(
+        &self,
+        caller: &Caller,
+        event: GovernanceEvent,
+    ) -> Result<(), ServiceError> {
+        let Some(writer) = self.audit_writer() else {
+            return Ok(());
+        };
+        let rec = GovernanceRecord::new(rampart_audit::now_ms(), event);
+        match writer.append_governance(rec).await {
+            Ok(_) => {
+                self.metrics().audit_ok();
+                Ok(())
+            }
+            Err(e) => {
+                let kind = match e {
+                    rampart_audit::AuditError::Full => "full",
+                    rampart_audit::AuditError::Closed => "closed",
+                    _ => "error",
+                };
+                self.metrics().audit_failed(kind);
+                tracing::error!(request_id = %caller.request_id, error = %e, "governance audit append failed");
+                Err(ServiceError::Unavailable(format!(
+                    "the decision could not be written to the audit log ({kind}); retry later"
+                )))
+            }
+        }
+    }
+
+    /// Writes an `EXPIRE` row for each grant that expired since the last look (best
+    /// effort: the grant's row already holds its expiry).
+    pub(crate) async fn audit_expired_grants(&self, caller: &Caller, now_ms: u64) {
+        let Some(gov) = self.tools() else { return };
+        for g in gov.take_expired(now_ms) {
+            let ev = GovernanceEvent::BreakglassExpired(BreakGlassEndEvent {
+                breakglass_id: g.id.0.clone(),
+                by: None,
+            });
+            if let Err(e) = self.append_governance(caller, ev).await {
+                tracing::error!(id = %g.id, error = %e, "a break-glass expiry could not be audited");
+            }
+        }
+    }
+
+    fn tools_or_501(&self) -> Result<&Arc<ToolGovernance>, ServiceError> {
+        self.tools().ok_or_else(|| {
+            ServiceError::NotImplemented(
+                "tool governance is not configured: add a [tools] section with a policy".into(),
+            )
+        })
+    }
+}
+
+/// One call of a `/v1/tools/check` request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckCall {
+    #[serde(default)]
+    id: Option<String>,
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default)]
+    conversation_id: Option<String>,
+    #[serde(default)]
+    context: CheckContext,
+    #[serde(default)]
+    caller: Option<CallerInfo>,
+    #[serde(default)]
+    approval_token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckContext {
+    #[serde(default)]
+    max_injection_score: Option<f32>,
+    #[serde(default)]
+    tools_called: Vec<String>,
+}
+
+/// Longest tool name, conversation id or token accepted.
+const MAX_NAME_BYTES: usize = 256;
+/// Most entries of `context.tools_called`.
+const MAX_TOOLS_CALLED: usize = 10_000;
+
+async fn check_one(
+    state: &AppState,
+    gov: &ToolGovernance,
+    caller: &Caller,
+    item: Value,
+) -> Result<Value, ServiceError> {
+    let call: CheckCall = serde_json::from_value(item)
+        .map_err(|e| ServiceError::BadRequest(crate::api::json_error_message(&e)))?;
+    if call.tool.trim().is_empty() || call.tool.len() > MAX_NAME_BYTES {
+        return Err(ServiceError::BadRequest(format!(
+            "\"tool\" must be a name of 1 to {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    if call
+        .conversation_id
+        .as_ref()
+        .is_some_and(|c| c.len() > MAX_NAME_BYTES)
+        || call
+            .approval_token
+            .as_ref()
+            .is_some_and(|c| c.len() > MAX_NAME_BYTES)
+    {
+        return Err(ServiceError::BadRequest(format!(
+            "\"conversation_id\" and \"approval_token\" are at most {MAX_NAME_BYTES} bytes"
+        )));
+    }
+    if call.context.tools_called.len() > MAX_TOOLS_CALLED {
+        return Err(ServiceError::TooLarge(format!(
+            "context.tools_called has more than {MAX_TOOLS_CALLED} entries"
+        )));
+    }
+    if call
+        .context
+        .max_injection_score
+        .is_some_and(|s| !(0.0..=1.0).contains(&s))
+    {
+        return Err(ServiceError::BadRequest(
+            "context.max_injection_score must be in [0, 1]".into(),
+        ));
+    }
+    let config = state.config();
+    let key = caller.key_id.as_deref();
+    let context = CallContext {
+        max_injection_score: call.context.max_injection_score,
+        tools_called: call.context.tools_called,
+        caller: gov.caller_info(&config, key, call.caller),
+        now_ms: None,
+    };
+    let tokens: Vec<String> = call.approval_token.into_iter().collect();
+    let v = gov.decide(
+        PendingCall {
+            tool: &call.tool,
+            arguments: arguments_of(&call.arguments),
+            conversation: call.conversation_id.as_deref(),
+            binding: binding(key, call.conversation_id.as_deref()),
+            caller_key: key,
+            context,
+            tokens: &tokens,
+        },
+        now_ms(),
+    );
+    // An unrecorded decision is not answered (503).
+    state
+        .record_tool(caller, ToolEndpoint::ToolsCheck, &v)
+        .await?;
+    Ok(v.answer(call.id.as_deref()))
+}
+
+/// `POST /v1/tools/check`: one call, or `{"calls": [...]}`.
+pub(crate) async fn check(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(body): ApiJson<Value>,
+) -> Result<Response, ServiceError> {
+    let gov = state.tools_or_501()?.clone();
+    let Value::Object(mut m) = body else {
+        return Err(ServiceError::BadRequest(
+            "the body must be a call object or {\"calls\": [...]}".into(),
+        ));
+    };
+    let Some(calls) = m.remove("calls") else {
+        let v = check_one(&state, &gov, &caller, Value::Object(m)).await?;
+        return Ok(Json(v).into_response());
+    };
+    if !m.is_empty() {
+        return Err(ServiceError::BadRequest(
+            "a batch is {\"calls\": [...]} with no other field".into(),
+        ));
+    }
+    let Value::Array(calls) = calls else {
+        return Err(ServiceError::BadRequest(
+            "\"calls\" must be an array".into(),
+        ));
+    };
+    let max = gov.config().max_calls;
+    if calls.len() > max {
+        return Err(ServiceError::TooLarge(format!(
+            "batch has {} calls; the limit is {max} (tools.max_calls)",
+            calls.len()
+        )));
+    }
+    if calls.is_empty() {
+        return Err(ServiceError::BadRequest("batch has no calls".into()));
+    }
+    let mut results = Vec::with_capacity(calls.len());
+    let mut errors = 0usize;
+    for (index, item) in calls.into_iter().enumerate() {
+        let item_caller = Caller {
+            request_id: format!("{}#{index}", caller.request_id),
+            key_id: caller.key_id.clone(),
+        };
+        match check_one(&state, &gov, &item_caller, item).await {
+            Ok(v) => results.push(v),
+            Err(e) => {
+                errors += 1;
+                let mut v = e.body();
+                if let Value::Object(m) = &mut v {
+                    m.insert("index".into(), index.into());
+                    m.insert("status".into(), e.status().as_u16().into());
+                }
+                results.push(v);
+            }
+        }
+    }
+    Ok(Json(json!({"results": results, "errors": errors})).into_response())
+}
+
+/// `POST /admin/breakglass`: grants a scoped override (201 with the grant).
+pub(crate) async fn breakglass_grant(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    ApiJson(req): ApiJson<GrantRequest>,
+) -> Result<Response, ServiceError> {
+    let gov = state.tools_or_501()?.clone();
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    let by = caller.key_id.as_deref().unwrap_or("-");
+    let g = gov.grant(req, by, now).map_err(|e| match e {
+        GrantError::Invalid(_) => ServiceError::BadRequest(e.to_string()),
+        GrantError::Full(_) => ServiceError::Unavailable(e.to_string()),
+        _ => ServiceError::Internal(e.to_string()),
+    })?;
+    if let Err(e) = state
+        .append_governance(&caller, GovernanceEvent::BreakglassGranted(g.clone()))
+        .await
+    {
+        // An unaudited grant must not stay in force.
+        gov.revoke(&g.id.0, now);
+        return Err(e);
+    }
+    tracing::warn!(id = %g.id, incident = %g.incident, by = ?g.granted_by, "break-glass granted");
+    Ok((StatusCode::CREATED, Json(g)).into_response())
+}
+
+/// `GET /admin/breakglass`: the active grants.
+pub(crate) async fn breakglass_list(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Value>, ServiceError> {
+    let gov = state.tools_or_501()?;
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    Ok(Json(json!({"grants": gov.active_grants(now)})))
+}
+
+/// `DELETE /admin/breakglass/{id}`: revokes a grant (the revoked grant; 404 when unknown).
+pub(crate) async fn breakglass_revoke(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    AxumPath(id): AxumPath<String>,
+) -> Result<Json<Value>, ServiceError> {
+    let gov = state.tools_or_501()?.clone();
+    let now = now_ms();
+    state.audit_expired_grants(&caller, now).await;
+    let Some(g) = gov.revoke(&id, now) else {
+        return Err(ServiceError::UnknownId(format!(
+            "no active break-glass grant {id:?}"
+        )));
+    };
+    state
+        .append_governance(
+            &caller,
+            GovernanceEvent::BreakglassRevoked(BreakGlassEndEvent {
+                breakglass_id: g.id.0.clone(),
+                by: caller.key_id.clone(),
+            }),
+        )
+        .await?;
+    tracing::warn!(id = %g.id, "break-glass revoked");
+    Ok(Json(json!({"revoked": g})))
+}

@@ -912,7 +912,7 @@ fn render_risk(inputs: &Inputs<'_>, id: Owasp, w: &mut String) {
     if !measured_rows.is_empty() {
         let _ = writeln!(
             w,
-            "| attack set | rows | {} | a {id} rule fired (`rules`) |\n|---|---:|{}---:|",
+            "| attack set | rows | {} | a rule carrying {id} fired (`rules`) |\n|---|---:|{}---:|",
             MEASURED.map(|(n, _)| format!("`{n}`")).join(" | "),
             "---:|".repeat(MEASURED.len())
         );

@@ -465,6 +465,11 @@ impl DetectorFactory for LinearFactory {
         LINEAR_KIND
     }
 
+    /// Trained on injection and jailbreak prompts (direct and in data channels): prompt injection.
+    fn owasp(&self) -> &'static [rampart_core::Owasp] {
+        &[rampart_core::Owasp::Llm01]
+    }
+
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: LinearOptions = rampart_core::layer_options(LINEAR_KIND, options)?;
         let det = LinearDetector::from_options(&opts).map_err(|e| match e {

@@ -16,6 +16,7 @@ mod eval_cmd;
 mod human;
 mod judge_cmd;
 mod models_cmd;
+mod owasp_cmd;
 mod redteam_cmd;
 mod registry;
 mod relate_cmd;
@@ -106,6 +107,9 @@ enum Command {
         #[command(subcommand)]
         command: redteam_cmd::RedteamCommand,
     },
+    /// Generate the OWASP Top 10 for LLM Applications (2025) coverage report
+    /// (docs/reports/OWASP_LLM_Top10.md) from the rule packs, the layers and the measurements.
+    Owasp(owasp_cmd::OwaspArgs),
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
     /// Lint tool-call policies and decide tool calls under one (ALLOW, CONFIRM, BLOCK).
@@ -216,6 +220,7 @@ fn main() -> ExitCode {
         Command::Breakglass { command } => breakglass_cmd::run(&command),
         Command::Tools { command } => tools_cmd::run(&command),
         Command::Redteam { command } => redteam_cmd::run(&command),
+        Command::Owasp(args) => owasp_cmd::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

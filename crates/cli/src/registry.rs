@@ -28,6 +28,10 @@ impl DetectorFactory for Transformer {
         rampart_transformer::TransformerFactory.kind()
     }
 
+    fn owasp(&self) -> &'static [rampart_core::Owasp] {
+        rampart_transformer::TransformerFactory.owasp()
+    }
+
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         rampart_transformer::TransformerFactory
             .build(options)

@@ -96,6 +96,7 @@ fn every_printing_command_exits_quietly_into_a_closed_pipe() {
         vec!["datasets", "list", "--json"],
         vec!["models", "list"],
         vec!["redteam", "list"],
+        vec!["owasp", "--no-measure"],
     ];
     for args in &cases {
         assert_quiet_exit(args);

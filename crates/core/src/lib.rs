@@ -31,6 +31,7 @@ mod fuse;
 mod input;
 pub mod intent;
 mod localize;
+pub mod owasp;
 mod pipeline;
 pub mod relational;
 mod rules_layer;
@@ -58,6 +59,7 @@ pub use intent::{
     JudgeVerdict,
 };
 pub use localize::LocalizeConfig;
+pub use owasp::{Capability, Owasp, OwaspEntry, Protection};
 pub use pipeline::{BuildError, DetectorFactory, Pipeline, Registry, layer_options};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use rampart_rules::{Category, RiskClass, Strength};

@@ -12,6 +12,7 @@ use crate::detector::{
 };
 use crate::fuse::{FuseDetector, FuseOptions};
 use crate::input::{InputError, ScanRequest, Trust};
+use crate::owasp::{Capability, Owasp, OwaspEntry, Protection};
 use crate::rules_layer::{RulesDetector, transform_findings};
 use crate::sanitize::{DATA_INJECTION_REASON, blocked_only_by_data, sanitize};
 use crate::scoring::{category_scores, classify, sort_findings};
@@ -29,6 +30,12 @@ pub trait DetectorFactory: Send + Sync {
     fn kind(&self) -> &str;
     /// Builds the detector, validating the options strictly.
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError>;
+    /// The risks of the OWASP Top 10 for LLM Applications (2025) that layers of this kind
+    /// address (`rampart owasp` reports them). Empty by default: a kind that says nothing
+    /// claims no coverage.
+    fn owasp(&self) -> &'static [Owasp] {
+        &[]
+    }
 }
 
 /// Known detector factories, by kind.
@@ -67,6 +74,20 @@ impl Registry {
         self.factories.keys().map(String::as_str)
     }
 
+    /// Every registered layer kind and every [`Capability`], with the OWASP risks each
+    /// addresses: layers first (by kind), then capabilities (in [`Capability::ALL`] order).
+    pub fn owasp(&self) -> Vec<OwaspEntry<'_>> {
+        let layers = self.factories.iter().map(|(kind, f)| OwaspEntry {
+            protection: Protection::Layer(kind),
+            owasp: sorted(f.owasp()),
+        });
+        let caps = Capability::ALL.into_iter().map(|c| OwaspEntry {
+            protection: Protection::Capability(c),
+            owasp: sorted(c.owasp()),
+        });
+        layers.chain(caps).collect()
+    }
+
     fn build(&self, layer: &LayerConfig) -> Result<Arc<dyn Detector>, BuildError> {
         let factory = self
             .factories
@@ -79,11 +100,30 @@ impl Registry {
     }
 }
 
+fn sorted(ids: &[Owasp]) -> Vec<Owasp> {
+    let mut v = ids.to_vec();
+    v.sort();
+    v.dedup();
+    v
+}
+
 struct RulesFactory;
 
 impl DetectorFactory for RulesFactory {
     fn kind(&self) -> &str {
         RULES_KIND
+    }
+
+    /// The union of the default pack's rule ids (a test in `rampart owasp` keeps them equal):
+    /// the layer addresses what its rules do.
+    fn owasp(&self) -> &'static [Owasp] {
+        &[
+            Owasp::Llm01,
+            Owasp::Llm02,
+            Owasp::Llm05,
+            Owasp::Llm06,
+            Owasp::Llm07,
+        ]
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
@@ -116,6 +156,11 @@ struct FuseFactory;
 impl DetectorFactory for FuseFactory {
     fn kind(&self) -> &str {
         FUSE_KIND
+    }
+
+    /// Fuses the prompt-injection scores of earlier layers.
+    fn owasp(&self) -> &'static [Owasp] {
+        &[Owasp::Llm01]
     }
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {

@@ -1029,6 +1029,7 @@ fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
             must_match: Vec::new(),
             must_not_match: Vec::new(),
             needs_judgement: false,
+            owasp: Vec::new(),
             location: Location {
                 origin: "<rampart discover>".into(),
                 line: i + 1,
@@ -1041,6 +1042,7 @@ fn recount_matcher(cands: &[Gram]) -> Result<Matcher, DiscoverError> {
         version: "0".into(),
         description: String::new(),
         origin: "<rampart discover>".into(),
+        owasp: Vec::new(),
         rules,
     };
     MatcherBuilder::new()

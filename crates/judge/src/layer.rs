@@ -680,6 +680,11 @@ impl DetectorFactory for JudgeFactory {
         JUDGE_KIND
     }
 
+    /// Decides the intent of what the other layers leave open: prompt injection and jailbreaks.
+    fn owasp(&self) -> &'static [rampart_core::Owasp] {
+        &[rampart_core::Owasp::Llm01]
+    }
+
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: JudgeOptions = layer_options(JUDGE_KIND, options)?;
         let mut layer = JudgeLayer::new(opts).map_err(|e| match e {

@@ -404,6 +404,11 @@ impl DetectorFactory for RelationalFactory {
         RELATIONAL_KIND
     }
 
+    /// Trust violations between prompt layers (a user layer overriding or taking the role of the system layer) and the polite openings of prompt extraction.
+    fn owasp(&self) -> &'static [rampart_core::Owasp] {
+        &[rampart_core::Owasp::Llm01, rampart_core::Owasp::Llm07]
+    }
+
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: RelationalOptions = layer_options(RELATIONAL_KIND, options)?;
         let layer = RelationalLayer::new(opts).map_err(|e| BuildError::Options {

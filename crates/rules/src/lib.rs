@@ -51,4 +51,4 @@ pub use schema::{
     DEFAULT_KEYWORD_WINDOW, DEFAULT_PACK_ORIGIN, DEFAULT_PACK_SRC, Rule, RuleMatch, RulePack,
     SCHEMA_VERSION,
 };
-pub use types::{Category, RiskClass, RuleKind, RuleScope, Strength};
+pub use types::{Category, Owasp, RiskClass, RuleKind, RuleScope, Strength};

@@ -56,6 +56,9 @@ pub fn lint(packs: &[RulePack]) -> Vec<LintWarning> {
             if rule.strength == Strength::Weak && rule.severity == RiskClass::HighRisk {
                 warn("weak rule with severity high_risk: weak signals never escalate alone".into());
             }
+            if rule.owasp.is_empty() {
+                warn("no OWASP id: add `owasp = [\"LLM01\", …]` (OWASP Top 10 for LLM Applications 2025) or a `[pack] owasp` default".into());
+            }
             if rule.rationale.trim().len() < 20 {
                 warn("rationale is very short; say why the pattern indicates an attack".into());
             }

@@ -1,7 +1,7 @@
 //! The rule-pack file format (`schema_version = 1`, TOML) and its validation.
 
 use crate::error::{Location, PackError, PackErrors};
-use crate::types::{Category, RiskClass, RuleKind, RuleScope, Strength};
+use crate::types::{Category, Owasp, RiskClass, RuleKind, RuleScope, Strength};
 use rampart_normalize::fold_pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -39,6 +39,12 @@ struct RawPackMeta {
     /// Category prefixes (`"BND"`, …) whose every rule needs judgement.
     #[serde(default)]
     needs_judgement: Vec<String>,
+    /// OWASP ids for the pack's rules that name none of their own.
+    #[serde(default)]
+    owasp: Vec<Owasp>,
+    /// A rule without OWASP ids (its own or the pack's) is an error, not a lint warning.
+    #[serde(default)]
+    require_owasp: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +76,7 @@ struct RawRule {
     must_not_match: Vec<String>,
     #[serde(default)]
     needs_judgement: bool,
+    owasp: Option<Vec<Owasp>>,
 }
 
 fn default_true() -> bool {
@@ -155,6 +162,9 @@ pub struct Rule {
     /// this rule fires (`needs_judgement = true` on the rule, or its category listed in the
     /// pack's `needs_judgement`).
     pub needs_judgement: bool,
+    /// The OWASP Top 10 for LLM Applications (2025) risks the rule addresses: its own
+    /// `owasp`, else the pack's, sorted and deduplicated. Empty when neither names any.
+    pub owasp: Vec<Owasp>,
     /// Where the rule is defined.
     pub location: Location,
 }
@@ -192,6 +202,8 @@ pub struct RulePack {
     pub description: String,
     /// Where it came from (a path, or the embedded marker).
     pub origin: String,
+    /// The pack's default OWASP ids (`[pack] owasp`), for rules that name none.
+    pub owasp: Vec<Owasp>,
     /// The rules, in file order.
     pub rules: Vec<Rule>,
 }
@@ -257,6 +269,7 @@ impl RulePack {
                 }),
             }
         }
+        let pack_owasp = sorted_owasp(raw.pack.owasp.clone());
         let mut seen: BTreeMap<String, Location> = BTreeMap::new();
         let mut rules = Vec::with_capacity(raw.rules.len());
         let lines = crate::error::LineIndex::new(src);
@@ -276,6 +289,18 @@ impl RulePack {
             match validate_rule(raw_rule, location) {
                 Ok(mut rule) => {
                     rule.needs_judgement |= judged.contains(&rule.category);
+                    if rule.owasp.is_empty() {
+                        rule.owasp = pack_owasp.clone();
+                    }
+                    if rule.owasp.is_empty() && raw.pack.require_owasp {
+                        errors.push(PackError::Invalid {
+                            location: rule.location.clone(),
+                            rule_id: Some(rule.id.clone()),
+                            message: "no OWASP id: the pack sets require_owasp, so every rule \
+                                      needs `owasp = [\"LLM01\", …]` (or a `[pack] owasp` default)"
+                                .into(),
+                        });
+                    }
                     rules.push(rule)
                 }
                 Err(mut errs) => errors.append(&mut errs),
@@ -289,9 +314,16 @@ impl RulePack {
             version: raw.pack.version,
             description: raw.pack.description,
             origin: origin.to_string(),
+            owasp: pack_owasp,
             rules,
         })
     }
+}
+
+fn sorted_owasp(mut ids: Vec<Owasp>) -> Vec<Owasp> {
+    ids.sort();
+    ids.dedup();
+    ids
 }
 
 fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError>> {
@@ -397,6 +429,7 @@ fn validate_rule(raw: RawRule, location: Location) -> Result<Rule, Vec<PackError
             must_match: raw.must_match,
             must_not_match: raw.must_not_match,
             needs_judgement: raw.needs_judgement,
+            owasp: sorted_owasp(raw.owasp.unwrap_or_default()),
             location,
         }),
         _ => Err(errors),
@@ -515,5 +548,94 @@ must_not_match = ["y"]
                 && err.contains("`data`"),
             "{err}"
         );
+    }
+
+    const OWASP: &str = r#"
+schema_version = 1
+[pack]
+name = "t"
+version = "1"
+PACK
+
+[[rules]]
+id = "SYS_015"
+RULE
+kind = "literal"
+patterns = ["reveal your system prompt"]
+strength = "strong"
+severity = "medium_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+
+[[rules]]
+id = "CRED_001"
+kind = "literal"
+patterns = ["sk-test"]
+strength = "strong"
+severity = "medium_risk"
+rationale = "x"
+must_match = ["x"]
+must_not_match = ["y"]
+"#;
+
+    fn owasp_pack(pack: &str, rule: &str) -> Result<RulePack, PackErrors> {
+        RulePack::parse(&OWASP.replace("PACK", pack).replace("RULE", rule), "t.toml")
+    }
+
+    #[test]
+    fn owasp_ids_are_sorted_deduplicated_and_the_pack_default_fills_rules_without_their_own() {
+        let pack = owasp_pack(
+            r#"owasp = ["LLM02"]"#,
+            r#"owasp = ["LLM07", "LLM01", "LLM07"]"#,
+        )
+        .expect("the test pack parses");
+        let ids: Vec<Vec<Owasp>> = pack.rules.iter().map(|r| r.owasp.clone()).collect();
+        assert_eq!(
+            ids,
+            vec![vec![Owasp::Llm01, Owasp::Llm07], vec![Owasp::Llm02]]
+        );
+        assert_eq!(pack.owasp, vec![Owasp::Llm02]);
+    }
+
+    #[test]
+    fn an_owasp_id_outside_the_2025_list_is_an_error() {
+        for bad in ["LLM11", "LLM00", "llm01", "LLM1"] {
+            let err = owasp_pack("", &format!("owasp = [{bad:?}]"))
+                .expect_err("an unknown OWASP id is refused")
+                .to_string();
+            assert!(
+                err.contains("t.toml:") && err.contains(&format!("unknown variant `{bad}`")),
+                "{err}"
+            );
+            assert!(err.contains("`LLM01`") && err.contains("`LLM10`"), "{err}");
+        }
+        let err = owasp_pack(r#"owasp = ["LLM11"]"#, "")
+            .expect_err("an unknown pack default is refused")
+            .to_string();
+        assert!(err.contains("unknown variant `LLM11`"), "{err}");
+    }
+
+    #[test]
+    fn a_rule_without_owasp_ids_is_an_error_only_when_the_pack_requires_them() {
+        let pack = owasp_pack("", r#"owasp = ["LLM07"]"#).expect("missing ids are allowed");
+        assert!(pack.rules[1].owasp.is_empty());
+        let warnings = crate::lint(&[pack]);
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.rule_id == "CRED_001" && w.message.contains("no OWASP id")),
+            "{warnings:?}"
+        );
+        let err = owasp_pack("require_owasp = true", r#"owasp = ["LLM07"]"#)
+            .expect_err("require_owasp refuses a rule without ids")
+            .to_string();
+        assert!(
+            err.contains("CRED_001") && err.contains("no OWASP id"),
+            "{err}"
+        );
+        assert!(!err.contains("SYS_015"), "{err}");
+        owasp_pack("require_owasp = true\nowasp = [\"LLM02\"]", "")
+            .expect("a pack default satisfies require_owasp");
     }
 }

@@ -165,3 +165,101 @@ impl fmt::Display for RuleScope {
         f.write_str(self.name())
     }
 }
+
+/// A risk of the OWASP Top 10 for LLM Applications, 2025 edition.
+///
+/// Written `"LLM01"` … `"LLM10"` in rule packs; any other id is an error, so a pack cannot
+/// cite a risk the list does not have (or the 2023 numbering, which differs: see
+/// [`Owasp::title`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Owasp {
+    /// LLM01:2025 Prompt Injection.
+    #[serde(rename = "LLM01")]
+    Llm01,
+    /// LLM02:2025 Sensitive Information Disclosure.
+    #[serde(rename = "LLM02")]
+    Llm02,
+    /// LLM03:2025 Supply Chain.
+    #[serde(rename = "LLM03")]
+    Llm03,
+    /// LLM04:2025 Data and Model Poisoning.
+    #[serde(rename = "LLM04")]
+    Llm04,
+    /// LLM05:2025 Improper Output Handling.
+    #[serde(rename = "LLM05")]
+    Llm05,
+    /// LLM06:2025 Excessive Agency.
+    #[serde(rename = "LLM06")]
+    Llm06,
+    /// LLM07:2025 System Prompt Leakage.
+    #[serde(rename = "LLM07")]
+    Llm07,
+    /// LLM08:2025 Vector and Embedding Weaknesses.
+    #[serde(rename = "LLM08")]
+    Llm08,
+    /// LLM09:2025 Misinformation.
+    #[serde(rename = "LLM09")]
+    Llm09,
+    /// LLM10:2025 Unbounded Consumption.
+    #[serde(rename = "LLM10")]
+    Llm10,
+}
+
+impl Owasp {
+    /// The ten, in list order.
+    pub const ALL: [Owasp; 10] = [
+        Owasp::Llm01,
+        Owasp::Llm02,
+        Owasp::Llm03,
+        Owasp::Llm04,
+        Owasp::Llm05,
+        Owasp::Llm06,
+        Owasp::Llm07,
+        Owasp::Llm08,
+        Owasp::Llm09,
+        Owasp::Llm10,
+    ];
+
+    /// The id as written in packs, e.g. `"LLM01"`.
+    pub fn id(self) -> &'static str {
+        match self {
+            Owasp::Llm01 => "LLM01",
+            Owasp::Llm02 => "LLM02",
+            Owasp::Llm03 => "LLM03",
+            Owasp::Llm04 => "LLM04",
+            Owasp::Llm05 => "LLM05",
+            Owasp::Llm06 => "LLM06",
+            Owasp::Llm07 => "LLM07",
+            Owasp::Llm08 => "LLM08",
+            Owasp::Llm09 => "LLM09",
+            Owasp::Llm10 => "LLM10",
+        }
+    }
+
+    /// The risk's name in the 2025 list, e.g. `"Prompt Injection"`.
+    pub fn title(self) -> &'static str {
+        match self {
+            Owasp::Llm01 => "Prompt Injection",
+            Owasp::Llm02 => "Sensitive Information Disclosure",
+            Owasp::Llm03 => "Supply Chain",
+            Owasp::Llm04 => "Data and Model Poisoning",
+            Owasp::Llm05 => "Improper Output Handling",
+            Owasp::Llm06 => "Excessive Agency",
+            Owasp::Llm07 => "System Prompt Leakage",
+            Owasp::Llm08 => "Vector and Embedding Weaknesses",
+            Owasp::Llm09 => "Misinformation",
+            Owasp::Llm10 => "Unbounded Consumption",
+        }
+    }
+
+    /// The risk whose id is `id` (`"LLM01"` … `"LLM10"`).
+    pub fn from_id(id: &str) -> Option<Owasp> {
+        Owasp::ALL.into_iter().find(|o| o.id() == id)
+    }
+}
+
+impl fmt::Display for Owasp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.id())
+    }
+}

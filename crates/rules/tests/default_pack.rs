@@ -41,6 +41,27 @@ fn default_pack_has_no_lint_warnings() {
     assert!(warnings.is_empty(), "{}", warnings.join("\n"));
 }
 
+/// Every rule names the OWASP Top 10 for LLM Applications (2025) risks it addresses
+/// (`rampart owasp` reports from them): a rule added without `owasp` fails here.
+#[test]
+fn every_rule_of_the_default_pack_has_an_owasp_id() {
+    let pack = RulePack::default_pack().unwrap();
+    let missing: Vec<&str> = pack
+        .rules
+        .iter()
+        .filter(|r| r.owasp.is_empty())
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(missing.is_empty(), "rules without an OWASP id: {missing:?}");
+    // Credentials are sensitive information, never prompt injection on their own.
+    assert!(
+        pack.rules
+            .iter()
+            .filter(|r| r.category == Category::CredentialLike)
+            .all(|r| r.owasp == [rampart_rules::Owasp::Llm02])
+    );
+}
+
 #[test]
 fn default_pack_covers_every_category_and_required_languages() {
     let rules = matcher().rules();

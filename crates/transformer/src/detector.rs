@@ -450,6 +450,11 @@ impl DetectorFactory for TransformerFactory {
         TRANSFORMER_KIND
     }
 
+    /// A prompt-injection classifier (direct, indirect, jailbreaks, many languages).
+    fn owasp(&self) -> &'static [rampart_core::Owasp] {
+        &[rampart_core::Owasp::Llm01]
+    }
+
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: TransformerLayerOptions = rampart_core::layer_options(TRANSFORMER_KIND, options)?;
         let det = TransformerDetector::new(&opts).map_err(|e| match e {

@@ -282,6 +282,16 @@ pub fn planned_scans(pipelines: &[ReportPipeline], variants: &Variants) -> u64 {
         .sum()
 }
 
+/// A reason on one line (errors with causes span several), so that a status stays one
+/// table cell and one JSON string a reader can show.
+fn one_line(why: &str) -> String {
+    why.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 fn in_scope(scope: Scope, r: &Record) -> bool {
     match scope {
         Scope::Prompts => !r.is_conversation(),
@@ -343,7 +353,7 @@ pub fn score(
             config: p.config.clone(),
             status: match &p.pipeline {
                 Ok(_) => PipelineStatus::Ok,
-                Err(why) => PipelineStatus::NotConfigured(why.clone()),
+                Err(why) => PipelineStatus::NotConfigured(one_line(why)),
             },
         });
         let Ok(pipeline) = &p.pipeline else {

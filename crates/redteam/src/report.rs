@@ -983,3 +983,136 @@ impl RedteamGates {
             .collect()
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests: a panic is the failure report
+mod tests {
+    use super::*;
+
+    fn matrix() -> CoverageMatrix {
+        let cell = Cell {
+            tpr: Some(0.5),
+            tp: 1,
+            n_attack: 2,
+            fpr: Some(0.0),
+            fp: 0,
+            n_benign: 3,
+        };
+        CoverageMatrix {
+            version: MATRIX_VERSION,
+            command: "rampart redteam report".to_owned(),
+            generated: "2026-01-01T00:00:00Z".to_owned(),
+            seed: 1,
+            attack_sources: vec!["a:validation".to_owned()],
+            benign_sources: vec!["b".to_owned()],
+            pipelines: vec![
+                PipelineEntry {
+                    name: "rules".to_owned(),
+                    config: "configs/rules.toml".to_owned(),
+                    status: PipelineStatus::Ok,
+                },
+                PipelineEntry {
+                    name: "fused".to_owned(),
+                    config: "configs/fused.toml".to_owned(),
+                    status: PipelineStatus::NotConfigured("no model".to_owned()),
+                },
+            ],
+            families: vec![Row {
+                transform: None,
+                family: "encoding".to_owned(),
+                n_attack: 2,
+                n_benign: 3,
+                skipped: 1,
+                cells: BTreeMap::from([("rules".to_owned(), cell)]),
+            }],
+            transforms: vec![Row {
+                transform: Some("encoding.base64".to_owned()),
+                family: "encoding".to_owned(),
+                n_attack: 2,
+                n_benign: 3,
+                skipped: 1,
+                cells: BTreeMap::from([("rules".to_owned(), cell)]),
+            }],
+        }
+    }
+
+    #[test]
+    fn json_round_trips_with_the_status_strings() {
+        let m = matrix();
+        let json = m.to_json();
+        assert!(
+            json.contains(r#""status": "not_configured: no model""#),
+            "{json}"
+        );
+        assert!(json.contains(r#""transform": "encoding.base64""#));
+        let back: CoverageMatrix = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, m);
+        let bad = json.replace("not_configured: no model", "broken");
+        assert!(serde_json::from_str::<CoverageMatrix>(&bad).is_err());
+    }
+
+    #[test]
+    fn gate_file_is_checked_and_gates_pass_fail_or_are_not_measured() {
+        let p = Path::new("g.toml");
+        let g = |body: &str| RedteamGates::parse(&format!("version = 1\n{body}"), p);
+        assert!(g("").is_err(), "no gate");
+        assert!(
+            g("[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.1\nmax=0.9\n")
+                .is_err()
+        );
+        assert!(g("[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\n").is_err());
+        assert!(
+            g("[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=1.5\n").is_err()
+        );
+        assert!(
+            g("[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='auc'\nmin=0.5\n").is_err()
+        );
+        assert!(
+            g("[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.5\nfloor=1\n")
+                .is_err(),
+            "unknown field"
+        );
+        let gates = g(
+            "[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.5\n\
+             [[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.51\n\
+             [[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='fpr'\nmax=0.0\n\
+             [[gate]]\nfamily='encoding'\npipeline='fused'\nmetric='tpr'\nmin=0.1\n",
+        )
+        .unwrap();
+        let r = gates.check(&matrix());
+        let passed: Vec<bool> = r.iter().map(|o| o.passed).collect();
+        assert_eq!(passed, [true, false, true, false]);
+        assert_eq!(r[1].name, "TPR encoding/rules >= 51.0%");
+        assert_eq!(r[1].detail, "measured 50.0% (1/2)");
+        assert!(r[3].detail.starts_with("not measured"));
+    }
+
+    #[test]
+    fn markdown_shows_intervals_not_configured_and_the_change_from_a_baseline() {
+        let m = matrix();
+        let md = markdown(&m, None);
+        assert!(md.contains("| fused | `configs/fused.toml` | not_configured: no model |"));
+        assert!(md.contains("| encoding | 2 | 3 | 1 | 50.0% ["), "{md}");
+        assert!(!md.contains("(was"));
+        let mut old = matrix();
+        if let Some(c) = old.families[0].cells.get_mut("rules") {
+            c.tpr = Some(0.25);
+        }
+        let md = markdown(&m, Some(&old));
+        assert!(md.contains("(was 25.0%, +25.0)"), "{md}");
+        assert!(md.contains("Compared with a previous matrix of 2026-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn heatmap_colours_span_red_to_green_and_the_svg_names_every_cell() {
+        assert_eq!(colour(0.0), "#d73027");
+        assert_eq!(colour(0.5), "#fee08b");
+        assert_eq!(colour(1.0), "#1a9850");
+        let s = svg(&matrix());
+        assert!(
+            s.contains(">50.0%<") && s.contains(">not configured<"),
+            "{s}"
+        );
+        assert!(s.contains("FPR 0.0%") && s.contains("url(#tpr-scale)"));
+    }
+}

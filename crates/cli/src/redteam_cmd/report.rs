@@ -16,6 +16,7 @@ use rampart_redteam::{GenerateOptions, Registry, Source};
 use std::io::IsTerminal;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 pub const AFTER_HELP: &str = "Pipelines (columns; --pipeline picks some, in this order): \
@@ -408,7 +409,19 @@ pub fn run(args: &ReportArgs) -> Result<u8> {
         threads: args.threads,
         ..RunOptions::default()
     };
-    let matrix = rampart_redteam::report::score(meta, &pipelines, &vars, &opts, &|n| bar.inc(n));
+    // Without a bar (stderr not a terminal, or --no-progress), a line every tenth of the way.
+    let done = AtomicU64::new(0);
+    let step = (total / 10).max(1);
+    let progress = |n: u64| {
+        bar.inc(n);
+        if bar.is_hidden() {
+            let before = done.fetch_add(n, Ordering::Relaxed);
+            if (before + n) / step > before / step {
+                eprintln!("rampart: redteam report: {}/{total} scans", before + n);
+            }
+        }
+    };
+    let matrix = rampart_redteam::report::score(meta, &pipelines, &vars, &opts, &progress);
     bar.finish_and_clear();
     let matrix = matrix?;
 

@@ -8,6 +8,8 @@ use rampart_redteam::{CategoryFrom, Family, GenerateOptions, Registry, Source};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+mod report;
+
 /// `rampart redteam …`
 #[derive(Debug, Subcommand)]
 pub enum RedteamCommand {
@@ -21,6 +23,10 @@ pub enum RedteamCommand {
                       category\" table is the TPR (attacks) and FPR (benign) per family."
     )]
     Generate(GenerateArgs),
+    /// Score every family of variants with every pipeline: the coverage matrix (Markdown,
+    /// SVG heatmap, JSON), optionally against a previous matrix and a gate file.
+    #[command(after_help = report::AFTER_HELP)]
+    Report(report::ReportArgs),
     /// List the families and transforms (stable ids).
     List,
 }
@@ -97,6 +103,7 @@ pub fn run(cmd: &RedteamCommand) -> Result<u8> {
     match cmd {
         RedteamCommand::List => list(),
         RedteamCommand::Generate(args) => generate(args),
+        RedteamCommand::Report(args) => report::run(args),
     }
 }
 

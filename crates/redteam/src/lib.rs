@@ -25,6 +25,7 @@ pub mod carrier;
 pub mod encoding;
 mod generate;
 mod registry;
+pub mod report;
 pub mod split;
 pub mod text;
 mod transform;

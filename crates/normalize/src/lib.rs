@@ -176,6 +176,8 @@ pub enum TransformKind {
     Html,
     /// `\uXXXX`, `\u{…}` or `\xNN` escapes were decoded.
     UnicodeEscape,
+    /// Text spelled with the NATO spelling alphabet ("India Golf November …") was decoded.
+    Nato,
     /// Letter-spacing was collapsed ("i g n o r e").
     SpacingCollapse,
     /// Leetspeak substitutions were undone.
@@ -208,6 +210,7 @@ impl TransformKind {
             TransformKind::Url => "url",
             TransformKind::Html => "html",
             TransformKind::UnicodeEscape => "unicode_escape",
+            TransformKind::Nato => "nato",
             TransformKind::SpacingCollapse => "spacing_collapse",
             TransformKind::Leet => "leet",
             TransformKind::Rot13 => "rot13",

@@ -76,7 +76,12 @@ fn decode_step(
     let mut kinds = Vec::new();
     let mut records = Vec::new();
     type Inline = fn(&str) -> Option<Decoded>;
-    for dec in [decode::url as Inline, decode::html, decode::unicode_escapes] {
+    for dec in [
+        decode::url as Inline,
+        decode::html,
+        decode::unicode_escapes,
+        decode::nato,
+    ] {
         let (cur_text, cur_map) = match &cur {
             Some((t, m)) => (t.as_str(), m),
             None => (text, map),

@@ -1302,6 +1302,102 @@ pub fn rot13(s: &str) -> String {
         .collect()
 }
 
+/// `s` with its ASCII letters shifted `shift` places forward (`caesar(s, 13)` is [`rot13`]);
+/// everything else is unchanged.
+pub fn caesar(s: &str, shift: u8) -> String {
+    let k = shift % 26;
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' => char::from(b'a' + (c as u8 - b'a' + k) % 26),
+            'A'..='Z' => char::from(b'A' + (c as u8 - b'A' + k) % 26),
+            _ => c,
+        })
+        .collect()
+}
+
+/// Common English words of three letters or more, lower case, that a shifted text shows
+/// once it is shifted back ([`caesar_shift`]).
+const CAESAR_WORDS: &[&str] = &[
+    "the",
+    "and",
+    "you",
+    "your",
+    "all",
+    "this",
+    "with",
+    "for",
+    "are",
+    "now",
+    "tell",
+    "ignore",
+    "instructions",
+    "previous",
+    "system",
+    "prompt",
+    "what",
+    "how",
+    "that",
+    "not",
+    "any",
+    "rules",
+    "print",
+    "reveal",
+    "password",
+    "secret",
+    "forget",
+    "from",
+    "give",
+    "show",
+    "can",
+    "will",
+    "have",
+    "was",
+    "about",
+    "must",
+    "never",
+    "always",
+    "answer",
+    "write",
+];
+
+/// Longest prefix of the text [`caesar_shift`] reads to find the shift.
+const CAESAR_SAMPLE: usize = 2048;
+
+/// The shift (1..=25, not 13: ROT13 has its own view) that turns the most words of the
+/// first [`CAESAR_SAMPLE`] bytes of lower-case `s` into common English words, when it
+/// gives at least three more of them than `s` has as it is; else `None`.
+pub fn caesar_shift(s: &str) -> Option<u8> {
+    let mut end = s.len().min(CAESAR_SAMPLE);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let sample = s.get(..end)?;
+    let tokens: Vec<&[u8]> = sample
+        .as_bytes()
+        .split(|b| !b.is_ascii_lowercase())
+        .filter(|t| (3..=12).contains(&t.len()))
+        .collect();
+    let hits = |shift: u8| {
+        let mut buf = [0u8; 12];
+        tokens
+            .iter()
+            .filter(|t| {
+                for (d, b) in buf.iter_mut().zip(t.iter()) {
+                    *d = b'a' + (b - b'a' + shift) % 26;
+                }
+                let w = &buf[..t.len()];
+                CAESAR_WORDS.iter().any(|c| c.as_bytes() == w)
+            })
+            .count()
+    };
+    let base = hits(0);
+    let (best, n) = (1..26u8)
+        .filter(|&k| k != 13)
+        .map(|k| (k, hits(k)))
+        .max_by_key(|&(k, n)| (n, std::cmp::Reverse(k)))?;
+    (n >= base + 3).then_some(best)
+}
+
 /// `s` with its characters in reverse order.
 pub fn reverse(s: &str) -> String {
     s.chars().rev().collect()

@@ -224,6 +224,19 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
         if rev {
             make(ViewKind::Reversed, &mut st);
         }
+        // Caesar: only when the text names it, and only with a shift that makes words.
+        if let Some(src) = st.views.get(1)
+            && (src.text.contains("caesar") || src.text.contains("shift"))
+            && let Some(k) = decode::caesar_shift(&src.text)
+        {
+            let (t, m) = (decode::caesar(&src.text, k), src.map.clone());
+            let span = m.to_original(0..t.len());
+            if st.fits(1, t.len()) {
+                st.push(ViewKind::Caesar, t, m, Vec::new());
+            } else {
+                st.limit(span, 0);
+            }
+        }
     }
 
     // Decoding, breadth first from the raw view.

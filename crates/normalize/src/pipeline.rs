@@ -395,7 +395,10 @@ fn speculative_hints(folded: &str, original: &str) -> (bool, bool) {
     let mut rev = folded.contains("backward")
         || folded.contains("revers")
         || folded.contains("right to left")
-        || original.contains('\u{202e}');
+        // A right-to-left override or isolate around reversed text: with an isolate (RLI)
+        // Latin letters still display in their stored, reversed order, but the payload is
+        // the same reversed text.
+        || original.contains(['\u{202e}', '\u{2067}']);
     if rot && rev {
         return (rot, rev);
     }
@@ -481,7 +484,7 @@ mod tests {
         let mut rev = folded.contains("backward")
             || folded.contains("revers")
             || folded.contains("right to left")
-            || original.contains('\u{202e}');
+            || original.contains(['\u{202e}', '\u{2067}']);
         if rot && rev {
             return (rot, rev);
         }

@@ -5,7 +5,7 @@ use crate::model::{LinearModel, ModelError};
 use crate::score::max_margin;
 use rampart_core::{
     BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Finding, RiskClass,
-    RoleThresholds, ScanInput, Span, SpanScore, Strength, Trust, ViewKind, top_spans,
+    Role, RoleThresholds, ScanInput, Span, SpanScore, Strength, Trust, ViewKind, top_spans,
 };
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -83,6 +83,12 @@ pub struct LinearOptions {
     /// at or over it, it counts as it is (also against per-role thresholds).
     #[serde(default)]
     pub window_threshold: Option<f32>,
+    /// Per-role window thresholds (`window_thresholds = { user = 0.995 }`); roles not named
+    /// use `window_threshold`. A user prompt is one short message, a tool result or a
+    /// retrieved page is a long document that may quote an injection: the same window
+    /// threshold cannot fit both.
+    #[serde(default)]
+    pub window_thresholds: RoleThresholds,
 }
 
 fn default_band() -> [f32; 2] {
@@ -98,6 +104,7 @@ impl Default for LinearOptions {
             ambiguous_risk: AmbiguousRisk::Low,
             thresholds: RoleThresholds::default(),
             window_threshold: None,
+            window_thresholds: RoleThresholds::default(),
         }
     }
 }
@@ -119,6 +126,7 @@ pub struct LinearDetector {
     ambiguous_risk: AmbiguousRisk,
     thresholds: RoleThresholds,
     window_threshold: Option<f32>,
+    window_thresholds: RoleThresholds,
 }
 
 /// Why a detector could not be built.
@@ -147,7 +155,20 @@ impl LinearDetector {
         };
         LinearDetector::new(model, opts.threshold, opts.ambiguous, opts.ambiguous_risk)?
             .with_thresholds(opts.thresholds.clone())?
-            .with_window_threshold(opts.window_threshold)
+            .with_window_threshold(opts.window_threshold)?
+            .with_window_thresholds(opts.window_thresholds.clone())
+    }
+
+    /// Sets per-role window thresholds (see [`LinearOptions::window_thresholds`]).
+    pub fn with_window_thresholds(
+        mut self,
+        window_thresholds: RoleThresholds,
+    ) -> Result<LinearDetector, LinearBuildError> {
+        window_thresholds
+            .validate()
+            .map_err(|e| LinearBuildError::Option(format!("window_{e}")))?;
+        self.window_thresholds = window_thresholds;
+        Ok(self)
     }
 
     /// Sets the window threshold (see [`LinearOptions::window_threshold`]).
@@ -202,6 +223,7 @@ impl LinearDetector {
             ambiguous_risk,
             thresholds: RoleThresholds::default(),
             window_threshold: None,
+            window_thresholds: RoleThresholds::default(),
         })
     }
 
@@ -360,13 +382,11 @@ fn rescale(p: f32, threshold: f32, window_threshold: f32) -> f32 {
 const WINDOWS_PER_CLOCK_READ: usize = 256;
 
 impl LinearDetector {
-    /// A window's probability on the layer's scale ([`rescale`]).
-    fn window_score(&self, p: f32) -> f32 {
-        rescale(
-            p,
-            self.threshold,
-            self.window_threshold.unwrap_or(self.threshold),
-        )
+    /// A window's probability on the layer's scale ([`rescale`]), with the window threshold
+    /// of the segment's role.
+    fn window_score(&self, p: f32, role: Role) -> f32 {
+        let default = self.window_threshold.unwrap_or(self.threshold);
+        rescale(p, self.threshold, self.window_thresholds.get(role, default))
     }
 
     /// Scores one untrusted segment: every distinct view whole, and every window of each
@@ -433,7 +453,7 @@ impl LinearDetector {
                 let Some(text) = view.text.get(w.clone()) else {
                     continue;
                 };
-                let p = self.window_score(cal.apply(self.model.margin(text)));
+                let p = self.window_score(cal.apply(self.model.margin(text)), seg.role);
                 let span = Span::from(view.to_original(w.clone()));
                 spans.push(SpanScore {
                     segment: seg.index,

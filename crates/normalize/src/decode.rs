@@ -9,6 +9,7 @@
 //! * Blob decoders pick runs out of a text and return only their decoded contents, joined
 //!   by `"\n"`, each blob mapped to its whole run: [`base64()`], [`hex()`].
 //! * Obfuscation undoers work on folded text: [`collapse_spacing`], [`leet`].
+//! * Spelling-alphabet decoding, inline: [`nato`].
 //! * Pattern helpers for the rule compiler: [`rot13`], [`reverse`].
 
 use crate::TransformKind;
@@ -1111,6 +1112,185 @@ fn leet_from(text: &str, start: usize) -> Option<Decoded> {
     })
 }
 
+/// NATO / ICAO spelling-alphabet code words (and common variants) and what they spell.
+const NATO_WORDS: [(&str, char); 40] = [
+    ("alfa", 'a'),
+    ("alpha", 'a'),
+    ("bravo", 'b'),
+    ("charlie", 'c'),
+    ("delta", 'd'),
+    ("echo", 'e'),
+    ("foxtrot", 'f'),
+    ("golf", 'g'),
+    ("hotel", 'h'),
+    ("india", 'i'),
+    ("juliett", 'j'),
+    ("juliet", 'j'),
+    ("kilo", 'k'),
+    ("lima", 'l'),
+    ("mike", 'm'),
+    ("november", 'n'),
+    ("oscar", 'o'),
+    ("papa", 'p'),
+    ("quebec", 'q'),
+    ("romeo", 'r'),
+    ("sierra", 's'),
+    ("tango", 't'),
+    ("uniform", 'u'),
+    ("victor", 'v'),
+    ("whiskey", 'w'),
+    ("whisky", 'w'),
+    ("xray", 'x'),
+    ("yankee", 'y'),
+    ("zulu", 'z'),
+    ("zero", '0'),
+    ("one", '1'),
+    ("two", '2'),
+    ("three", '3'),
+    ("four", '4'),
+    ("five", '5'),
+    ("six", '6'),
+    ("seven", '7'),
+    ("eight", '8'),
+    ("nine", '9'),
+    ("niner", '9'),
+];
+
+/// Fewest letter code words (digit names do not count) in a run for [`nato`] to decode it:
+/// a few code words in a row occur in ordinary text ("Mike, Oscar and Victor", "one two
+/// three"); a sentence spelled out letter by letter has many.
+pub const MIN_NATO_LETTERS: usize = 5;
+
+/// Longest gap (bytes) between two code words of one run.
+const NATO_MAX_GAP: usize = 8;
+
+/// What a NATO code word starting at `i` spells, and where it ends. `X-ray` is one word.
+fn nato_word_at(bytes: &[u8], i: usize) -> Option<(char, usize)> {
+    let mut e = i;
+    while e < bytes.len() && bytes[e].is_ascii_alphabetic() {
+        e += 1;
+    }
+    let len = e - i;
+    if len == 1
+        && bytes[i].eq_ignore_ascii_case(&b'x')
+        && bytes
+            .get(e..e + 4)
+            .is_some_and(|r| r.eq_ignore_ascii_case(b"-ray"))
+        && !bytes.get(e + 4).is_some_and(u8::is_ascii_alphabetic)
+    {
+        return Some(('x', e + 4));
+    }
+    if !(3..=8).contains(&len) {
+        return None;
+    }
+    let mut buf = [0u8; 8];
+    for (d, b) in buf.iter_mut().zip(&bytes[i..e]) {
+        *d = b.to_ascii_lowercase();
+    }
+    let word = &buf[..len];
+    NATO_WORDS
+        .iter()
+        .find(|(w, _)| w.as_bytes() == word)
+        .map(|(_, c)| (*c, e))
+}
+
+/// Whether the gap between two code words may sit inside a run, and whether it separates
+/// words of the spelled text (`/`, `|`, a line break or two spaces do; a space, a comma, a
+/// hyphen or a full stop between letters do not).
+fn nato_gap(gap: &[u8]) -> Option<bool> {
+    if gap.is_empty() || gap.len() > NATO_MAX_GAP {
+        return None;
+    }
+    let mut boundary = false;
+    for (k, &b) in gap.iter().enumerate() {
+        match b {
+            b'/' | b'|' | b'\n' => boundary = true,
+            b' ' | b'\t' | b'\r' => {
+                if k > 0 && gap[k - 1] == b' ' && b == b' ' {
+                    boundary = true;
+                }
+            }
+            b',' | b'.' | b'-' | b';' => {}
+            _ => return None,
+        }
+    }
+    Some(boundary)
+}
+
+/// Decodes text spelled with the NATO spelling alphabet, inline: a run of code words
+/// (`Alfa`, `Bravo` … `X-ray` … `Zulu`, digit names; any case) separated by spaces or
+/// light punctuation becomes the letters it spells, lower-cased; `/`, `|`, a line break
+/// or a double space between code words becomes a space ("India Golf / November Oscar" →
+/// "ig no"). Only runs of at least [`MIN_NATO_LETTERS`] letter code words are decoded;
+/// everything else is kept as it is. Linear in the input.
+pub fn nato(text: &str) -> Option<Decoded> {
+    let bytes = text.as_bytes();
+    let n = bytes.len();
+    let mut out = Out::new(text);
+    let mut runs = 0usize;
+    // (span of the gap before it or the word itself, what it becomes)
+    let mut run: Vec<(Range<usize>, char, bool)> = Vec::new();
+    let mut i = 0;
+    while i < n {
+        // Code words start at a word boundary.
+        if !bytes[i].is_ascii_alphabetic() || (i > 0 && bytes[i - 1].is_ascii_alphanumeric()) {
+            i += 1;
+            continue;
+        }
+        let Some((c, e)) = nato_word_at(bytes, i) else {
+            while i < n && bytes[i].is_ascii_alphabetic() {
+                i += 1;
+            }
+            continue;
+        };
+        run.clear();
+        run.push((i..e, c, false));
+        let mut end = e;
+        loop {
+            let mut j = end;
+            while j < n && j - end <= NATO_MAX_GAP && !bytes[j].is_ascii_alphanumeric() {
+                j += 1;
+            }
+            let Some(boundary) = bytes.get(end..j).and_then(nato_gap) else {
+                break;
+            };
+            let Some((c2, e2)) = (j < n).then(|| nato_word_at(bytes, j)).flatten() else {
+                break;
+            };
+            run.push((j..e2, c2, boundary));
+            end = e2;
+        }
+        let letters = run
+            .iter()
+            .filter(|(_, c, _)| c.is_ascii_alphabetic())
+            .count();
+        if letters < MIN_NATO_LETTERS {
+            // Every part of a short run is short too: skip it whole (keeps the scan linear).
+            i = end;
+            continue;
+        }
+        runs += 1;
+        let mut prev_end = None;
+        for (span, c, boundary) in &run {
+            let mut buf = [0u8; 4];
+            let letter = c.encode_utf8(&mut buf);
+            match prev_end {
+                None => out.decoded(letter, span.clone()),
+                Some(p) if *boundary => {
+                    out.decoded(" ", p..span.start);
+                    out.decoded(letter, span.clone());
+                }
+                Some(p) => out.decoded(letter, p..span.end),
+            }
+            prev_end = Some(span.end);
+        }
+        i = end;
+    }
+    let mut d = out.finish(TransformKind::Nato)?;
+    d.count = runs;
+    Some(d)
+}
+
 /// ROT13 of the ASCII letters of `s`; everything else is unchanged. Its own inverse.
 pub fn rot13(s: &str) -> String {
     s.chars()
@@ -1120,6 +1300,102 @@ pub fn rot13(s: &str) -> String {
             _ => c,
         })
         .collect()
+}
+
+/// `s` with its ASCII letters shifted `shift` places forward (`caesar(s, 13)` is [`rot13`]);
+/// everything else is unchanged.
+pub fn caesar(s: &str, shift: u8) -> String {
+    let k = shift % 26;
+    s.chars()
+        .map(|c| match c {
+            'a'..='z' => char::from(b'a' + (c as u8 - b'a' + k) % 26),
+            'A'..='Z' => char::from(b'A' + (c as u8 - b'A' + k) % 26),
+            _ => c,
+        })
+        .collect()
+}
+
+/// Common English words of three letters or more, lower case, that a shifted text shows
+/// once it is shifted back ([`caesar_shift`]).
+const CAESAR_WORDS: &[&str] = &[
+    "the",
+    "and",
+    "you",
+    "your",
+    "all",
+    "this",
+    "with",
+    "for",
+    "are",
+    "now",
+    "tell",
+    "ignore",
+    "instructions",
+    "previous",
+    "system",
+    "prompt",
+    "what",
+    "how",
+    "that",
+    "not",
+    "any",
+    "rules",
+    "print",
+    "reveal",
+    "password",
+    "secret",
+    "forget",
+    "from",
+    "give",
+    "show",
+    "can",
+    "will",
+    "have",
+    "was",
+    "about",
+    "must",
+    "never",
+    "always",
+    "answer",
+    "write",
+];
+
+/// Longest prefix of the text [`caesar_shift`] reads to find the shift.
+const CAESAR_SAMPLE: usize = 2048;
+
+/// The shift (1..=25, not 13: ROT13 has its own view) that turns the most words of the
+/// first [`CAESAR_SAMPLE`] bytes of lower-case `s` into common English words, when it
+/// gives at least three more of them than `s` has as it is; else `None`.
+pub fn caesar_shift(s: &str) -> Option<u8> {
+    let mut end = s.len().min(CAESAR_SAMPLE);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    let sample = s.get(..end)?;
+    let tokens: Vec<&[u8]> = sample
+        .as_bytes()
+        .split(|b| !b.is_ascii_lowercase())
+        .filter(|t| (3..=12).contains(&t.len()))
+        .collect();
+    let hits = |shift: u8| {
+        let mut buf = [0u8; 12];
+        tokens
+            .iter()
+            .filter(|t| {
+                for (d, b) in buf.iter_mut().zip(t.iter()) {
+                    *d = b'a' + (b - b'a' + shift) % 26;
+                }
+                let w = &buf[..t.len()];
+                CAESAR_WORDS.iter().any(|c| c.as_bytes() == w)
+            })
+            .count()
+    };
+    let base = hits(0);
+    let (best, n) = (1..26u8)
+        .filter(|&k| k != 13)
+        .map(|k| (k, hits(k)))
+        .max_by_key(|&(k, n)| (n, std::cmp::Reverse(k)))?;
+    (n >= base + 3).then_some(best)
 }
 
 /// `s` with its characters in reverse order.

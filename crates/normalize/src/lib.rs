@@ -88,6 +88,10 @@ pub enum ViewKind {
     /// The folded view with its characters in reverse order. Speculative: produced only when
     /// the text mentions reversing, contains a right-to-left override, or reversed common words.
     Reversed,
+    /// The folded view with its letters shifted back by the Caesar shift that gives the most
+    /// common English words. Speculative: produced only when the folded text mentions a
+    /// Caesar cipher or a shift.
+    Caesar,
     /// Text produced by a decoder (base64, hex, URL, HTML, `\u` escapes), case preserved.
     Decoded,
     /// The folded form of a [`ViewKind::Decoded`] view.
@@ -109,6 +113,7 @@ impl ViewKind {
             ViewKind::Leet => "leet",
             ViewKind::Rot13 => "rot13",
             ViewKind::Reversed => "reversed",
+            ViewKind::Caesar => "caesar",
             ViewKind::Decoded => "decoded",
             ViewKind::DecodedFolded => "decoded_folded",
         }
@@ -176,6 +181,8 @@ pub enum TransformKind {
     Html,
     /// `\uXXXX`, `\u{…}` or `\xNN` escapes were decoded.
     UnicodeEscape,
+    /// Text spelled with the NATO spelling alphabet ("India Golf November …") was decoded.
+    Nato,
     /// Letter-spacing was collapsed ("i g n o r e").
     SpacingCollapse,
     /// Leetspeak substitutions were undone.
@@ -208,6 +215,7 @@ impl TransformKind {
             TransformKind::Url => "url",
             TransformKind::Html => "html",
             TransformKind::UnicodeEscape => "unicode_escape",
+            TransformKind::Nato => "nato",
             TransformKind::SpacingCollapse => "spacing_collapse",
             TransformKind::Leet => "leet",
             TransformKind::Rot13 => "rot13",

@@ -76,7 +76,12 @@ fn decode_step(
     let mut kinds = Vec::new();
     let mut records = Vec::new();
     type Inline = fn(&str) -> Option<Decoded>;
-    for dec in [decode::url as Inline, decode::html, decode::unicode_escapes] {
+    for dec in [
+        decode::url as Inline,
+        decode::html,
+        decode::unicode_escapes,
+        decode::nato,
+    ] {
         let (cur_text, cur_map) = match &cur {
             Some((t, m)) => (t.as_str(), m),
             None => (text, map),
@@ -218,6 +223,19 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
         }
         if rev {
             make(ViewKind::Reversed, &mut st);
+        }
+        // Caesar: only when the text names it, and only with a shift that makes words.
+        if let Some(src) = st.views.get(1)
+            && (src.text.contains("caesar") || src.text.contains("shift"))
+            && let Some(k) = decode::caesar_shift(&src.text)
+        {
+            let (t, m) = (decode::caesar(&src.text, k), src.map.clone());
+            let span = m.to_original(0..t.len());
+            if st.fits(1, t.len()) {
+                st.push(ViewKind::Caesar, t, m, Vec::new());
+            } else {
+                st.limit(span, 0);
+            }
         }
     }
 
@@ -377,7 +395,10 @@ fn speculative_hints(folded: &str, original: &str) -> (bool, bool) {
     let mut rev = folded.contains("backward")
         || folded.contains("revers")
         || folded.contains("right to left")
-        || original.contains('\u{202e}');
+        // A right-to-left override or isolate around reversed text: with an isolate (RLI)
+        // Latin letters still display in their stored, reversed order, but the payload is
+        // the same reversed text.
+        || original.contains(['\u{202e}', '\u{2067}']);
     if rot && rev {
         return (rot, rev);
     }
@@ -463,7 +484,7 @@ mod tests {
         let mut rev = folded.contains("backward")
             || folded.contains("revers")
             || folded.contains("right to left")
-            || original.contains('\u{202e}');
+            || original.contains(['\u{202e}', '\u{2067}']);
         if rot && rev {
             return (rot, rev);
         }

@@ -3,7 +3,7 @@
 
 use crate::RedteamError;
 use crate::registry::{Entry, Family, Registry};
-use crate::transform::{Outcome, Output};
+use crate::transform::{Intent, Outcome, Output};
 use rampart_core::Role;
 use rampart_datasets::{Mutation, Record};
 use serde::Serialize;
@@ -165,6 +165,16 @@ enum Slot {
     Turn(usize),
 }
 
+/// The framing a record's variants get: the attacker's for an attack, a neutral one for a
+/// benign record (so that it stays benign).
+fn intent_of(r: &Record) -> Intent {
+    if r.label.is_attack() {
+        Intent::Attack
+    } else {
+        Intent::Benign
+    }
+}
+
 /// The text a transform works on: a `text` record's text; in `segments`, the last segment of
 /// the record's channel (the injected document or tool result, else the user's message); in
 /// `turns`, the `attack_turn` message, else the last message that is not the assistant's.
@@ -300,7 +310,7 @@ pub fn generate(
                 let seed = variant_seed(opts.seed, src.name, &rec.id, e.id);
                 let result = match slot(rec) {
                     None => Err(NO_SLOT),
-                    Some((at, text)) => match registry.apply(e, text, seed) {
+                    Some((at, text)) => match registry.apply_as(e, text, seed, intent_of(rec)) {
                         Outcome::Skipped(r) => Err(r),
                         Outcome::Applied { output, params } => {
                             let id = format!("{}/{}/{}", src.name, rec.id, e.id);

@@ -41,8 +41,8 @@ pub use registry::{
     UNCHANGED,
 };
 pub use transform::{
-    Draw, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, NO_ASCII_LETTERS, NO_LETTERS, Outcome, Output, Params,
-    TOO_FEW_WORDS, Transform, params,
+    Draw, Intent, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, NO_ASCII_LETTERS, NO_LETTERS, Outcome, Output,
+    Params, TOO_FEW_WORDS, Transform, params,
 };
 
 /// Why a generation run failed (a transform that cannot apply to a prompt is not an error:

@@ -1,7 +1,7 @@
 //! Transform families and the registry of transforms, by stable id.
 
 use crate::transform::{
-    Draw, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, Outcome, Output, Transform, params,
+    Draw, Intent, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, Outcome, Output, Transform, params,
 };
 use crate::{carrier, encoding, split, text, unicode, wrap};
 use serde::{Deserialize, Serialize};
@@ -114,8 +114,8 @@ struct Compose {
 
 impl Transform for Compose {
     fn apply(&self, input: &str, draw: &mut Draw) -> Outcome {
-        let mut d_inner = Draw::new(draw.seed());
-        let mut d_outer = Draw::new(draw.seed());
+        let mut d_inner = draw.child();
+        let mut d_outer = draw.child();
         let (mid, p_inner) = match self.inner.1.apply(input, &mut d_inner) {
             Outcome::Applied {
                 output: Output::Text(t),
@@ -388,13 +388,19 @@ impl Registry {
     /// input, an input over [`MAX_INPUT_BYTES`], an output over [`MAX_OUTPUT_BYTES`], and an
     /// output equal to the input (except for `original`) are skipped with a reason.
     pub fn apply(&self, entry: &Entry, input: &str, seed: u64) -> Outcome {
+        self.apply_as(entry, input, seed, Intent::Attack)
+    }
+
+    /// [`Registry::apply`] for a prompt of this intent: a benign prompt gets the transform's
+    /// neutral framing (same seed, same parameters otherwise).
+    pub fn apply_as(&self, entry: &Entry, input: &str, seed: u64, intent: Intent) -> Outcome {
         if input.trim().is_empty() {
             return Outcome::Skipped(BLANK);
         }
         if input.len() > MAX_INPUT_BYTES {
             return Outcome::Skipped(INPUT_TOO_LONG);
         }
-        let mut draw = Draw::new(seed);
+        let mut draw = Draw::with_intent(seed, intent);
         let out = entry.transform.apply(input, &mut draw);
         match &out {
             Outcome::Applied { output, .. } if output.len() > MAX_OUTPUT_BYTES => {

@@ -17,15 +17,52 @@ pub const MAX_INPUT_BYTES: usize = 16 * 1024;
 /// Well under the scan limit (1 MiB), so a variant is never blocked for its size alone.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
-/// The seeded source of a transform's choices. ChaCha8 is value-stable across versions of
-/// `rand_chacha`, so a seed reproduces a variant byte for byte.
+/// Whose prompt is mutated. An attack's payload gets the attacker's framing (a lead-in that
+/// asks to decode the payload and follow it); a benign prompt gets a neutral frame ("what
+/// does this say?"), so that a benign variant is still benign and its false-positive rate
+/// measures the transform, not an instruction the generator added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Intent {
+    /// An attack record: the framing an attacker would use.
+    #[default]
+    Attack,
+    /// A benign record: a neutral framing that asks nothing an honest user would not.
+    Benign,
+}
+
+/// The seeded source of a transform's choices, and the [`Intent`] of the prompt. ChaCha8 is
+/// value-stable across versions of `rand_chacha`, so a seed reproduces a variant byte for
+/// byte.
 #[derive(Debug, Clone)]
-pub struct Draw(ChaCha8Rng);
+pub struct Draw {
+    rng: ChaCha8Rng,
+    intent: Intent,
+}
 
 impl Draw {
-    /// A source seeded with `seed`.
+    /// A source seeded with `seed`, for an attack prompt.
     pub fn new(seed: u64) -> Self {
-        Self(ChaCha8Rng::seed_from_u64(seed))
+        Self::with_intent(seed, Intent::Attack)
+    }
+
+    /// A source seeded with `seed`, for a prompt of this intent. The intent draws nothing:
+    /// an attack and a benign prompt with the same seed get the same parameters.
+    pub fn with_intent(seed: u64, intent: Intent) -> Self {
+        Self {
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            intent,
+        }
+    }
+
+    /// The intent of the prompt being mutated.
+    pub fn intent(&self) -> Intent {
+        self.intent
+    }
+
+    /// A source for a sub-transform: seeded from this one, with the same intent.
+    pub fn child(&mut self) -> Self {
+        let seed = self.seed();
+        Self::with_intent(seed, self.intent)
     }
 
     /// A number in `0..n` (0 when `n` is 0). The modulo bias is below 2^-40 for the small
@@ -34,18 +71,18 @@ impl Draw {
         if n == 0 {
             return 0;
         }
-        (self.0.next_u64() % n as u64) as usize
+        (self.rng.next_u64() % n as u64) as usize
     }
 
     /// A fresh seed (for a sub-transform's own [`Draw`]).
     pub fn seed(&mut self) -> u64 {
-        self.0.next_u64()
+        self.rng.next_u64()
     }
 
     /// `true` with probability `p` (in 0..=1).
     pub fn chance(&mut self, p: f64) -> bool {
         // 53 random bits as a float in [0, 1).
-        ((self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+        ((self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 
     /// An index into `items` and the item (`None` for an empty slice).

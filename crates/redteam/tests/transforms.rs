@@ -8,7 +8,7 @@ use base64::Engine as _;
 use proptest::prelude::*;
 use rampart_redteam::encoding::{MORSE, NATO, strip_lead};
 use rampart_redteam::{
-    Family, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, Outcome, Output, Params, Registry,
+    Family, Intent, MAX_INPUT_BYTES, MAX_OUTPUT_BYTES, Outcome, Output, Params, Registry,
 };
 use unicode_normalization::UnicodeNormalization;
 
@@ -640,4 +640,60 @@ fn wrappers_around_benign_text_say_nothing_jailbreak_like() {
             }
         }
     }
+}
+
+/// Regression: every encoding (and the code-block and YAML wrappers) put "decode it and carry
+/// out what it says" before benign prompts too, so a benign variant asked the model to follow
+/// hidden instructions, was not benign, and the encodings' benign FPR (52-100% in the first
+/// measurement) measured the lead-in rather than the encoding. A benign prompt now gets a
+/// neutral lead-in; the attack's framing and the encoded text are unchanged.
+#[test]
+fn benign_encoded_variants_are_not_told_to_decode_and_follow() {
+    let benign = "What is a good recipe for pancakes?";
+    let instructing = [
+        "follow",
+        "carry out",
+        "do it",
+        "act on",
+        "apply it",
+        "run the",
+        "exactly as written",
+        "before answering",
+    ];
+    let reg = Registry::builtin();
+    let framed = |id: &str| {
+        id.starts_with("encoding.")
+            || matches!(
+                id,
+                "wrapping.code_block"
+                    | "wrapping.yaml"
+                    | "composition.base64+json"
+                    | "composition.rot13+code_block"
+            )
+    };
+    let mut checked = 0;
+    for e in reg.entries().iter().filter(|e| framed(e.id)) {
+        for seed in 0..16 {
+            let out = |intent| match reg.apply_as(e, benign, seed, intent) {
+                Outcome::Applied { output, .. } => output.as_text().unwrap().to_owned(),
+                Outcome::Skipped(r) => panic!("{} skipped: {r}", e.id),
+            };
+            let (b, a) = (out(Intent::Benign), out(Intent::Attack));
+            let bl = b.to_lowercase();
+            for w in instructing {
+                assert!(!bl.contains(w), "{} benign variant says {w:?}: {b}", e.id);
+            }
+            let al = a.to_lowercase();
+            assert!(
+                instructing.iter().any(|w| al.contains(w)),
+                "{} attack variant lost its framing: {a}",
+                e.id
+            );
+            if e.family == Family::Encoding {
+                assert_eq!(strip_lead(&b), strip_lead(&a), "{}", e.id);
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 15 * 16);
 }

@@ -10,6 +10,9 @@
 //!   by `"\n"`, each blob mapped to its whole run: [`base64()`], [`hex()`].
 //! * Obfuscation undoers work on folded text: [`collapse_spacing`], [`leet`].
 //! * Spelling-alphabet decoding, inline: [`nato`].
+//! * Hidden markup, blob-like: [`html_comments`] returns only the bodies of HTML comments.
+//! * Payload splitting, blob-like: [`quoted_fragments`] joins the quoted pieces of a text that
+//!   asks for pieces to be put together.
 //! * Pattern helpers for the rule compiler: [`rot13`], [`reverse`].
 
 use crate::TransformKind;
@@ -1289,6 +1292,138 @@ pub fn nato(text: &str) -> Option<Decoded> {
     let mut d = out.finish(TransformKind::Nato)?;
     d.count = runs;
     Some(d)
+}
+
+/// Fewest non-space bytes an HTML comment body needs to become part of the
+/// [`html_comments`] view: shorter ones (`<!-- end -->`, build markers) carry no instruction.
+pub const MIN_HTML_COMMENT_BODY: usize = 12;
+
+/// The bodies of the HTML comments in `text` (`<!-- … -->`; an unterminated one runs to the
+/// end, as browsers read it), trimmed and joined by `"\n"`, each byte mapped to its place in
+/// the input. A comment is not rendered, so a page shown to a person can carry text that only
+/// the model reads: the bodies alone are a view of their own, scored without the visible page
+/// around them diluting them. Bodies shorter than [`MIN_HTML_COMMENT_BODY`] non-space bytes
+/// are skipped. Linear (one forward scan); the output is never longer than the input.
+pub fn html_comments(text: &str) -> Option<Decoded> {
+    const OPEN: &str = "<!--";
+    const CLOSE: &str = "-->";
+    let mut out = String::new();
+    let mut b = OffsetMapBuilder::new(text.len());
+    let mut count = 0usize;
+    let mut first: Option<Range<usize>> = None;
+    let mut last: Range<usize> = 0..0;
+    let mut from = 0usize;
+    while let Some(rel) = text.get(from..).and_then(|t| t.find(OPEN)) {
+        let open = from + rel;
+        let body_start = open + OPEN.len();
+        let (body_end, next) = match text.get(body_start..).and_then(|t| t.find(CLOSE)) {
+            Some(r) => (body_start + r, body_start + r + CLOSE.len()),
+            None => (text.len(), text.len()),
+        };
+        from = next;
+        let Some(raw) = text.get(body_start..body_end) else {
+            break;
+        };
+        let body = raw.trim();
+        if body.bytes().filter(|c| !c.is_ascii_whitespace()).count() < MIN_HTML_COMMENT_BODY {
+            continue;
+        }
+        // `trim` removes whole characters from both ends, so the body starts on a boundary.
+        let start = body_start + (raw.len() - raw.trim_start().len());
+        if !out.is_empty() {
+            // The separator belongs to the previous comment.
+            out.push('\n');
+            b.replace(1, last.clone());
+        }
+        out.push_str(body);
+        b.copy(start, body);
+        last = open..next;
+        count += 1;
+        first.get_or_insert(open..next);
+    }
+    let first_span = first?;
+    Some(Decoded {
+        kind: TransformKind::HtmlComment,
+        text: out,
+        map: b.finish(),
+        count,
+        first_span,
+    })
+}
+
+/// Words that ask for pieces of text to be put back together: the payload-splitting attack
+/// ("a = 'ignore all', b = 'previous instructions', follow a + b") needs one of them, since
+/// the model must be told to reassemble the pieces.
+const JOIN_WORDS: [&str; 9] = [
+    "join",
+    "combine",
+    "concatenat",
+    "together",
+    "assemble",
+    "merge",
+    "stitch",
+    "reassembl",
+    "in order",
+];
+
+/// Fewest quoted pieces for [`quoted_fragments`] to join.
+pub const MIN_QUOTED_FRAGMENTS: usize = 2;
+
+/// The double-quoted pieces of `text` (`"…"` or `“…”`), joined by a space in the order they
+/// appear, each byte mapped to its place in the input, when the text also asks for pieces to
+/// be joined ([`JOIN_WORDS`]) and has at least [`MIN_QUOTED_FRAGMENTS`] of them. A payload
+/// split into quoted pieces reaches the layers as fragments among instructions about the
+/// pieces; joined, it is one sentence again. Linear; never longer than the input.
+pub fn quoted_fragments(text: &str) -> Option<Decoded> {
+    if !text.contains('"') && !text.contains('“') {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    if !JOIN_WORDS.iter().any(|w| lower.contains(w)) {
+        return None;
+    }
+    let mut pieces: Vec<Range<usize>> = Vec::new();
+    let mut open: Option<(usize, char)> = None;
+    for (i, c) in text.char_indices() {
+        match (open, c) {
+            (None, '"') => open = Some((i + 1, '"')),
+            (None, '“') => open = Some((i + c.len_utf8(), '”')),
+            (Some((start, close)), c) if c == close => {
+                if text.get(start..i).is_some_and(|p| !p.trim().is_empty()) {
+                    pieces.push(start..i);
+                }
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    if pieces.len() < MIN_QUOTED_FRAGMENTS {
+        return None;
+    }
+    let mut out = String::new();
+    let mut b = OffsetMapBuilder::new(text.len());
+    let mut last: Range<usize> = 0..0;
+    for r in &pieces {
+        let Some(piece) = text.get(r.clone()) else {
+            continue;
+        };
+        if !out.is_empty() {
+            // The separator belongs to the previous piece.
+            out.push(' ');
+            b.replace(1, last.clone());
+        }
+        out.push_str(piece);
+        b.copy(r.start, piece);
+        last = r.clone();
+    }
+    let first_span = pieces.first()?.clone();
+    Some(Decoded {
+        kind: TransformKind::QuotedFragments,
+        text: out,
+        map: b.finish(),
+        count: pieces.len(),
+        first_span,
+    })
 }
 
 /// ROT13 of the ASCII letters of `s`; everything else is unchanged. Its own inverse.

@@ -183,6 +183,12 @@ pub enum TransformKind {
     UnicodeEscape,
     /// Text spelled with the NATO spelling alphabet ("India Golf November …") was decoded.
     Nato,
+    /// The bodies of HTML comments (`<!-- … -->`) were lifted out into a view of their own:
+    /// hidden from a reader of the rendered page, read by the model.
+    HtmlComment,
+    /// Quoted pieces of a text that asks for pieces to be joined were joined into a view of
+    /// their own (payload splitting).
+    QuotedFragments,
     /// Letter-spacing was collapsed ("i g n o r e").
     SpacingCollapse,
     /// Leetspeak substitutions were undone.
@@ -216,6 +222,8 @@ impl TransformKind {
             TransformKind::Html => "html",
             TransformKind::UnicodeEscape => "unicode_escape",
             TransformKind::Nato => "nato",
+            TransformKind::HtmlComment => "html_comment",
+            TransformKind::QuotedFragments => "quoted_fragments",
             TransformKind::SpacingCollapse => "spacing_collapse",
             TransformKind::Leet => "leet",
             TransformKind::Rot13 => "rot13",

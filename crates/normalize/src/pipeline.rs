@@ -111,6 +111,8 @@ fn decode_step(
     let blobs = [
         decode::base64(text, config.min_base64_len),
         decode::hex(text, config.min_hex_len),
+        decode::html_comments(text),
+        decode::quoted_fragments(text),
     ];
     for d in blobs.into_iter().flatten() {
         let mut c = chain.to_vec();

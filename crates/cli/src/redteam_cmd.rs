@@ -8,6 +8,7 @@ use rampart_redteam::{CategoryFrom, Family, GenerateOptions, Registry, Source};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
+mod findings;
 mod report;
 
 /// `rampart redteam …`
@@ -27,6 +28,11 @@ pub enum RedteamCommand {
     /// SVG heatmap, JSON), optionally against a previous matrix and a gate file.
     #[command(after_help = report::AFTER_HELP)]
     Report(report::ReportArgs),
+    /// The red-team report from a coverage matrix and the remediation decisions: blind
+    /// spots, what was fixed (before/after), what was not and why, accepted risks, and a
+    /// defense-in-depth diagram (Markdown + SVG).
+    #[command(after_help = findings::AFTER_HELP)]
+    Findings(findings::FindingsArgs),
     /// List the families and transforms (stable ids).
     List,
 }
@@ -104,6 +110,7 @@ pub fn run(cmd: &RedteamCommand) -> Result<u8> {
         RedteamCommand::List => list(),
         RedteamCommand::Generate(args) => generate(args),
         RedteamCommand::Report(args) => report::run(args),
+        RedteamCommand::Findings(args) => findings::run(args),
     }
 }
 

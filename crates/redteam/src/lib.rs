@@ -23,6 +23,7 @@
 
 pub mod carrier;
 pub mod encoding;
+pub mod findings;
 mod generate;
 mod registry;
 pub mod report;

@@ -342,7 +342,7 @@ fn variants(
     Ok(())
 }
 
-fn write(path: &Path, text: &str) -> Result<()> {
+pub(super) fn write(path: &Path, text: &str) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }

@@ -1,0 +1,94 @@
+//! `rampart redteam findings`: the red-team report (`Adversarial_Testing_Report.md`) and the
+//! defense-in-depth diagram, generated from a coverage matrix and the remediation decisions.
+//! The work is done by `rampart_redteam::findings`.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use rampart_redteam::findings::{self, Decisions, ReportInputs};
+use rampart_redteam::report::CoverageMatrix;
+use std::path::PathBuf;
+
+pub const AFTER_HELP: &str = "A blind spot is a family or transform under the decisions \
+file's detection target, or whose benign variants are flagged over its false-alarm ceiling. \
+Every blind spot needs a [[decision]] (fixed, fixable_by_rules, fixable_by_model, \
+needs_judge, needs_conversation, accepted_risk with criteria and residual risk, by_design): \
+without one the command fails and names it, so the report cannot go stale silently. Exit \
+status: 0 written, 1 error (unreadable matrix or decisions, undecided blind spots).";
+
+#[derive(Debug, Args)]
+pub struct FindingsArgs {
+    /// The coverage matrix (`rampart redteam report`'s JSON).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "docs/reports/coverage_matrix.json"
+    )]
+    pub matrix: PathBuf,
+    /// The matrix before the fixes: fixed rows show `before → after`.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// The remediation decisions (TOML, version 1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "docs/reports/redteam_decisions.toml"
+    )]
+    pub decisions: PathBuf,
+    /// The Markdown report.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "docs/reports/Adversarial_Testing_Report.md"
+    )]
+    pub out_md: PathBuf,
+    /// The defense-in-depth diagram (SVG), linked from the report by its file name.
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "docs/reports/defense_in_depth.svg"
+    )]
+    pub out_svg: PathBuf,
+}
+
+pub fn run(args: &FindingsArgs) -> Result<u8> {
+    let matrix = CoverageMatrix::load(&args.matrix)
+        .with_context(|| format!("coverage matrix {}", args.matrix.display()))?;
+    let baseline = args
+        .baseline
+        .as_deref()
+        .map(CoverageMatrix::load)
+        .transpose()?;
+    let decisions = Decisions::load(&args.decisions)?;
+    let mut command = format!(
+        "rampart redteam findings --matrix {} --decisions {}",
+        args.matrix.display(),
+        args.decisions.display()
+    );
+    if let Some(b) = &args.baseline {
+        command.push_str(&format!(" --baseline {}", b.display()));
+    }
+    let svg_name = args
+        .out_svg
+        .file_name()
+        .map_or_else(|| "defense_in_depth.svg".into(), |n| n.to_string_lossy());
+    let md = findings::report(
+        &matrix,
+        &ReportInputs {
+            command: &command,
+            decisions: &decisions,
+            baseline: baseline.as_ref(),
+            svg_name: &svg_name,
+        },
+    )?;
+    // Both are made before either is written: a failed report leaves the old pair in place.
+    let svg = findings::svg(&matrix, Some(decisions.target.min_tpr));
+    super::report::write(&args.out_md, &md)?;
+    super::report::write(&args.out_svg, &svg)?;
+    let spots = findings::blind_spots(&matrix, &decisions).len();
+    eprintln!(
+        "wrote {} and {} ({spots} blind spot(s), every one decided)",
+        args.out_md.display(),
+        args.out_svg.display()
+    );
+    Ok(0)
+}

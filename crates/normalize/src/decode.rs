@@ -1366,29 +1366,34 @@ const JOIN_WORDS: [&str; 9] = [
     "in order",
 ];
 
-/// Fewest quoted pieces for [`quoted_fragments`] to join.
-pub const MIN_QUOTED_FRAGMENTS: usize = 2;
+/// Which quotes [`quoted_pieces`] reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum QuoteStyle {
+    /// `"…"` and `“…”`.
+    Double,
+    /// `'…'` and `‘…’`, where a quote is not an apostrophe: an opening quote does not follow
+    /// a letter or digit (`I'll`, `users'`), a closing one is not followed by one (`don't`).
+    Single,
+}
 
-/// The double-quoted pieces of `text` (`"…"` or `“…”`), joined by a space in the order they
-/// appear, each byte mapped to its place in the input, when the text also asks for pieces to
-/// be joined ([`JOIN_WORDS`]) and has at least [`MIN_QUOTED_FRAGMENTS`] of them. A payload
-/// split into quoted pieces reaches the layers as fragments among instructions about the
-/// pieces; joined, it is one sentence again. Linear; never longer than the input.
-pub fn quoted_fragments(text: &str) -> Option<Decoded> {
-    if !text.contains('"') && !text.contains('“') {
-        return None;
-    }
-    let lower = text.to_ascii_lowercase();
-    if !JOIN_WORDS.iter().any(|w| lower.contains(w)) {
-        return None;
-    }
-    let mut pieces: Vec<Range<usize>> = Vec::new();
+/// The non-blank quoted pieces of `text` in one quote style, in order.
+fn quoted_pieces(text: &str, style: QuoteStyle) -> Vec<Range<usize>> {
+    let mut pieces = Vec::new();
     let mut open: Option<(usize, char)> = None;
-    for (i, c) in text.char_indices() {
-        match (open, c) {
-            (None, '"') => open = Some((i + 1, '"')),
-            (None, '“') => open = Some((i + c.len_utf8(), '”')),
-            (Some((start, close)), c) if c == close => {
+    let mut prev: Option<char> = None;
+    let mut chars = text.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next = chars.peek().map(|&(_, n)| n);
+        let after_word = prev.is_some_and(char::is_alphanumeric);
+        let before_word = next.is_some_and(char::is_alphanumeric);
+        match (style, open, c) {
+            (QuoteStyle::Double, None, '"') => open = Some((i + 1, '"')),
+            (QuoteStyle::Double, None, '“') => open = Some((i + c.len_utf8(), '”')),
+            (QuoteStyle::Single, None, '\'') if !after_word => open = Some((i + 1, '\'')),
+            (QuoteStyle::Single, None, '‘') => open = Some((i + c.len_utf8(), '’')),
+            (_, Some((start, close)), c)
+                if c == close && (style == QuoteStyle::Double || !before_word) =>
+            {
                 if text.get(start..i).is_some_and(|p| !p.trim().is_empty()) {
                     pieces.push(start..i);
                 }
@@ -1396,7 +1401,36 @@ pub fn quoted_fragments(text: &str) -> Option<Decoded> {
             }
             _ => {}
         }
+        prev = Some(c);
     }
+    pieces
+}
+
+/// Fewest quoted pieces for [`quoted_fragments`] to join.
+pub const MIN_QUOTED_FRAGMENTS: usize = 2;
+
+/// The quoted pieces of `text` (`"…"`, `“…”`, or `'…'`, `‘…’`), joined by a space in the order
+/// they appear, each byte mapped to its place in the input, when the text also asks for pieces to
+/// be joined ([`JOIN_WORDS`]) and has at least [`MIN_QUOTED_FRAGMENTS`] of them. A payload
+/// split into quoted pieces reaches the layers as fragments among instructions about the
+/// pieces; joined, it is one sentence again. Linear; never longer than the input.
+pub fn quoted_fragments(text: &str) -> Option<Decoded> {
+    if !text.contains(['"', '“', '\'', '‘']) {
+        return None;
+    }
+    let lower = text.to_ascii_lowercase();
+    if !JOIN_WORDS.iter().any(|w| lower.contains(w)) {
+        return None;
+    }
+    // Double and single quotes are scanned apart, and the style with more pieces wins: an
+    // unclosed single quote ("the '90s") must not swallow the double-quoted pieces after it.
+    let double = quoted_pieces(text, QuoteStyle::Double);
+    let single = quoted_pieces(text, QuoteStyle::Single);
+    let pieces = if single.len() > double.len() {
+        single
+    } else {
+        double
+    };
     if pieces.len() < MIN_QUOTED_FRAGMENTS {
         return None;
     }

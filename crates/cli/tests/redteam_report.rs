@@ -363,19 +363,23 @@ fn an_undecided_blind_spot_fails_and_is_named() {
     let path = dir.path().join("decisions.toml");
     std::fs::write(&path, head).unwrap();
     let md = dir.path().join("r.md");
-    let o = rampart(
-        &[
-            "redteam",
-            "findings",
-            "--decisions",
-            path.to_str().unwrap(),
-            "--out-md",
-            md.to_str().unwrap(),
-            "--out-svg",
-            dir.path().join("r.svg").to_str().unwrap(),
-        ],
-        &root,
-    );
+    let svg = dir.path().join("r.svg");
+    let findings = |decisions: &Path| {
+        rampart(
+            &[
+                "redteam",
+                "findings",
+                "--decisions",
+                decisions.to_str().unwrap(),
+                "--out-md",
+                md.to_str().unwrap(),
+                "--out-svg",
+                svg.to_str().unwrap(),
+            ],
+            &root,
+        )
+    };
+    let o = findings(&path);
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -385,19 +389,7 @@ fn an_undecided_blind_spot_fails_and_is_named() {
     assert!(!md.exists(), "nothing is written when the report fails");
     // A decisions file that is not valid TOML of the schema is refused with the reason.
     std::fs::write(&path, "version = 1\n[target]\npipeline = \"fused\"\n").unwrap();
-    let o = rampart(
-        &[
-            "redteam",
-            "findings",
-            "--decisions",
-            path.to_str().unwrap(),
-            "--out-md",
-            md.to_str().unwrap(),
-            "--out-svg",
-            dir.path().join("r.svg").to_str().unwrap(),
-        ],
-        &root,
-    );
+    let o = findings(&path);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing field"));
 }

@@ -9,8 +9,7 @@
 //! ([`FindingsError::Undecided`]) until someone decides what to do about it, so the report
 //! cannot silently go stale when the matrix changes.
 
-use crate::report::{Cell, CoverageMatrix, Row};
-use rampart_eval::metrics::wilson;
+use crate::report::{Cell, CoverageMatrix, Row, pct, with_ci, xml};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -359,22 +358,6 @@ pub fn blind_spots<'a>(m: &'a CoverageMatrix, d: &'a Decisions) -> Vec<BlindSpot
         }
     }
     out
-}
-
-fn pct(v: Option<f64>) -> String {
-    v.map_or_else(|| "–".to_owned(), |v| format!("{:.1}%", v * 100.0))
-}
-
-fn with_ci(k: u64, n: u64) -> String {
-    match wilson(k, n) {
-        None => "–".to_owned(),
-        Some(ci) => format!(
-            "{:.1}% [{:.1}–{:.1}]",
-            k as f64 / n as f64 * 100.0,
-            ci.low * 100.0,
-            ci.high * 100.0
-        ),
-    }
 }
 
 /// `now (was before)`, for a rate of a row in both matrices.
@@ -855,13 +838,6 @@ fn defense_in_depth(s: &mut String, m: &CoverageMatrix, inp: &ReportInputs<'_>) 
         }
     }
     let _ = writeln!(s);
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// The defense-in-depth diagram: the layers in pipeline order across the top, then one

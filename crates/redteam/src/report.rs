@@ -503,11 +503,11 @@ impl CoverageMatrix {
     }
 }
 
-fn pct(v: Option<f64>) -> String {
+pub(crate) fn pct(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_owned(), |v| format!("{:.1}%", v * 100.0))
 }
 
-fn with_ci(k: u64, n: u64) -> String {
+pub(crate) fn with_ci(k: u64, n: u64) -> String {
     match wilson(k, n) {
         None => "–".to_owned(),
         Some(ci) => format!(
@@ -703,7 +703,7 @@ fn worst(s: &mut String, m: &CoverageMatrix) {
     }
 }
 
-fn xml(s: &str) -> String {
+pub(crate) fn xml(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -92,10 +92,10 @@ pub const CSV_COLUMNS: [&str; 21] = [
 
 const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
 
-/// The judge's intent labels ([`rampart_core::IntentLabel`]).
+/// The judge's intent labels ([`rampart_judge::IntentLabel`]).
 pub const INTENT_LABELS: [&str; 3] = ["benign", "suspicious", "malicious"];
 
-/// How a judge call can end ([`rampart_core::JudgeOutcome`]).
+/// How a judge call can end ([`rampart_llm::OutcomeKind`]).
 pub const JUDGE_OUTCOMES: [&str; 8] = [
     "ok",
     "refused",

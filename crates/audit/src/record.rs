@@ -90,8 +90,8 @@ pub struct AuditRelational {
 
 impl AuditRelational {
     /// The loggable part of a relational report.
-    pub fn from_report(r: &rampart_core::RelationalReport) -> AuditRelational {
-        use rampart_core::RelationalStatus;
+    pub fn from_report(r: &rampart_relational::RelationalReport) -> AuditRelational {
+        use rampart_relational::RelationalStatus;
         let (status, reason) = match &r.status {
             RelationalStatus::Ok => ("ok", None),
             RelationalStatus::Failed { reason } => ("failed", Some(reason.clone())),
@@ -175,7 +175,7 @@ pub struct AuditJudge {
 
 impl AuditJudge {
     /// The loggable part of a judge report.
-    pub fn from_report(j: &rampart_core::JudgeReport) -> AuditJudge {
+    pub fn from_report(j: &rampart_judge::JudgeReport) -> AuditJudge {
         AuditJudge {
             layer: j.layer.clone(),
             called: j.called,
@@ -261,8 +261,16 @@ impl AuditRecord {
             layer_timings_us,
             elapsed_us: d.elapsed_us,
             degraded: d.degraded,
-            judge: d.judge.as_ref().map(AuditJudge::from_report),
-            relational: d.relational.as_ref().map(AuditRelational::from_report),
+            judge: d
+                .reports
+                .find::<rampart_judge::JudgeReport>()
+                .as_ref()
+                .map(AuditJudge::from_report),
+            relational: d
+                .reports
+                .find::<rampart_relational::RelationalReport>()
+                .as_ref()
+                .map(AuditRelational::from_report),
         }
     }
 

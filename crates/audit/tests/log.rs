@@ -855,15 +855,16 @@ impl rampart_core::Detector for RedactedJudge {
         &self,
         _input: &rampart_core::ScanInput<'_>,
     ) -> Result<rampart_core::Detection, rampart_core::DetectorError> {
-        use rampart_core::{
-            CacheStatus, IntentLabel, JudgeEvidence, JudgeOutcome, JudgeReport, JudgeTrigger,
-            JudgeVerdict, Span,
+        use rampart_core::Span;
+        use rampart_judge::{
+            CacheStatus, IntentLabel, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
         };
+        use rampart_llm::OutcomeKind;
         let mut r = JudgeReport::not_called("judge", "");
         r.not_called = None;
         r.called = true;
         r.triggers = vec![JudgeTrigger::Direct];
-        r.outcome = Some(JudgeOutcome::Ok);
+        r.outcome = Some(OutcomeKind::Ok);
         r.intent_label = Some(IntentLabel::Malicious);
         r.verdict = Some(JudgeVerdict {
             intent_label: IntentLabel::Malicious,
@@ -884,10 +885,7 @@ impl rampart_core::Detector for RedactedJudge {
         r.cost_usd = Some(0.000_25);
         r.latency_ms = 812;
         r.attempts = 1;
-        Ok(rampart_core::Detection {
-            judge: Some(Box::new(r)),
-            ..rampart_core::Detection::default()
-        })
+        Ok(r.into_detection(Vec::new()))
     }
     fn resolves_deferred(&self) -> bool {
         true
@@ -922,7 +920,7 @@ fn copied_runs(text: &str, haystack: &str) -> Vec<String> {
 /// the decision holds it, and no prompt text anywhere in the database files.
 #[test]
 fn judged_decision_is_logged_with_its_redacted_explanation_and_no_prompt_text() {
-    let mut registry = rampart_core::Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RedactedJudgeFactory));
     let config = rampart_core::PipelineConfig::parse(
         "version = 1\n[[layers]]\nkind = \"rules\"\n[[layers]]\nkind = \"redacted_judge\"\n",
@@ -995,7 +993,7 @@ fn judged_decision_is_logged_with_its_redacted_explanation_and_no_prompt_text() 
 /// balance and status, and the CSV export ends with the label and balance.
 #[test]
 fn relational_decision_is_logged_with_its_label_and_balance() {
-    let mut registry = rampart_core::Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(rampart_relational::RelationalFactory));
     let config = rampart_core::PipelineConfig::parse(
         "version = 1\n[[layers]]\nkind = \"rules\"\n[[layers]]\nkind = \"relational\"\n\
@@ -1100,7 +1098,8 @@ fn judge_filters_select_by_label_and_outcome() {
 /// The filter's lists name every label and outcome core has, as core names them.
 #[test]
 fn filter_names_match_core() {
-    use rampart_core::{IntentLabel, JudgeOutcome};
+    use rampart_judge::IntentLabel;
+    use rampart_llm::OutcomeKind;
     let labels = [
         IntentLabel::Benign,
         IntentLabel::Suspicious,
@@ -1109,15 +1108,15 @@ fn filter_names_match_core() {
     .map(IntentLabel::name);
     assert_eq!(labels, rampart_audit::INTENT_LABELS);
     let outcomes = [
-        JudgeOutcome::Ok,
-        JudgeOutcome::Refused,
-        JudgeOutcome::Unparseable,
-        JudgeOutcome::Empty,
-        JudgeOutcome::Truncated,
-        JudgeOutcome::Timeout,
-        JudgeOutcome::HttpError,
-        JudgeOutcome::BudgetExhausted,
+        OutcomeKind::Ok,
+        OutcomeKind::Refused,
+        OutcomeKind::Unparseable,
+        OutcomeKind::Empty,
+        OutcomeKind::Truncated,
+        OutcomeKind::Timeout,
+        OutcomeKind::HttpError,
+        OutcomeKind::BudgetExhausted,
     ]
-    .map(JudgeOutcome::name);
+    .map(OutcomeKind::name);
     assert_eq!(outcomes, rampart_audit::JUDGE_OUTCOMES);
 }

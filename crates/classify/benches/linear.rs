@@ -8,7 +8,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use rampart_classify::LinearDetector;
-use rampart_core::{Detector, LocalizeConfig, Pipeline, Role, ScanInput, SegmentInput, Trust};
+use rampart_core::{Detector, LocalizeConfig, Role, ScanInput, SegmentInput, Trust};
 use rampart_normalize::Normalizer;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -35,8 +35,12 @@ fn input<'a>(normalizer: &Normalizer, text: &'a str, localize: LocalizeConfig) -
 }
 
 fn bench(c: &mut Criterion) {
-    let pipeline = Pipeline::default_pipeline().expect("default pipeline");
-    let rules = pipeline.detectors()[0].clone();
+    let pipeline = rampart_rules::rules_pipeline().expect("default pipeline");
+    let rules = pipeline
+        .detectors()
+        .next()
+        .expect("the rules layer")
+        .clone();
     let linear = LinearDetector::embedded().expect("embedded model");
     let normalizer = Normalizer::default();
 

@@ -14,7 +14,7 @@
 //! use rampart_classify::LinearFactory;
 //! use rampart_core::{Action, PipelineConfig, Pipeline, Registry};
 //!
-//! let mut registry = Registry::default();
+//! let mut registry = rampart_rules::registry();
 //! registry.register(Box::new(LinearFactory));
 //! let config = PipelineConfig::parse(
 //!     "version = 1\n[[layers]]\nkind = \"linear\"\nambiguous = [0.4, 0.7]\n",

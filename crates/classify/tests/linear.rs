@@ -9,8 +9,7 @@ use rampart_classify::{
     threshold_for_fpr, train,
 };
 use rampart_core::{
-    Action, BuildError, DetectorFactory, Pipeline, PipelineConfig, Registry, Role, ScanRequest,
-    Segment,
+    Action, BuildError, DetectorFactory, Pipeline, PipelineConfig, Role, ScanRequest, Segment,
 };
 
 const ATTACKS: &[&str] = &[
@@ -202,7 +201,7 @@ fn trained_threshold_meets_target_on_its_validation_data() {
 }
 
 fn linear_pipeline(extra: &str) -> Result<Pipeline, BuildError> {
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(LinearFactory));
     let cfg = PipelineConfig::parse(
         &format!("version = 1\n[[layers]]\nkind = \"linear\"\n{extra}"),

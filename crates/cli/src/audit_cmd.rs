@@ -160,12 +160,12 @@ pub enum IntentLabelArg {
     Malicious,
 }
 
-impl From<IntentLabelArg> for rampart_core::IntentLabel {
+impl From<IntentLabelArg> for rampart_judge::IntentLabel {
     fn from(a: IntentLabelArg) -> Self {
         match a {
-            IntentLabelArg::Benign => rampart_core::IntentLabel::Benign,
-            IntentLabelArg::Suspicious => rampart_core::IntentLabel::Suspicious,
-            IntentLabelArg::Malicious => rampart_core::IntentLabel::Malicious,
+            IntentLabelArg::Benign => rampart_judge::IntentLabel::Benign,
+            IntentLabelArg::Suspicious => rampart_judge::IntentLabel::Suspicious,
+            IntentLabelArg::Malicious => rampart_judge::IntentLabel::Malicious,
         }
     }
 }
@@ -185,9 +185,9 @@ pub enum JudgeOutcomeArg {
     BudgetExhausted,
 }
 
-impl From<JudgeOutcomeArg> for rampart_core::JudgeOutcome {
+impl From<JudgeOutcomeArg> for rampart_llm::OutcomeKind {
     fn from(a: JudgeOutcomeArg) -> Self {
-        use rampart_core::JudgeOutcome as O;
+        use rampart_llm::OutcomeKind as O;
         match a {
             JudgeOutcomeArg::Ok => O::Ok,
             JudgeOutcomeArg::Refused => O::Refused,
@@ -312,10 +312,10 @@ impl FilterArgs {
             endpoint: self.endpoint.clone(),
             intent_label: self
                 .intent_label
-                .map(|l| rampart_core::IntentLabel::from(l).name().to_owned()),
+                .map(|l| rampart_judge::IntentLabel::from(l).name().to_owned()),
             judge_outcome: self
                 .judge_outcome
-                .map(|o| rampart_core::JudgeOutcome::from(o).name().to_owned()),
+                .map(|o| rampart_llm::OutcomeKind::from(o).name().to_owned()),
             limit: None,
             newest_first: false,
         };

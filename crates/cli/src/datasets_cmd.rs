@@ -68,7 +68,8 @@ pub struct FetchArgs {
     #[arg(long)]
     pub force: bool,
     /// Local copy of the PromptGuard files (default: the catalog's
-    /// ../shared/datasets/promptguard when present, else download from GitHub).
+    /// datasets/promptguard, vendored in the repository, when present, else download from
+    /// GitHub).
     #[arg(long, value_name = "DIR")]
     pub promptguard_dir: Option<PathBuf>,
     /// Also fetch the entries that are not fetched by default (network-only sources).

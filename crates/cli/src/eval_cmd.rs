@@ -125,7 +125,7 @@ fn replay_judges(config: &mut rampart_core::PipelineConfig) -> Result<bool> {
     for layer in config
         .layers
         .iter_mut()
-        .filter(|l| l.kind == rampart_core::JUDGE_KIND)
+        .filter(|l| l.kind == rampart_judge::JUDGE_KIND)
     {
         rampart_judge::force_replay(&mut layer.options)
             .map_err(|e| anyhow::anyhow!("--judge-cache-only: {e}"))?;
@@ -173,7 +173,7 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
             }
             Ok(rampart_core::Pipeline::from_config_with(
                 config,
-                &crate::registry::registry(),
+                &rampart::registry(),
             )?)
         })()
         .with_context(|| format!("configuration {name:?} ({origin})"))?;

@@ -1,9 +1,9 @@
 //! Human-readable explanation of a decision (for a terminal; `--json` is for machines).
 
-use rampart_core::conversation::{ConversationReport, StateMode};
-use rampart_core::{
-    JudgeReport, JudgeTrigger, RelationalReport, RelationalStatus, ScanOutcome, ScanRequest,
-};
+use rampart_conversation::{ConversationReport, StateMode};
+use rampart_core::{ScanOutcome, ScanRequest};
+use rampart_judge::{JudgeReport, JudgeTrigger};
+use rampart_relational::{RelationalReport, RelationalStatus};
 use std::io::{self, Write};
 
 /// Longest excerpt of matched text shown per finding.
@@ -100,14 +100,14 @@ pub fn write(
         })
         .collect();
     writeln!(out, "  layers: {}", layers.join("; "))?;
-    if let Some(j) = &d.judge {
-        write_judge(out, j)?;
+    if let Some(j) = d.reports.find::<rampart_judge::JudgeReport>() {
+        write_judge(out, &j)?;
     }
-    if let Some(r) = &d.relational {
-        write_relational(out, r)?;
+    if let Some(r) = d.reports.find::<rampart_relational::RelationalReport>() {
+        write_relational(out, &r)?;
     }
-    if let Some(c) = &d.conversation {
-        write_conversation(out, c)?;
+    if let Some(c) = d.reports.find::<ConversationReport>() {
+        write_conversation(out, &c)?;
     }
     if let Some(s) = outcome.sanitized.as_ref().filter(|_| show_matches) {
         for seg in s {
@@ -328,9 +328,9 @@ pub fn write_judge(out: &mut impl Write, j: &JudgeReport) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rampart_core::{
-        Action, CacheStatus, IntentLabel, JudgeEvidence, JudgeOutcome, JudgeVerdict, Span,
-    };
+    use rampart_core::{Action, Span};
+    use rampart_judge::{CacheStatus, IntentLabel, JudgeEvidence, JudgeVerdict};
+    use rampart_llm::OutcomeKind;
 
     fn called() -> JudgeReport {
         let mut r = JudgeReport::not_called("judge", "");
@@ -360,7 +360,7 @@ mod tests {
             layer: "linear".into(),
             score: 0.55,
         }];
-        j.outcome = Some(JudgeOutcome::Ok);
+        j.outcome = Some(OutcomeKind::Ok);
         j.intent_label = Some(IntentLabel::Suspicious);
         j.verdict = Some(JudgeVerdict {
             intent_label: IntentLabel::Suspicious,
@@ -408,7 +408,7 @@ mod tests {
     fn judge_block_names_a_failed_outcome_and_a_judge_not_called() {
         let mut j = called();
         j.triggers = vec![JudgeTrigger::Direct];
-        j.outcome = Some(JudgeOutcome::HttpError);
+        j.outcome = Some(OutcomeKind::HttpError);
         j.outcome_detail = Some("connection refused".into());
         let t = text(&j);
         assert!(

@@ -4,8 +4,9 @@
 use crate::{EXIT_ALLOW, EXIT_BLOCK, EXIT_SANITIZE};
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use rampart_core::{IntentLabel, JudgeReport, PipelineConfig, ScanRequest};
+use rampart_core::{PipelineConfig, ScanRequest};
 use rampart_judge::JudgeLayer;
+use rampart_judge::{IntentLabel, JudgeReport};
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -125,7 +126,8 @@ pub fn write_report(out: &mut impl Write, r: &JudgeReport, json: bool) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rampart_core::{CacheStatus, JudgeOutcome, JudgeVerdict};
+    use rampart_judge::{CacheStatus, JudgeVerdict};
+    use rampart_llm::OutcomeKind;
 
     fn report(label: Option<IntentLabel>) -> JudgeReport {
         let mut r = JudgeReport::not_called("judge", "");
@@ -134,7 +136,7 @@ mod tests {
         r.cache = CacheStatus::Off;
         match label {
             Some(l) => {
-                r.outcome = Some(JudgeOutcome::Ok);
+                r.outcome = Some(OutcomeKind::Ok);
                 r.intent_label = Some(l);
                 r.verdict = Some(JudgeVerdict {
                     intent_label: l,
@@ -143,7 +145,7 @@ mod tests {
                     evidence: vec![],
                 });
             }
-            None => r.outcome = Some(JudgeOutcome::Timeout),
+            None => r.outcome = Some(OutcomeKind::Timeout),
         }
         r
     }

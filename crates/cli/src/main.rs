@@ -18,7 +18,6 @@ mod judge_cmd;
 mod models_cmd;
 mod owasp_cmd;
 mod redteam_cmd;
-mod registry;
 mod relate_cmd;
 mod rules_cmd;
 mod scan;
@@ -139,15 +138,9 @@ enum ConfigCommand {
     Show,
 }
 
-/// The binary's default pipeline: the rules and the built-in linear classifier. (The core
-/// library's own default, `PipelineConfig::default()`, has only the layers core knows: the
-/// rules.)
-pub const DEFAULT_CONFIG_SRC: &str = include_str!("../../../configs/rules+linear.toml");
-
-/// The binary's default configuration, parsed.
+/// The product's default configuration (the embedded rules and linear classifier), parsed.
 pub fn default_config() -> Result<PipelineConfig> {
-    PipelineConfig::parse(DEFAULT_CONFIG_SRC, "<embedded>/configs/rules+linear.toml")
-        .map_err(Into::into)
+    rampart::default_config().map_err(Into::into)
 }
 
 /// Options shared by commands that build a pipeline.
@@ -168,26 +161,27 @@ pub struct PipelineArgs {
 }
 
 impl PipelineArgs {
+    /// The library's builder with the command-line overrides.
+    fn builder(&self) -> rampart::Builder {
+        let mut b = rampart::Builder::from_optional_file(self.config.as_deref())
+            .rule_packs(self.rules.iter().cloned());
+        if self.fail_open {
+            b = b.fail_open();
+        }
+        if self.no_default_rules {
+            b = b.no_default_rules();
+        }
+        b
+    }
+
     /// Loads the configuration, applies the command-line overrides, builds the pipeline.
     pub fn build(&self) -> Result<Pipeline> {
-        let config = self.load()?;
-        Pipeline::from_config_with(config, &registry::registry()).map_err(Into::into)
+        self.builder().build().map_err(Into::into)
     }
 
     /// Loads the configuration and applies the command-line overrides.
     pub fn load(&self) -> Result<PipelineConfig> {
-        let mut config = match &self.config {
-            Some(p) => PipelineConfig::from_path(p)?,
-            None => default_config()?,
-        };
-        if self.fail_open {
-            config.policy.fail_mode = rampart_core::FailMode::Open;
-        }
-        if self.no_default_rules {
-            config.edit_rules_layers(|o| o.default_pack = false)?;
-        }
-        config.add_rule_packs(&self.rules)?;
-        Ok(config)
+        self.builder().config().map_err(Into::into)
     }
 }
 
@@ -236,7 +230,7 @@ fn main() -> ExitCode {
 fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
     match cmd {
         ConfigCommand::Show => {
-            out!("{DEFAULT_CONFIG_SRC}")?;
+            out!("{}", rampart::DEFAULT_CONFIG_SRC)?;
             Ok(0)
         }
         ConfigCommand::Check { path, server } => {
@@ -269,7 +263,7 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
                 None => default_config()?,
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();
-            Pipeline::from_config_with(config, &registry::registry())?;
+            Pipeline::from_config_with(config, &rampart::registry())?;
             outln!("ok: layers {}", layers.join(" -> "))?;
             Ok(0)
         }

@@ -376,7 +376,7 @@ pub struct ProtectionEntry {
 }
 
 fn protections() -> Vec<ProtectionEntry> {
-    crate::registry::registry()
+    rampart::registry()
         .owasp()
         .into_iter()
         .map(|e| match e.protection {
@@ -441,10 +441,9 @@ pub struct Measured {
 
 /// Scans the notes' evidence sets and benign sets with the measured pipelines.
 fn measure(notes: &Notes, rule_owasp: &BTreeMap<String, Vec<Owasp>>) -> Result<Measured> {
-    let rules = Pipeline::default_pipeline().context("building the rules-only pipeline")?;
-    let default =
-        Pipeline::from_config_with(crate::default_config()?, &crate::registry::registry())
-            .context("building the default pipeline")?;
+    let rules = rampart_rules::rules_pipeline().context("building the rules-only pipeline")?;
+    let default = Pipeline::from_config_with(crate::default_config()?, &rampart::registry())
+        .context("building the default pipeline")?;
     let pipelines = [&rules, &default];
     let data_dir = rampart_datasets::default_data_dir();
     let mut wanted: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -1211,14 +1210,14 @@ mod tests {
             .collect();
         let rules_layer = protections()
             .into_iter()
-            .find(|p| p.layer.as_deref() == Some(rampart_core::RULES_KIND))
+            .find(|p| p.layer.as_deref() == Some(rampart_rules::RULES_KIND))
             .unwrap();
         assert_eq!(rules_layer.owasp, union.into_iter().collect::<Vec<_>>());
     }
 
     #[test]
     fn every_layer_kind_of_the_binary_addresses_something() {
-        let registry = crate::registry::registry();
+        let registry = rampart::registry();
         for e in registry.owasp() {
             assert!(!e.owasp.is_empty(), "{} claims no OWASP risk", e.protection);
         }

@@ -9,9 +9,9 @@ use crate::scan::{
 use crate::{EXIT_ALLOW, EXIT_BATCH_ERRORS, PipelineArgs};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use rampart_core::{
-    Action, Backend, InputError, Pipeline, PipelineConfig, RELATIONAL_KIND, RelationalCost,
-    RelationalLabel, RelationalStatus, ScanRequest,
+use rampart_core::{Action, InputError, Pipeline, PipelineConfig, ScanRequest};
+use rampart_relational::{
+    Backend, RELATIONAL_KIND, RelationalCost, RelationalLabel, RelationalStatus,
 };
 use rampart_relational::{
     PromptSegment, RelateOutcome, attach_relational_layer, layer_backend, layered_request,
@@ -250,7 +250,7 @@ fn relate_config(args: &RelateArgs) -> Result<(PipelineConfig, String)> {
 impl Relator {
     fn build(args: &RelateArgs) -> Result<Relator> {
         let (config, layer) = relate_config(args)?;
-        let pipeline = Pipeline::from_config_with(config, &crate::registry::registry())
+        let pipeline = Pipeline::from_config_with(config, &rampart::registry())
             .context("building the pipeline with its relational layer")?;
         Ok(Relator { pipeline, layer })
     }
@@ -1018,7 +1018,7 @@ mod tests {
     #[test]
     fn the_summary_counts_labels_confusion_and_time() {
         let relator = Relator {
-            pipeline: Pipeline::default_pipeline().unwrap(),
+            pipeline: rampart_rules::rules_pipeline().unwrap(),
             layer: "relational".into(),
         };
         let mut b = SummaryBuilder::default();

@@ -314,8 +314,8 @@ fn scan_conversation(
             // The human format shows the newest call's segments.
             let segments = o
                 .decision
-                .conversation
-                .as_ref()
+                .reports
+                .find::<rampart_conversation::ConversationReport>()
                 .map(|c| {
                     c.segment_messages
                         .iter()

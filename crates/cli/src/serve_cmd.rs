@@ -60,7 +60,7 @@ pub fn check(path: &Path) -> Result<String> {
     let cfg = ServerConfig::from_path(path)?;
     let pc = cfg.pipeline_config(&crate::default_config()?)?;
     let layers: Vec<String> = pc.layers.iter().map(|l| l.kind.clone()).collect();
-    let pipeline = rampart_core::Pipeline::from_config_with(pc, &crate::registry::registry())?;
+    let pipeline = rampart_core::Pipeline::from_config_with(pc, &rampart::registry())?;
     rampart_server::check_rule_examples(pipeline.config())?;
     rampart_server::check_tool_policy(&cfg)?;
     Ok(format!(
@@ -145,7 +145,7 @@ pub fn run(args: &ServeArgs) -> Result<u8> {
     init_logging(args.log_format)?;
     let cfg = load_config(args.config.as_deref(), args.listen.as_deref())?;
     let options = ServerOptions {
-        registry: Arc::new(crate::registry::registry()),
+        registry: Arc::new(rampart::registry()),
         default_pipeline: crate::default_config()?,
         reload_on_sighup: true,
     };

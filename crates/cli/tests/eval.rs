@@ -314,7 +314,7 @@ fn several_configs_are_compared_side_by_side() {
     let strict = dir.path().join("strict.toml");
     std::fs::write(
         &strict,
-        rampart_core::DEFAULT_CONFIG_SRC
+        rampart_rules::RULES_CONFIG_SRC
             .replace("low_risk = \"ALLOW\"", "low_risk = \"BLOCK\"")
             .replace("medium_risk = \"SANITIZE\"", "medium_risk = \"BLOCK\""),
     )

@@ -18,7 +18,7 @@ use rampart_conversation::{
     AssistantLedger, ConversationOptions, ConversationScanner, ConversationStore, TurnVerdict,
 };
 use rampart_core::conversation::{ConversationRequest, Turn};
-use rampart_core::{Action, Pipeline, Role};
+use rampart_core::{Action, Role};
 use std::hint::black_box;
 use std::sync::Arc;
 
@@ -60,7 +60,7 @@ fn messages(turns: &[Turn]) -> Vec<(Role, String)> {
 }
 
 fn bench(c: &mut Criterion) {
-    let pipeline = Arc::new(Pipeline::default_pipeline().expect("default pipeline"));
+    let pipeline = Arc::new(rampart_rules::rules_pipeline().expect("default pipeline"));
     let options = ConversationOptions::default();
     let verdict = TurnVerdict {
         risk: 0.1,

@@ -32,8 +32,9 @@ use rampart_classify::{
     Example, FeatureConfig, LinearModel, SplitMix64, TrainOptions, ValidationReport, auc, evaluate,
     fit_platt, max_margin, threshold_for_fpr, train,
 };
+use rampart_core::Strength;
 use rampart_normalize::Normalizer;
-use rampart_rules::{Matcher, MatcherBuilder, RulePack, Strength};
+use rampart_rules::{Matcher, MatcherBuilder, RulePack};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -59,6 +59,7 @@ mod fingerprint;
 mod ledger;
 mod persist;
 mod refusal;
+mod report;
 mod risk;
 mod scan;
 mod store;
@@ -79,6 +80,7 @@ pub use persist::{
     ConversationDb, FlushStats, LoadStats, PERSIST_SCHEMA_VERSION, PersistError, PersistOp,
 };
 pub use refusal::RefusalDetector;
+pub use report::{ConversationFinding, ConversationReport, HistoryReport, StateMode, TurnRisk};
 pub use risk::{
     DEFAULT_ACCUMULATION_WEIGHT, DEFAULT_ESCALATION_WEIGHT, DEFAULT_ESCALATION_WINDOW,
     DEFAULT_HALF_LIFE_TURNS, DEFAULT_REPHRASE_DISTANCE, OptionsError, RiskParams, RiskTerms, score,

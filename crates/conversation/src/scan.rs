@@ -17,10 +17,10 @@ use crate::ledger::{AssistantLedger, HIST_FORGED, HistoryPolicy, apply_history_p
 use crate::refusal::RefusalDetector;
 use crate::risk::OptionsError;
 use crate::store::{ConversationState, ConversationStore, ObserveError, StoreOptions, TurnVerdict};
+use crate::{ConversationFinding, ConversationReport, HistoryReport, StateMode, TurnRisk};
 use crate::{LedgerOptions, ledger::HistoryCheck};
 use rampart_core::conversation::{
-    ConversationContext, ConversationEvidence, ConversationFinding, ConversationReport,
-    ConversationRequest, DEFAULT_MAX_TURNS, HistoryReport, StateMode, Turn, TurnRisk,
+    ConversationContext, ConversationEvidence, ConversationRequest, DEFAULT_MAX_TURNS, Turn,
 };
 use rampart_core::{
     Action, Decision, InputError, LayerResult, LayerStatus, Pipeline, RiskClass, Role,
@@ -747,7 +747,7 @@ impl ConversationScanner {
             elapsed_us: started.elapsed().as_micros() as u64,
         });
         decision.elapsed_us = started.elapsed().as_micros() as u64;
-        decision.conversation = Some(ConversationReport {
+        let report = ConversationReport {
             state: self.mode,
             messages: req.turns.len(),
             risk: state.risk,
@@ -766,7 +766,10 @@ impl ConversationScanner {
             findings,
             action,
             reasons,
-        });
+        };
+        if let Err(e) = decision.reports.insert(&report) {
+            decision.reasons.push(format!("{e}: not recorded"));
+        }
         ConversationOutcome {
             decision,
             sanitized,

@@ -7,8 +7,9 @@ use rampart_conversation::{
     ClaimRecord, ClaimSplit, HISTORY_PACK_ORIGIN, HISTORY_PACK_SRC, finding_id, parse_claims,
     train_agreement,
 };
+use rampart_core::{RiskClass, Strength};
 use rampart_normalize::Normalizer;
-use rampart_rules::{RiskClass, RulePack, Strength};
+use rampart_rules::RulePack;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -84,7 +85,7 @@ fn every_rule_reports_a_hist_id_from_002_and_strong_rules_are_clear_signals() {
             "HIST_001 is the ledger's forged assistant turn"
         );
         assert!(ids.insert(id), "{} repeats a finding id", r.id);
-        assert_eq!(r.category, rampart_rules::Category::RoleConfusion);
+        assert_eq!(r.category, rampart_core::Category::RoleConfusion);
         match r.strength {
             // Strong alone = 2 points, a medium-risk signal in the rule scoring.
             Strength::Strong => assert_eq!(r.severity, RiskClass::MediumRisk, "{}", r.id),

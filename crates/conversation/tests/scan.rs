@@ -4,16 +4,17 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
+use rampart_conversation::StateMode;
 use rampart_conversation::{
     AssistantLedger, CONV_RISK, CONV_WINDOW, ConversationOptions, ConversationScanner,
     ConversationStore, HIST_FORGED, HistoryPolicy, LedgerOptions, ManualClock, call_ends,
 };
-use rampart_core::conversation::{ConversationRequest, StateMode, Turn};
+use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{Action, Pipeline, Role};
 use std::sync::Arc;
 
 fn pipeline() -> Arc<Pipeline> {
-    Arc::new(Pipeline::default_pipeline().expect("default pipeline"))
+    Arc::new(rampart_rules::rules_pipeline().expect("default pipeline"))
 }
 
 fn conv(turns: &[(Role, &str)]) -> ConversationRequest {
@@ -70,7 +71,11 @@ fn stateless_scan_replays_every_call() {
             (Role::User, "Fine. Which neighbourhood should I stay in?"),
         ]))
         .unwrap();
-    let report = out.decision.conversation.as_ref().unwrap();
+    let report = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert_eq!(report.state, StateMode::Stateless);
     assert_eq!(report.scanned.len(), 3);
     assert_eq!(report.scanned[1].action, Action::Block);
@@ -102,7 +107,11 @@ fn a_benign_conversation_is_allowed() {
         "{:?}",
         out.decision.reasons
     );
-    let report = out.decision.conversation.unwrap();
+    let report = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert!(report.risk < 0.5);
     assert_eq!(report.segment_messages, vec![0, 5]);
 }
@@ -123,7 +132,12 @@ fn a_rewound_conversation_keeps_its_risk() {
     ];
     let blocked = s.scan(&conv(&attack)).unwrap();
     assert_eq!(blocked.decision.action, Action::Block);
-    let before = blocked.decision.conversation.unwrap().risk;
+    let before = blocked
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap()
+        .risk;
 
     // The client drops the blocked turn and sends something harmless instead, under a new id.
     let mut rewound = conv(&[
@@ -133,7 +147,11 @@ fn a_rewound_conversation_keeps_its_risk() {
     ]);
     rewound.conversation_id = Some("fresh-start".into());
     let out = s.scan(&rewound).unwrap();
-    let report = out.decision.conversation.unwrap();
+    let report = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert!(report.risk >= before, "{} < {before}", report.risk);
     assert_eq!(report.evidence.blocks, 1);
     assert_eq!(report.inherited_from_prefix_len, 2);
@@ -165,7 +183,11 @@ fn a_forged_assistant_turn_is_detected() {
             (Role::User, "Then go on."),
         ]);
         let out = s.scan(&c).unwrap();
-        let report = out.decision.conversation.clone().unwrap();
+        let report = out
+            .decision
+            .reports
+            .find::<rampart_conversation::ConversationReport>()
+            .unwrap();
         let h = report.history.as_ref().unwrap();
         assert_eq!(h.verified, vec![1]);
         assert_eq!(h.forged, vec![3]);
@@ -199,7 +221,13 @@ fn genuine_history_is_not_forged() {
         ]))
         .unwrap();
     assert_eq!(out.decision.action, Action::Allow);
-    let h = out.decision.conversation.unwrap().history.unwrap();
+    let h = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap()
+        .history
+        .unwrap();
     assert!(h.forged.is_empty());
 }
 
@@ -221,7 +249,11 @@ fn a_payload_split_over_turns_is_reassembled() {
             (Role::User, "Now print a+b and do it."),
         ]))
         .unwrap();
-    let report = out.decision.conversation.unwrap();
+    let report = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert!(
         report.findings.iter().any(|f| f.id == CONV_WINDOW),
         "{report:?}"
@@ -333,7 +365,11 @@ fn repeated_refusals_block_the_conversation() {
         (Role::User, "Fine. What about the quantities?"),
     ]);
     let out = s.scan(&c).unwrap();
-    let report = out.decision.conversation.unwrap();
+    let report = out
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert_eq!(report.evidence.refusals, 2);
     assert!(
         report

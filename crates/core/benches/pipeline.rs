@@ -4,7 +4,6 @@
 //! cargo bench -p rampart-core --bench pipeline
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rampart_core::Pipeline;
 use rampart_normalize::Normalizer;
 use std::hint::black_box;
 
@@ -13,7 +12,7 @@ mod prose;
 use prose::prompt;
 
 fn bench(c: &mut Criterion) {
-    let pipeline = Pipeline::default_pipeline().expect("default pipeline");
+    let pipeline = rampart_rules::rules_pipeline().expect("default pipeline");
     let normalizer = Normalizer::default();
 
     let mut g = c.benchmark_group("pipeline");

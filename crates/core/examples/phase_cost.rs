@@ -1,6 +1,5 @@
 //! Splits pipeline cost into phases over a JSONL corpus (one thread):
 //! `cargo run --release -p rampart-core --example phase_cost -- corpus.jsonl`.
-use rampart_core::Pipeline;
 use rampart_normalize::Normalizer;
 use std::time::Instant;
 
@@ -43,7 +42,7 @@ fn main() {
     }
     let tm = t.elapsed().as_secs_f64();
     println!("matcher.scan: {tm:.2}s {:.1} MB/s ({hits} hits)", mb / tm);
-    let p = Pipeline::default_pipeline().expect("pipeline");
+    let p = rampart_rules::rules_pipeline().expect("pipeline");
     let t = Instant::now();
     for s in &texts {
         let _ = p.scan_text(s).expect("scan");

@@ -3,21 +3,15 @@
 
 use crate::decision::Action;
 use crate::input::{Limits, Role, Trust};
-use crate::pipeline::{BuildError, layer_options};
+use crate::location::Location;
 use crate::scoring::ScoringConfig;
-use rampart_rules::{Location, PackErrors, RiskClass, RulePack};
+use crate::vocab::RiskClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 /// The configuration schema version this build reads.
 pub const CONFIG_VERSION: u32 = 1;
 
-/// The embedded default configuration.
-pub const DEFAULT_CONFIG_SRC: &str = include_str!("default_config.toml");
-
-/// `kind` of the built-in rule layer, which is also its layer name in decisions.
-pub const RULES_KIND: &str = "rules";
 /// `kind` of the built-in score-fusion layer (its layer name defaults to the same).
 pub const FUSE_KIND: &str = "fuse";
 /// Name of the normalization step in decisions: the first layer of every pipeline, which
@@ -194,6 +188,20 @@ pub struct LayerConfig {
     pub options: toml::Table,
 }
 
+impl LayerConfig {
+    /// A layer of `kind` with no options, always run, deciding, with the policy's fail mode.
+    pub fn new(kind: impl Into<String>) -> LayerConfig {
+        LayerConfig {
+            kind: kind.into(),
+            run_if: None,
+            score_only: false,
+            defer: None,
+            fail_mode: None,
+            options: toml::Table::new(),
+        }
+    }
+}
+
 /// A condition on what earlier layers found, deciding whether a layer runs. A layer that
 /// does not run is recorded in the decision as skipped (never silently): it contributes
 /// nothing, so the verdict is the earlier layers' (the ratchet still holds).
@@ -217,64 +225,6 @@ pub struct RunIf {
     /// yielded no score (it failed, timed out or was skipped), the layer runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub between: Option<[f32; 2]>,
-}
-
-/// Options of the built-in `rules` layer.
-///
-/// [`PipelineConfig::rules_layers`] lists them, [`PipelineConfig::add_rule_packs`] and
-/// [`PipelineConfig::edit_rules_layers`] change them: callers never edit the raw table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RulesLayerOptions {
-    /// Include the embedded default pack. Default true.
-    #[serde(default = "yes")]
-    pub default_pack: bool,
-    /// Extra pack files.
-    #[serde(default)]
-    pub packs: Vec<PathBuf>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Default for RulesLayerOptions {
-    fn default() -> Self {
-        Self {
-            default_pack: true,
-            packs: Vec::new(),
-        }
-    }
-}
-
-/// Where a rules layer's rules come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PackSource {
-    /// The embedded default pack.
-    Default,
-    /// A pack file.
-    File(PathBuf),
-}
-
-impl PackSource {
-    /// Reads and validates the pack.
-    pub fn load(&self) -> Result<RulePack, PackErrors> {
-        match self {
-            PackSource::Default => RulePack::default_pack(),
-            PackSource::File(p) => RulePack::from_path(p),
-        }
-    }
-}
-
-impl RulesLayerOptions {
-    /// The packs this layer loads, in order: the embedded pack (when on), then the files.
-    pub fn sources(&self) -> Vec<PackSource> {
-        self.default_pack
-            .then_some(PackSource::Default)
-            .into_iter()
-            .chain(self.packs.iter().cloned().map(PackSource::File))
-            .collect()
-    }
 }
 
 /// The whole pipeline configuration.
@@ -303,27 +253,18 @@ pub struct PipelineConfig {
     pub layers: Vec<LayerConfig>,
 }
 
-impl Default for PipelineConfig {
-    fn default() -> Self {
-        // The embedded file is tested to parse; fall back to the equivalent literal.
-        PipelineConfig::parse(DEFAULT_CONFIG_SRC, "<embedded>/default_config.toml").unwrap_or(
-            PipelineConfig {
-                version: CONFIG_VERSION,
-                limits: Limits::default(),
-                normalize: NormalizeSection::default(),
-                policy: PolicyConfig::default(),
-                hash: HashSection::default(),
-                localize: crate::localize::LocalizeConfig::default(),
-                layers: vec![LayerConfig {
-                    kind: RULES_KIND.into(),
-                    run_if: None,
-                    score_only: false,
-                    defer: None,
-                    fail_mode: None,
-                    options: toml::Table::new(),
-                }],
-            },
-        )
+impl PipelineConfig {
+    /// A configuration of `layers` with every section at its default.
+    pub fn new(layers: Vec<LayerConfig>) -> PipelineConfig {
+        PipelineConfig {
+            version: CONFIG_VERSION,
+            limits: Limits::default(),
+            normalize: NormalizeSection::default(),
+            policy: PolicyConfig::default(),
+            hash: HashSection::default(),
+            localize: crate::localize::LocalizeConfig::default(),
+            layers,
+        }
     }
 }
 
@@ -392,63 +333,6 @@ impl PipelineConfig {
         }
         cfg.localize.validate().map_err(invalid)?;
         Ok(cfg)
-    }
-
-    /// The options of each `rules` layer, in layer order. Options that do not decode are the
-    /// same [`BuildError::Options`] building the pipeline would give.
-    pub fn rules_layers(&self) -> Result<Vec<RulesLayerOptions>, BuildError> {
-        self.layers
-            .iter()
-            .filter(|l| l.kind == RULES_KIND)
-            .map(|l| layer_options(RULES_KIND, &l.options))
-            .collect()
-    }
-
-    /// The packs the `rules` layers load, together: the embedded pack first when any layer
-    /// loads it, then each file once, in layer order. Empty when there is no rules layer.
-    pub fn rule_pack_sources(&self) -> Result<Vec<PackSource>, BuildError> {
-        let layers = self.rules_layers()?;
-        let mut out = Vec::new();
-        if layers.iter().any(|o| o.default_pack) {
-            out.push(PackSource::Default);
-        }
-        for p in layers.into_iter().flat_map(|o| o.packs) {
-            let p = PackSource::File(p);
-            if !out.contains(&p) {
-                out.push(p);
-            }
-        }
-        Ok(out)
-    }
-
-    /// Applies `edit` to the options of every `rules` layer.
-    pub fn edit_rules_layers(
-        &mut self,
-        mut edit: impl FnMut(&mut RulesLayerOptions),
-    ) -> Result<(), BuildError> {
-        for layer in self.layers.iter_mut().filter(|l| l.kind == RULES_KIND) {
-            let mut opts: RulesLayerOptions = layer_options(RULES_KIND, &layer.options)?;
-            edit(&mut opts);
-            let encode_err = |message: String| BuildError::Options {
-                kind: RULES_KIND.into(),
-                message,
-            };
-            layer.options = match toml::Value::try_from(&opts) {
-                Ok(toml::Value::Table(t)) => t,
-                Ok(_) => return Err(encode_err("options are not a table".into())),
-                // A pack path that is not UTF-8 has no TOML form.
-                Err(e) => return Err(encode_err(e.to_string())),
-            };
-        }
-        Ok(())
-    }
-
-    /// Adds pack files to every `rules` layer (after the packs it already loads).
-    pub fn add_rule_packs(&mut self, packs: &[PathBuf]) -> Result<(), BuildError> {
-        if packs.is_empty() {
-            return Ok(());
-        }
-        self.edit_rules_layers(|o| o.packs.extend(packs.iter().cloned()))
     }
 
     /// Reads and parses a configuration file.

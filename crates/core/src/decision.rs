@@ -1,8 +1,9 @@
 //! What a scan returns: the action, the risk, and the evidence. Never the raw prompt.
 
 use crate::input::Role;
+use crate::report::Reports;
+use crate::vocab::{Category, RiskClass, Strength};
 use rampart_normalize::{TransformKind, ViewKind};
-use rampart_rules::{Category, RiskClass, Strength};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -193,17 +194,11 @@ pub struct Decision {
     pub policy_version: String,
     /// Total wall time in microseconds.
     pub elapsed_us: u64,
-    /// The intent layer's report (why it was or was not asked, the call's outcome, cost,
-    /// the verdict), when the pipeline has a judge layer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub judge: Option<crate::intent::JudgeReport>,
-    /// The relational layer's report (per prompt layer truth / indeterminacy / falsehood,
-    /// violations, balance, exchange type, label), when the pipeline has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub relational: Option<crate::relational::RelationalReport>,
-    /// The per-conversation part (risk and its history), for conversation requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation: Option<crate::conversation::ConversationReport>,
+    /// The layers' own reports (an intent layer's `judge`, a relational layer's
+    /// `relational`) and the service's (`conversation`), each a top-level member named by
+    /// its key; look them up by type with [`Reports::get`].
+    #[serde(flatten)]
+    pub reports: Reports,
 }
 
 /// A segment's text after sanitization, returned to the caller beside the decision (it is

@@ -1,12 +1,11 @@
 //! The one trait every layer implements.
 
-use crate::decision::{Finding, LayerResult, Span};
+use crate::decision::{Action, Finding, LayerResult, Span};
 use crate::input::{Role, Trust};
-use crate::intent::JudgeReport;
 use crate::localize::LocalizeConfig;
-use crate::relational::RelationalReport;
+use crate::report::LayerReport;
+use crate::vocab::RiskClass;
 use rampart_normalize::Normalized;
-use rampart_rules::RiskClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -116,12 +115,22 @@ pub struct Detection {
     /// Localized scores, highest first ([`top_spans`]): per scored segment, its best
     /// spans (the whole segment among them). The first is the span that decided `score`.
     pub spans: Vec<SpanScore>,
-    /// An intent layer's report ([`JudgeReport`]). A report whose call failed
-    /// ([`JudgeReport::failed`]) makes the layer fail: its fail mode decides.
-    pub judge: Option<Box<JudgeReport>>,
-    /// A relational layer's report ([`RelationalReport`]). A failed report
-    /// ([`RelationalReport::failed`]) makes the layer fail: its fail mode decides.
-    pub relational: Option<Box<RelationalReport>>,
+    /// The layer's own report (an intent layer's, a relational layer's), carried in the
+    /// decision under its key ([`crate::Reports`]).
+    pub report: Option<LayerReport>,
+    /// The layer ran but could not decide (its model call failed, its evaluation failed):
+    /// the layer fails as on an error, so its fail mode decides, and its report is kept.
+    /// Never input or model text.
+    pub failure: Option<String>,
+    /// A floor under the layer's own verdict, whatever the policy maps its risk to (an
+    /// intent layer's "malicious" is BLOCK). It never lowers anything: the ratchet over all
+    /// layers still takes the maximum.
+    pub floor: Option<(RiskClass, Action)>,
+    /// For a layer that resolves deferred bands ([`Detector::resolves_deferred`]): its
+    /// verdict on them, as a line for the decision's reasons, when it gave one. The held
+    /// verdicts are then dropped (the layer can clear a band as well as catch it); when it
+    /// gave none, each held verdict and finding comes back.
+    pub resolution: Option<String>,
 }
 
 /// Why a detector could not decide.

@@ -22,8 +22,8 @@ use crate::detector::{
     Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SpanScore, top_spans,
 };
 use crate::input::Trust;
+use crate::vocab::{Category, RiskClass, Strength};
 use rampart_normalize::ViewKind;
-use rampart_rules::{Category, RiskClass, Strength};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -188,12 +188,7 @@ impl FuseDetector {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
         index: usize,
-    ) -> Option<(
-        crate::input::Role,
-        Span,
-        ViewKind,
-        Vec<rampart_normalize::TransformKind>,
-    )> {
+    ) -> Option<Anchor> {
         let seg = input.segments.iter().find(|s| s.index == index)?;
         // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
         if let Some(f) = earlier
@@ -220,52 +215,28 @@ impl FuseDetector {
         );
         Some((seg.role, span, ViewKind::Raw, Vec::new()))
     }
-}
 
-impl Detector for FuseDetector {
-    fn name(&self) -> &str {
-        &self.opts.name
+    /// Whether every input layer gave a request-level score (else there is nothing to
+    /// fuse). A score that is not a number (a broken model) must not fuse into a silent
+    /// ALLOW: the layer fails, and the policy's fail mode decides.
+    fn inputs_scored(&self, earlier: &Earlier<'_>) -> Result<bool, DetectorError> {
+        let mut all = true;
+        for name in self.opts.inputs.keys() {
+            match earlier.score_of(name) {
+                Some(s) if !s.is_finite() => return Err(not_finite(name, s)),
+                Some(_) => {}
+                None => all = false,
+            }
+        }
+        Ok(all)
     }
 
-    /// Alone, without the scores of earlier layers, there is nothing to fuse: an error (so a
-    /// pipeline fails closed) rather than a silent ALLOW.
-    fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
-        Err(DetectorError::Failed(
-            "the fuse layer needs earlier layers' scores (run it in a pipeline)".into(),
-        ))
-    }
-
-    fn detect_after(
+    /// The fusion of each untrusted segment the inputs scored, in segment order.
+    fn fuse_segments(
         &self,
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
-    ) -> Result<Detection, DetectorError> {
-        // Each input's request-level score, looked up once, in `inputs` order.
-        let found: Vec<Option<f32>> = self
-            .opts
-            .inputs
-            .keys()
-            .map(|name| earlier.score_of(name))
-            .collect();
-        // A score that is not a number (a broken model) must not fuse into a silent ALLOW:
-        // the layer fails, and the policy's fail mode decides.
-        let not_finite = |name: &String, s: f32| {
-            DetectorError::Failed(format!(
-                "input layer {name:?} gave a score that is not a number: {s}"
-            ))
-        };
-        if let Some((name, s)) = self
-            .opts
-            .inputs
-            .keys()
-            .zip(&found)
-            .find_map(|(name, s)| s.filter(|s| !s.is_finite()).map(|s| (name, s)))
-        {
-            return Err(not_finite(name, s));
-        }
-        if found.iter().any(Option::is_none) {
-            return Ok(Detection::default());
-        }
+    ) -> Result<Vec<SegmentFusion>, DetectorError> {
         let mut segments = Vec::new();
         for seg in input.segments.iter().filter(|s| s.trust != Trust::Trusted) {
             let Some(scores) = self.segment_scores(earlier, seg.index) else {
@@ -289,6 +260,121 @@ impl Detector for FuseDetector {
                 threshold,
             });
         }
+        Ok(segments)
+    }
+
+    /// The finding of one segment's fusion at `anchor`: counted and high risk at or over
+    /// its threshold; below it, an uncounted one in the ambiguous band of the best segment
+    /// (`best`); else none.
+    fn finding(&self, sf: &SegmentFusion, best: bool, anchor: Anchor) -> Option<Finding> {
+        let (role, span, view, via) = anchor;
+        let hit = sf.p >= sf.threshold;
+        let ambiguous = !hit
+            && best
+            && self
+                .opts
+                .ambiguous
+                .is_some_and(|[lo, hi]| sf.p >= lo && sf.p < hi);
+        if !hit && !ambiguous {
+            return None;
+        }
+        let formula = self.formula(sf);
+        let (id, strength, points, severity, why) = if hit {
+            (
+                FUSE_ID,
+                Strength::Strong,
+                3,
+                RiskClass::HighRisk,
+                format!(
+                    "{formula} >= threshold {:.3} ({role} segment)",
+                    sf.threshold
+                ),
+            )
+        } else {
+            (
+                FUSE_AMBIGUOUS_ID,
+                Strength::Weak,
+                0,
+                RiskClass::MediumRisk,
+                format!("{formula} in the ambiguous band (below the threshold)"),
+            )
+        };
+        Some(Finding {
+            layer: self.opts.name.clone(),
+            rule_id: id.into(),
+            category: Category::Other,
+            strength,
+            points,
+            severity,
+            segment: sf.index,
+            role,
+            counted: hit,
+            span,
+            view,
+            via,
+            rationale: why,
+        })
+    }
+
+    /// `fused score sigmoid(w·logit(layer s) + … + bias) = p`, for the rationale.
+    fn formula(&self, sf: &SegmentFusion) -> String {
+        let parts: Vec<String> = self
+            .opts
+            .inputs
+            .iter()
+            .zip(&sf.scores)
+            .map(|((name, w), s)| format!("{w}·logit({name} {s:.3})"))
+            .collect();
+        let bias = if self.opts.bias == 0.0 {
+            String::new()
+        } else {
+            format!(" + {}", self.opts.bias)
+        };
+        format!(
+            "fused score sigmoid({}{bias}) = {:.3}",
+            parts.join(" + "),
+            sf.p
+        )
+    }
+}
+
+/// Where a fused finding points: the role of its segment, the span, the view it was seen in
+/// and the decodings undone to see it.
+type Anchor = (
+    crate::input::Role,
+    Span,
+    ViewKind,
+    Vec<rampart_normalize::TransformKind>,
+);
+
+fn not_finite(name: &str, s: f32) -> DetectorError {
+    DetectorError::Failed(format!(
+        "input layer {name:?} gave a score that is not a number: {s}"
+    ))
+}
+
+impl Detector for FuseDetector {
+    fn name(&self) -> &str {
+        &self.opts.name
+    }
+
+    /// Alone, without the scores of earlier layers, there is nothing to fuse: an error (so a
+    /// pipeline fails closed) rather than a silent ALLOW.
+    fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        Err(DetectorError::Failed(
+            "the fuse layer needs earlier layers' scores (run it in a pipeline)".into(),
+        ))
+    }
+
+    fn detect_after(
+        &self,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) -> Result<Detection, DetectorError> {
+        if !self.inputs_scored(earlier)? {
+            return Ok(Detection::default());
+        }
+        let segments = self.fuse_segments(input, earlier)?;
         let mut det = Detection::default();
         let Some(best) = segments
             .iter()
@@ -299,79 +385,20 @@ impl Detector for FuseDetector {
         det.score = Some(best.p);
         let mut spans = Vec::new();
         for sf in &segments {
-            let Some((role, span, view, via)) = self.anchor(input, earlier, sf.index) else {
+            let Some(anchor) = self.anchor(input, earlier, sf.index) else {
                 continue;
             };
             spans.push(SpanScore {
                 segment: sf.index,
-                span,
+                span: anchor.1,
                 score: sf.p,
             });
-            let hit = sf.p >= sf.threshold;
-            let ambiguous = !hit
-                && sf.index == best.index
-                && self
-                    .opts
-                    .ambiguous
-                    .is_some_and(|[lo, hi]| sf.p >= lo && sf.p < hi);
-            if !hit && !ambiguous {
-                continue;
+            if let Some(f) = self.finding(sf, sf.index == best.index, anchor) {
+                if f.counted {
+                    det.risk = Some(RiskClass::HighRisk);
+                }
+                det.findings.push(f);
             }
-            let parts: Vec<String> = self
-                .opts
-                .inputs
-                .iter()
-                .zip(&sf.scores)
-                .map(|((name, w), s)| format!("{w}·logit({name} {s:.3})"))
-                .collect();
-            let bias = if self.opts.bias == 0.0 {
-                String::new()
-            } else {
-                format!(" + {}", self.opts.bias)
-            };
-            let formula = format!(
-                "fused score sigmoid({}{bias}) = {:.3}",
-                parts.join(" + "),
-                sf.p
-            );
-            let (id, strength, points, severity, counted, why) = if hit {
-                det.risk = Some(RiskClass::HighRisk);
-                (
-                    FUSE_ID,
-                    Strength::Strong,
-                    3,
-                    RiskClass::HighRisk,
-                    true,
-                    format!(
-                        "{formula} >= threshold {:.3} ({role} segment)",
-                        sf.threshold
-                    ),
-                )
-            } else {
-                (
-                    FUSE_AMBIGUOUS_ID,
-                    Strength::Weak,
-                    0,
-                    RiskClass::MediumRisk,
-                    false,
-                    format!("{formula} in the ambiguous band (below the threshold)"),
-                )
-            };
-            det.findings.push(Finding {
-                layer: self.opts.name.clone(),
-                rule_id: id.into(),
-                category: Category::Other,
-                strength,
-                points,
-                severity,
-                segment: sf.index,
-                role,
-                counted,
-                span,
-                view,
-                via,
-                rationale: why,
-            });
         }
         det.spans = top_spans(spans);
         Ok(det)

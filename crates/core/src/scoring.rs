@@ -13,7 +13,7 @@
 //! strong with a high-risk severity 3); two different strong rules in one category make 3.
 
 use crate::decision::Finding;
-use rampart_rules::{Category, RiskClass, Strength};
+use crate::vocab::{Category, RiskClass, Strength};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 

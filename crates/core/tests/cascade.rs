@@ -4,7 +4,7 @@
 
 use rampart_core::{
     Action, BuildError, Detection, Detector, DetectorError, DetectorFactory, LayerStatus, Pipeline,
-    PipelineConfig, Registry, RiskClass, ScanInput,
+    PipelineConfig, RiskClass, ScanInput,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,12 +23,11 @@ impl Detector for Scorer {
             .find("[s:")
             .and_then(|i| text[i + 3..].split(']').next()?.parse::<f32>().ok());
         Ok(Detection {
-            relational: None,
             findings: vec![],
             score,
             risk: None,
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
@@ -44,12 +43,11 @@ impl Detector for Expensive {
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         self.0.fetch_add(1, Ordering::SeqCst);
         Ok(Detection {
-            relational: None,
             findings: vec![],
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
@@ -70,7 +68,7 @@ impl DetectorFactory for F {
 
 fn build(layers: &str) -> (Result<Pipeline, BuildError>, Arc<AtomicUsize>) {
     let runs = Arc::new(AtomicUsize::new(0));
-    let mut reg = Registry::default();
+    let mut reg = rampart_rules::registry();
     reg.register(Box::new(F("scorer", runs.clone())));
     reg.register(Box::new(F("expensive", runs.clone())));
     let src = format!("version = 1\n{layers}");

@@ -3,13 +3,14 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_core::{Action, Pipeline, PipelineConfig, Role, RulesDetector, ScanRequest, Segment};
+use rampart_core::{Action, Pipeline, Role, ScanRequest, Segment};
+use rampart_rules::RulesDetector;
 use rampart_rules::{MatcherBuilder, RulePack, RuleScope};
 use std::sync::Arc;
 
 fn default_pipeline() -> &'static Pipeline {
     static P: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
-    P.get_or_init(|| Pipeline::default_pipeline().expect("default pipeline builds"))
+    P.get_or_init(|| rampart_rules::rules_pipeline().expect("default pipeline builds"))
 }
 
 /// The rule IDs that fired, counted, on segment 1 of a request whose segment 0 is a user
@@ -71,7 +72,7 @@ fn scoped_pipeline() -> Pipeline {
     let pack = RulePack::parse(PACK, "scope-test.toml").unwrap();
     let matcher = MatcherBuilder::new().add_pack(pack).build().unwrap();
     Pipeline::with_detectors(
-        PipelineConfig::default(),
+        rampart_rules::rules_config(),
         vec![Arc::new(RulesDetector::new(Arc::new(matcher)))],
     )
     .unwrap()

@@ -5,7 +5,7 @@
 
 use rampart_core::{
     Action, BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, FUSE_ID,
-    Finding, FuseDetector, FuseOptions, LayerStatus, Pipeline, PipelineConfig, Registry, RiskClass,
+    Finding, FuseDetector, FuseOptions, LayerStatus, Pipeline, PipelineConfig, RiskClass,
     ScanInput, Span, Strength, ViewKind,
 };
 use std::sync::Arc;
@@ -30,12 +30,11 @@ impl Detector for Tagged {
                 .ok()
         });
         let mut det = Detection {
-            relational: None,
             findings: vec![],
             score,
             risk: None,
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         };
         if score.is_some_and(|s| s >= 0.5) {
             det.risk = Some(RiskClass::HighRisk);
@@ -71,7 +70,7 @@ impl DetectorFactory for F {
 }
 
 fn build(layers: &str) -> Result<Pipeline, BuildError> {
-    let mut reg = Registry::default();
+    let mut reg = rampart_rules::registry();
     reg.register(Box::new(F("a")));
     reg.register(Box::new(F("b")));
     let config = PipelineConfig::parse(&format!("version = 1\n{layers}"), "test.toml").unwrap();

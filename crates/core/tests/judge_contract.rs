@@ -1,14 +1,17 @@
-//! The pipeline's side of the intent layer: deferred bands, the judge's precedence
-//! (escalate only) and its failures, which the fail mode decides and never read as benign.
+//! The pipeline's side of a layer that resolves deferred bands (the intent layer's contract):
+//! deferred bands, the resolver's precedence (escalate only) and its failures, which the fail
+//! mode decides and never read as benign. The resolver here is a layer kind defined outside
+//! core, with a report type of its own that the decision carries under its key.
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use rampart_core::{
-    Action, BuildError, CacheStatus, Category, Detection, Detector, DetectorError, DetectorFactory,
-    Earlier, Finding, IntentLabel, JudgeOutcome, JudgeReport, JudgeVerdict, LayerStatus, Pipeline,
-    PipelineConfig, Registry, RiskClass, ScanInput, Span, Strength,
+    Action, BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier,
+    Finding, LayerStatus, Pipeline, PipelineConfig, Registry, RiskClass, ScanInput, Span, Strength,
 };
+use rampart_core::{Decision, LayerReport, Report};
 use rampart_core::{ViewKind, layer_options};
+use serde::{Deserialize, Serialize};
 use std::sync::{Arc, Mutex};
 
 /// A classifier stand-in: its score is `[s:0.x]` in the first segment; at or over 0.5 it
@@ -50,46 +53,88 @@ impl Detector for Scorer {
             vec![]
         };
         Ok(Detection {
-            relational: None,
             findings,
             score,
             risk: over.then_some(RiskClass::HighRisk),
-            spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
 
-/// A judge stand-in: answers with a fixed label, or fails with a fixed outcome, and records
-/// what it saw of the earlier layers.
+/// A layer kind defined here, outside core, with a report type of its own: a judge stand-in
+/// that answers with a fixed label or fails with a fixed outcome, and records what it saw of
+/// the earlier layers. Core carries its report without knowing the type.
 #[derive(Debug)]
 struct FakeJudge {
-    answer: Result<IntentLabel, JudgeOutcome>,
+    answer: Answer,
     saw_needs_judgement: Arc<Mutex<Vec<String>>>,
 }
 
-fn report(answer: Result<IntentLabel, JudgeOutcome>) -> JudgeReport {
-    let mut r = JudgeReport::not_called("judge", "");
-    r.not_called = None;
-    r.called = true;
-    r.cache = CacheStatus::Off;
-    match answer {
-        Ok(label) => {
-            r.outcome = Some(JudgeOutcome::Ok);
-            r.intent_label = Some(label);
-            r.verdict = Some(JudgeVerdict {
-                intent_label: label,
-                confidence: 0.9,
-                explanation: "test".into(),
-                evidence: vec![],
-            });
-        }
-        Err(outcome) => {
-            r.outcome = Some(outcome);
-            r.outcome_detail = Some("scripted".into());
-        }
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Label {
+    Benign,
+    Suspicious,
+    Malicious,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    Verdict(Label),
+    Failed(String),
+}
+
+/// The stand-in's report: its verdict, how the call ended, and what it changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FakeReport {
+    layer: String,
+    label: Option<Label>,
+    outcome: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    action_without: Option<Action>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    action_with: Option<Action>,
+}
+
+impl Report for FakeReport {
+    const KEY: &'static str = "fake_judge";
+
+    fn record_effect(&mut self, without: Action, with: Action) {
+        self.action_without = Some(without);
+        self.action_with = Some(with);
     }
-    r
+}
+
+impl FakeReport {
+    fn failed(&self) -> bool {
+        self.label.is_none()
+    }
+}
+
+fn detection(answer: &Answer) -> Detection {
+    let (label, outcome) = match answer {
+        Answer::Verdict(l) => (Some(*l), "ok".to_string()),
+        Answer::Failed(o) => (None, o.clone()),
+    };
+    let report = FakeReport {
+        layer: "judge".into(),
+        label,
+        outcome: outcome.clone(),
+        action_without: None,
+        action_with: None,
+    };
+    Detection {
+        failure: report.failed().then(|| format!("judge outcome {outcome}")),
+        floor: match label {
+            Some(Label::Suspicious) => Some((RiskClass::MediumRisk, Action::Sanitize)),
+            Some(Label::Malicious) => Some((RiskClass::HighRisk, Action::Block)),
+            Some(Label::Benign) | None => None,
+        },
+        resolution: label.map(|l| format!("the judge decided: {l:?} (0.90)")),
+        report: Some(LayerReport::new(report)),
+        ..Detection::default()
+    }
 }
 
 impl Detector for FakeJudge {
@@ -97,10 +142,7 @@ impl Detector for FakeJudge {
         "judge"
     }
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
-        Ok(Detection {
-            judge: Some(Box::new(report(self.answer))),
-            ..Detection::default()
-        })
+        Ok(detection(&self.answer))
     }
     fn detect_after(
         &self,
@@ -114,6 +156,11 @@ impl Detector for FakeJudge {
     fn resolves_deferred(&self) -> bool {
         true
     }
+}
+
+/// The stand-in's report in a decision.
+fn fake(d: &Decision) -> FakeReport {
+    d.reports.get::<FakeReport>().unwrap().unwrap()
 }
 
 struct ScorerFactory;
@@ -140,12 +187,12 @@ impl DetectorFactory for JudgeFactory {
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let o: JudgeOpts = layer_options("fake_judge", options)?;
         let answer = match o.answer.as_str() {
-            "benign" => Ok(IntentLabel::Benign),
-            "suspicious" => Ok(IntentLabel::Suspicious),
-            "malicious" => Ok(IntentLabel::Malicious),
-            "timeout" => Err(JudgeOutcome::Timeout),
-            "unparseable" => Err(JudgeOutcome::Unparseable),
-            "budget" => Err(JudgeOutcome::BudgetExhausted),
+            "benign" => Answer::Verdict(Label::Benign),
+            "suspicious" => Answer::Verdict(Label::Suspicious),
+            "malicious" => Answer::Verdict(Label::Malicious),
+            failed @ ("timeout" | "unparseable" | "budget_exhausted") => {
+                Answer::Failed(failed.into())
+            }
             other => panic!("unknown answer {other}"),
         };
         Ok(Arc::new(FakeJudge {
@@ -156,7 +203,7 @@ impl DetectorFactory for JudgeFactory {
 }
 
 fn registry(seen: Arc<Mutex<Vec<String>>>) -> Registry {
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(ScorerFactory));
     r.register(Box::new(JudgeFactory(seen)));
     r
@@ -191,11 +238,16 @@ fn a_deferred_band_is_cleared_by_a_benign_verdict() {
     assert!(scorer.undecided);
     assert_eq!(scorer.action, Action::Allow);
     assert!(d.findings.iter().all(|f| !f.counted));
-    let j = d.judge.unwrap();
-    assert_eq!(j.intent_label, Some(IntentLabel::Benign));
+    let j = fake(&d);
+    assert_eq!(j.label, Some(Label::Benign));
     // How the judge changed the decision: the scorer alone would have blocked.
-    assert_eq!(j.action_without_judge, Some(Action::Block));
-    assert_eq!(j.action_with_judge, Some(Action::Allow));
+    assert_eq!(j.action_without, Some(Action::Block));
+    assert_eq!(j.action_with, Some(Action::Allow));
+    assert!(
+        d.reasons
+            .iter()
+            .any(|r| r.contains("the judge decided: Benign"))
+    );
 }
 
 #[test]
@@ -206,9 +258,9 @@ fn a_deferred_band_is_caught_by_a_malicious_verdict() {
         .decision;
     assert_eq!(d.action, Action::Block);
     assert_eq!(d.risk, RiskClass::HighRisk);
-    let j = d.judge.unwrap();
-    assert_eq!(j.action_without_judge, Some(Action::Allow));
-    assert_eq!(j.action_with_judge, Some(Action::Block));
+    let j = fake(&d);
+    assert_eq!(j.action_without, Some(Action::Allow));
+    assert_eq!(j.action_with, Some(Action::Block));
 }
 
 #[test]
@@ -238,12 +290,12 @@ fn a_benign_verdict_never_downgrades_another_layers_block() {
         .unwrap()
         .decision;
     assert_eq!(d.action, Action::Block);
-    assert_eq!(d.judge.unwrap().intent_label, Some(IntentLabel::Benign));
+    assert_eq!(fake(&d).label, Some(Label::Benign));
 }
 
 #[test]
 fn a_failed_judge_blocks_when_fail_closed_and_says_why() {
-    for answer in ["timeout", "unparseable", "budget"] {
+    for answer in ["timeout", "unparseable", "budget_exhausted"] {
         let d = deferred_with(answer, "")
             .scan_text("notes [s:0.1]")
             .unwrap()
@@ -256,9 +308,11 @@ fn a_failed_judge_blocks_when_fail_closed_and_says_why() {
             "{:?}",
             judge.status
         );
-        let r = d.judge.unwrap();
+        let r = fake(&d);
         assert!(r.failed());
-        assert!(r.verdict.is_none());
+        assert_eq!(r.outcome, answer);
+        // A failed layer's report is kept, but it recorded no effect.
+        assert_eq!(r.action_without, None);
     }
 }
 
@@ -380,4 +434,33 @@ fn an_unknown_needs_judgement_category_is_a_pack_error() {
         "schema_version = 1\n[pack]\nname = \"p\"\nversion = \"1\"\nneeds_judgement = [\"NOPE\"]\n";
     let e = rampart_rules::RulePack::parse(src, "p.toml").unwrap_err();
     assert!(e.to_string().contains("NOPE"), "{e}");
+}
+
+#[test]
+fn a_layer_kind_defined_outside_core_reports_under_its_own_key() {
+    let d = deferred_with("malicious", "")
+        .scan_text("summarize the notes [s:0.45]")
+        .unwrap()
+        .decision;
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["fake_judge"]["label"], "malicious");
+    assert_eq!(json["fake_judge"]["action_with"], "BLOCK");
+    // Read back, the decision keeps the report, typed or not.
+    let back: Decision = serde_json::from_value(json).unwrap();
+    assert_eq!(back, d);
+    assert_eq!(fake(&back).label, Some(Label::Malicious));
+    assert!(back.reports.contains("fake_judge"));
+    // A decision without the layer has no report, and no member in its JSON.
+    let plain = rampart_rules::rules_pipeline()
+        .unwrap()
+        .scan_text("hello")
+        .unwrap()
+        .decision;
+    assert_eq!(plain.reports.get::<FakeReport>().unwrap(), None);
+    assert!(
+        serde_json::to_value(&plain)
+            .unwrap()
+            .get("fake_judge")
+            .is_none()
+    );
 }

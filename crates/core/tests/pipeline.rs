@@ -6,15 +6,16 @@
 use proptest::prelude::*;
 use rampart_core::{
     Action, Category, Detection, Detector, DetectorError, FailMode, Finding, InputError,
-    LayerStatus, Pipeline, PipelineConfig, RiskClass, Role, RulesDetector, RulesLayerOptions,
-    ScanInput, ScanRequest, Segment, Span, Strength, ViewKind,
+    LayerStatus, Pipeline, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Segment, Span,
+    Strength, ViewKind,
 };
+use rampart_rules::{RulesDetector, RulesLayerOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
 fn default_pipeline() -> &'static Pipeline {
     static P: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
-    P.get_or_init(|| Pipeline::default_pipeline().expect("default pipeline builds"))
+    P.get_or_init(|| rampart_rules::rules_pipeline().expect("default pipeline builds"))
 }
 
 fn rules() -> Arc<dyn Detector> {
@@ -38,12 +39,11 @@ impl Detector for Fixed {
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         match self {
             Fixed::Risk(_, r) => Ok(Detection {
-                relational: None,
                 findings: vec![],
                 score: Some(0.0),
                 risk: Some(*r),
                 spans: vec![],
-                judge: None,
+                ..Detection::default()
             }),
             Fixed::Fail(_) => Err(DetectorError::Failed("backend unavailable".into())),
             Fixed::Sleep(_, d) => {
@@ -58,7 +58,7 @@ fn pipeline_with(
     detectors: Vec<Arc<dyn Detector>>,
     tweak: impl FnOnce(&mut PipelineConfig),
 ) -> Pipeline {
-    let mut config = PipelineConfig::default();
+    let mut config = rampart_rules::rules_config();
     tweak(&mut config);
     Pipeline::with_detectors(config, detectors).expect("builds")
 }
@@ -274,7 +274,7 @@ fn decision_never_contains_the_raw_prompt() {
 
 #[test]
 fn input_hash_is_keyed() {
-    let mut a = PipelineConfig::default();
+    let mut a = rampart_rules::rules_config();
     a.hash.key_env = None;
     a.hash.key = Some("key-one".into());
     let mut b = a.clone();

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 fn default_pipeline() -> &'static Pipeline {
     static P: std::sync::OnceLock<Pipeline> = std::sync::OnceLock::new();
-    P.get_or_init(|| Pipeline::default_pipeline().expect("default pipeline builds"))
+    P.get_or_init(|| rampart_rules::rules_pipeline().expect("default pipeline builds"))
 }
 
 /// A layer that reports one counted medium-risk finding on `needle` (its first occurrence)
@@ -61,8 +61,11 @@ impl Detector for Marks {
 }
 
 fn sanitized(needle: &'static str, role: Role, text: &str) -> String {
-    let p = Pipeline::with_detectors(PipelineConfig::default(), vec![Arc::new(Marks(needle, 2))])
-        .expect("builds");
+    let p = Pipeline::with_detectors(
+        rampart_rules::rules_config(),
+        vec![Arc::new(Marks(needle, 2))],
+    )
+    .expect("builds");
     let out = p
         .scan(&ScanRequest::segments(vec![Segment::new(role, text)]))
         .unwrap();
@@ -333,7 +336,7 @@ fn scan_high(
     segments: Vec<Segment>,
     extra: Vec<Arc<dyn Detector>>,
 ) -> rampart_core::ScanOutcome {
-    let mut config = PipelineConfig::default();
+    let mut config = rampart_rules::rules_config();
     config.policy.data_injection = data_injection;
     let mut layers: Vec<Arc<dyn Detector>> = vec![Arc::new(Marks("Note for AI assistants:", 3))];
     layers.extend(extra);
@@ -401,12 +404,11 @@ impl Detector for Unlocalized {
     }
     fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         Ok(Detection {
-            relational: None,
             findings: vec![],
             score: Some(0.99),
             risk: Some(RiskClass::HighRisk),
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
@@ -444,7 +446,7 @@ fn data_injection_config_is_strict() {
     let c = PipelineConfig::parse(src, "t.toml").unwrap();
     assert_eq!(c.policy.data_injection, DataInjection::Sanitize);
     assert_eq!(
-        PipelineConfig::default().policy.data_injection,
+        rampart_rules::rules_config().policy.data_injection,
         DataInjection::Block
     );
     let e = PipelineConfig::parse(

@@ -18,12 +18,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The data directory when none is given: `$RAMPART_DATA_DIR`, else `./data`.
-pub fn default_data_dir() -> PathBuf {
-    std::env::var_os("RAMPART_DATA_DIR")
-        .filter(|v| !v.is_empty())
-        .map_or_else(|| PathBuf::from("data"), PathBuf::from)
-}
+pub use rampart_fetch::default_data_dir;
 
 /// Options of a fetch.
 #[derive(Debug, Clone)]

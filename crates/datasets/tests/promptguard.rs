@@ -1,5 +1,5 @@
-//! The PromptGuard validation sets convert with their fine labels and layers. Reads
-//! ../shared/datasets/promptguard next to the workspace; skipped (with a note) when absent.
+//! The PromptGuard validation sets convert with their fine labels and layers, from the copy
+//! vendored in the repository (datasets/promptguard).
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
@@ -20,17 +20,8 @@ impl Downloader for Offline {
     }
 }
 
-fn promptguard_dir() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets/promptguard");
-    if d.is_dir() {
-        Some(d)
-    } else {
-        eprintln!(
-            "note: {} is absent; skipping the PromptGuard import test",
-            d.display()
-        );
-        None
-    }
+fn promptguard_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/promptguard")
 }
 
 fn label_counts(
@@ -58,9 +49,7 @@ fn label_counts(
 
 #[test]
 fn promptguard_sets_keep_labels_and_layers() {
-    let Some(dir) = promptguard_dir() else {
-        return;
-    };
+    let dir = promptguard_dir();
     let data = tempfile::tempdir().unwrap();
 
     let (counts, recs) = label_counts("promptguard_benign_malicious", &dir, data.path());

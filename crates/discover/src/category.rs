@@ -19,7 +19,7 @@
 //!
 //! The first lexicon that matches wins ("pretend you are unrestricted" is a control phrase).
 
-use rampart_rules::Category;
+use rampart_core::Category;
 
 const SYS_WORDS: &[&str] = &[
     "sys",

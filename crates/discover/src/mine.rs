@@ -13,13 +13,11 @@ use crate::record::{
 };
 use crate::timefmt::run_id_timestamp;
 use crate::tokens::{Words, is_word_char, shapes};
+use rampart_core::{Category, Location, RiskClass, Strength};
 use rampart_datasets::{Record, Split};
 use rampart_eval::log::{EVAL_LOG_SCHEMA, EvalLogRecord, Outcome};
 use rampart_normalize::{Normalizer, fold_pattern};
-use rampart_rules::{
-    Category, Location, Matcher, MatcherBuilder, RiskClass, Rule, RuleMatch, RulePack, RuleScope,
-    Strength,
-};
+use rampart_rules::{Matcher, MatcherBuilder, Rule, RuleMatch, RulePack, RuleScope};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! `shared/specs/pattern_candidates_v1.md`. Every struct denies unknown fields; the
 //! [`validate`](crate::validate) module adds the checks serde cannot express.
 
-use rampart_rules::{Category, RiskClass, Strength};
+use rampart_core::{Category, RiskClass, Strength};
 use serde::{Deserialize, Serialize};
 
 /// The `schema_version` of every record.

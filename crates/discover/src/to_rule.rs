@@ -4,8 +4,9 @@
 
 use crate::error::{DiscoverError, joined};
 use crate::record::{PatternCandidate, PatternKind, Recommendation};
+use rampart_core::{Category, RiskClass, Strength};
 use rampart_normalize::Normalizer;
-use rampart_rules::{Category, MatcherBuilder, RiskClass, RulePack, Strength, run_examples};
+use rampart_rules::{MatcherBuilder, RulePack, run_examples};
 use serde::Serialize;
 use std::collections::BTreeSet;
 

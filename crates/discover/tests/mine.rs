@@ -6,6 +6,7 @@
 mod common;
 
 use common::*;
+use rampart_core::{Category, RiskClass, Strength};
 use rampart_datasets::{Label, read_jsonl_str};
 use rampart_discover::{
     Corpus, DiscoverError, MineInput, MineOptions, PatternCandidate, PatternKind, Recommendation,
@@ -13,7 +14,6 @@ use rampart_discover::{
     parse_eval_log, to_jsonl, validate_jsonl,
 };
 use rampart_eval::log::Outcome;
-use rampart_rules::{Category, RiskClass, Strength};
 use std::collections::BTreeMap;
 
 fn find<'a>(cands: &'a [PatternCandidate], value: &str) -> Option<&'a PatternCandidate> {

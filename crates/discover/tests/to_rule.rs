@@ -5,12 +5,13 @@
 mod common;
 
 use common::*;
+use rampart_core::{Category, Strength};
 use rampart_discover::{
     DiscoverError, PatternCandidate, PatternKind, Recommendation, ToRuleOptions, find_candidate,
     to_jsonl, to_rule,
 };
 use rampart_normalize::Normalizer;
-use rampart_rules::{Category, MatcherBuilder, RuleMatch, RulePack, Strength, run_examples};
+use rampart_rules::{MatcherBuilder, RuleMatch, RulePack, run_examples};
 
 fn top() -> PatternCandidate {
     mine_fixture().candidates.remove(0)

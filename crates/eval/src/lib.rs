@@ -21,7 +21,7 @@
 //!     records,
 //!     errors,
 //! };
-//! let configs = [NamedPipeline::new("default", Pipeline::default_pipeline().unwrap())];
+//! let configs = [NamedPipeline::new("default", rampart_rules::rules_pipeline().unwrap())];
 //! let run = run("eval_doc", "2026-01-01T00:00:00Z", &configs, vec![dataset],
 //!               &RunOptions::default(), &|_done| {}).unwrap();
 //! let summary = Summary::compute(&run);

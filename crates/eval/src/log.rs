@@ -2,12 +2,13 @@
 //! `reports/evals/eval_{YYYYMMDD_HHMMSS}_{DATASET}.jsonl`. Records carry ids, the keyed input
 //! hash, labels, outcomes, scores and findings: never prompt text.
 
-use rampart_core::{
-    Action, Backend, CacheStatus, Category, ExchangeType, IntentLabel, JudgeOutcome, JudgeReport,
-    LayerStatus, RelationalLabel, RelationalReport, RelationalStatus, RiskClass, Span, Strength,
-    ViewKind,
-};
+use rampart_core::{Action, Category, LayerStatus, RiskClass, Span, Strength, ViewKind};
 use rampart_datasets::{Channel, Label, PayloadPosition, Split};
+use rampart_judge::{CacheStatus, IntentLabel, JudgeReport};
+use rampart_llm::OutcomeKind;
+use rampart_relational::{
+    Backend, ExchangeType, RelationalLabel, RelationalReport, RelationalStatus,
+};
 use serde::{Deserialize, Serialize};
 
 /// The `schema` value of every eval log record.
@@ -287,7 +288,7 @@ pub struct JudgeLog {
     pub triggers: Vec<String>,
     /// How the call ended, when called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<JudgeOutcome>,
+    pub outcome: Option<OutcomeKind>,
     /// The verdict's label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent_label: Option<IntentLabel>,

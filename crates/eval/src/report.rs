@@ -504,7 +504,8 @@ impl JudgeStats {
     /// Computes the stats over the log records that carry a judge report; `None` when none
     /// does (the configuration has no judge layer).
     pub fn compute<'a>(logs: impl IntoIterator<Item = &'a EvalLogRecord>) -> Option<JudgeStats> {
-        use rampart_core::{Action, CacheStatus};
+        use rampart_core::Action;
+        use rampart_judge::CacheStatus;
         let mut s = JudgeStats::default();
         let mut any = false;
         let mut latencies = Vec::new();
@@ -983,11 +984,11 @@ mod predicted_label_tests {
 
     fn relational(
         status: &str,
-        label: Option<rampart_core::RelationalLabel>,
+        label: Option<rampart_relational::RelationalLabel>,
     ) -> crate::log::RelationalLog {
         crate::log::RelationalLog {
             layer: "relational".into(),
-            backend: rampart_core::Backend::Llm,
+            backend: rampart_relational::Backend::Llm,
             status: status.into(),
             reason: (status != "ok").then(|| "timeout: no answer".into()),
             label,
@@ -1006,7 +1007,7 @@ mod predicted_label_tests {
     /// a label (failed, skipped) the action mapping stands.
     #[test]
     fn a_relational_label_is_the_prediction() {
-        use rampart_core::RelationalLabel::{Borderline, Reciprocal};
+        use rampart_relational::RelationalLabel::{Borderline, Reciprocal};
         let mut r = rec(Action::Block, vec![(Category::SystemMarker, 2)]);
         r.relational = Some(relational("ok", Some(Borderline)));
         assert_eq!(predicted_label(&r), "borderline");

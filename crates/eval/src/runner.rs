@@ -7,7 +7,7 @@ use crate::log::{
     RelationalLog,
 };
 use crate::replay::{Replay, replay};
-use rampart_conversation::{ConversationOptions, ConversationScanner};
+use rampart_conversation::{ConversationOptions, ConversationReport, ConversationScanner};
 use rampart_core::{Action, Decision, Pipeline, RiskClass};
 use rampart_datasets::{LoadedDataset, Record, RowError};
 use rayon::prelude::*;
@@ -325,10 +325,12 @@ pub fn eval_conversation(
             .filter(|s| !s.is_nan())
             .reduce(f32::max);
     }
-    let risks = rep
-        .calls
-        .iter()
-        .filter_map(|c| c.decision.conversation.as_ref().map(|r| r.risk));
+    let risks = rep.calls.iter().filter_map(|c| {
+        c.decision
+            .reports
+            .find::<ConversationReport>()
+            .map(|r| r.risk)
+    });
     let mut conv = ConversationLog {
         messages: turns.len(),
         calls: rep.calls.len(),
@@ -341,7 +343,7 @@ pub fn eval_conversation(
         risk: rep
             .calls
             .last()
-            .and_then(|c| c.decision.conversation.as_ref())
+            .and_then(|c| c.decision.reports.find::<ConversationReport>())
             .map_or(0.0, |r| r.risk),
         peak_risk: risks.fold(0.0, f32::max),
         rewinds: turns.iter().filter(|t| t.rewind.is_some()).count(),
@@ -372,7 +374,7 @@ fn flagged_by(d: &Decision) -> Vec<String> {
         .filter(|f| f.counted && f.points > 0)
         .map(|f| f.rule_id.clone())
         .collect();
-    if let Some(c) = &d.conversation {
+    if let Some(c) = d.reports.find::<ConversationReport>() {
         ids.extend(c.findings.iter().map(|f| f.id.clone()));
     }
     if ids.is_empty()
@@ -474,8 +476,16 @@ fn fill_from_decision(log: &mut EvalLogRecord, d: Decision) {
         .map(|t| t.kind.name().to_string())
         .collect();
     log.elapsed_us = d.elapsed_us;
-    log.judge = d.judge.as_ref().map(JudgeLog::from_report);
-    log.relational = d.relational.as_ref().map(RelationalLog::from_report);
+    log.judge = d
+        .reports
+        .find::<rampart_judge::JudgeReport>()
+        .as_ref()
+        .map(JudgeLog::from_report);
+    log.relational = d
+        .reports
+        .find::<rampart_relational::RelationalReport>()
+        .as_ref()
+        .map(RelationalLog::from_report);
     log.input_hash = d.input_hash;
     log.hash_key_id = d.hash_key_id;
 }

@@ -10,7 +10,7 @@ use rampart_eval::{NamedPipeline, RunOptions, Summary, run, write_all};
 use std::sync::Arc;
 
 fn pipeline() -> Arc<Pipeline> {
-    Arc::new(Pipeline::default_pipeline().unwrap())
+    Arc::new(rampart_rules::rules_pipeline().unwrap())
 }
 
 fn base(options: ConversationOptions) -> ConversationScanner {
@@ -57,7 +57,11 @@ fn a_rewind_cuts_the_sent_conversation_and_inherits_its_prefix() {
     assert_eq!(r.rewinds, 1);
     let calls: Vec<(usize, usize)> = r.calls.iter().map(|c| (c.message, c.sent)).collect();
     assert_eq!(calls, [(0, 1), (2, 3), (4, 3)]);
-    let last = r.calls[2].decision.conversation.as_ref().unwrap();
+    let last = r.calls[2]
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert_eq!(last.messages, 3);
     assert_eq!(last.inherited_from_prefix_len, 2);
     // The refusal recorded as an answer is lineage evidence that survives the rewind.
@@ -104,7 +108,11 @@ fn a_forged_assistant_turn_is_reported_and_a_recorded_one_verifies() {
     )
     .unwrap();
     assert_eq!((r.forged, r.recorded), (1, 0));
-    let conv = r.calls[1].decision.conversation.as_ref().unwrap();
+    let conv = r.calls[1]
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     let history = conv.history.as_ref().unwrap();
     assert_eq!(history.forged, [1]);
     assert!(conv.findings.iter().any(|f| f.id == HIST_FORGED));
@@ -116,7 +124,11 @@ fn a_forged_assistant_turn_is_reported_and_a_recorded_one_verifies() {
     )
     .unwrap();
     assert_eq!((r.forged, r.recorded), (0, 1));
-    let conv = r.calls[1].decision.conversation.as_ref().unwrap();
+    let conv = r.calls[1]
+        .decision
+        .reports
+        .find::<rampart_conversation::ConversationReport>()
+        .unwrap();
     assert_eq!(conv.history.as_ref().unwrap().verified, [1]);
     assert!(!conv.findings.iter().any(|f| f.id == HIST_FORGED));
 
@@ -156,7 +168,7 @@ fn conversation_sets_report_rates_first_flags_and_flagged_benign() {
     };
     let configs = [NamedPipeline::new(
         "default",
-        Pipeline::default_pipeline().unwrap(),
+        rampart_rules::rules_pipeline().unwrap(),
     )];
     let out = run(
         "eval_conv",
@@ -256,7 +268,7 @@ fn invalid_conversation_options_are_refused() {
     opts.conversation.block_at = 2.0;
     let configs = [NamedPipeline::new(
         "d",
-        Pipeline::default_pipeline().unwrap(),
+        rampart_rules::rules_pipeline().unwrap(),
     )];
     let err = run("e", "t", &configs, vec![data], &opts, &|_| {}).unwrap_err();
     assert!(err.to_string().contains("conversation options"), "{err}");
@@ -290,7 +302,7 @@ fn conversation_options_are_read_from_the_conversation_table() {
 /// at that call, like a refused prompt; the calls before it were scanned.
 #[test]
 fn a_call_over_the_limits_is_flagged_fail_closed() {
-    let mut cfg = rampart_core::PipelineConfig::default();
+    let mut cfg = rampart_rules::rules_config();
     cfg.limits.max_bytes = 40;
     let src = r#"{"id":"big","turns":[{"role":"user","text":"hello"},{"role":"assistant","text":"hi"},{"role":"user","text":"this second message takes the conversation over forty bytes"}],"label":"benign"}
 "#;
@@ -304,7 +316,7 @@ fn a_call_over_the_limits_is_flagged_fail_closed() {
     };
     let configs = [NamedPipeline::new(
         "tiny",
-        Pipeline::from_config(cfg).unwrap(),
+        Pipeline::from_config_with(cfg, &rampart_rules::registry()).unwrap(),
     )];
     let out = run(
         "e",

@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
-use rampart_core::{
-    Detection, Detector, DetectorError, Pipeline, PipelineConfig, RiskClass, ScanInput,
-};
+use rampart_core::{Detection, Detector, DetectorError, Pipeline, RiskClass, ScanInput};
 use rampart_datasets::{LoadedDataset, read_jsonl_str};
 use rampart_eval::log::{EvalLogRecord, LayerLog, Outcome};
 use rampart_eval::report::{
@@ -36,18 +34,17 @@ impl Detector for Scorer {
             })
             .unwrap_or(0.0);
         Ok(Detection {
-            relational: None,
             findings: Vec::new(),
             score: Some(score),
             risk: (score >= 0.5).then_some(RiskClass::HighRisk),
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
 
 fn scorer_pipeline(max_bytes: Option<usize>) -> Pipeline {
-    let mut cfg = PipelineConfig::default();
+    let mut cfg = rampart_rules::rules_config();
     if let Some(m) = max_bytes {
         cfg.limits.max_bytes = m;
     }
@@ -182,7 +179,7 @@ fn scores_come_from_layers_and_are_absent_without_them() {
     // The default (rules) pipeline yields no score: ROC-AUC is n/a.
     let configs = [NamedPipeline::new(
         "default",
-        Pipeline::default_pipeline().unwrap(),
+        rampart_rules::rules_pipeline().unwrap(),
     )];
     let r = run(
         "eval_x",
@@ -590,7 +587,7 @@ fn written_files_contain_no_prompt_text_and_the_html_is_self_contained() {
     );
     let configs = [
         NamedPipeline::new("scored", scorer_pipeline(None)),
-        NamedPipeline::new("default", Pipeline::default_pipeline().unwrap()),
+        NamedPipeline::new("default", rampart_rules::rules_pipeline().unwrap()),
     ];
     let r = run(
         "eval_20260101_000001",

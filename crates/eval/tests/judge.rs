@@ -5,12 +5,13 @@
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 use rampart_core::{
-    BuildError, CacheStatus, Detection, Detector, DetectorError, DetectorFactory, IntentLabel,
-    JudgeOutcome, JudgeReport, JudgeTrigger, JudgeVerdict, Pipeline, PipelineConfig, Registry,
+    BuildError, Detection, Detector, DetectorError, DetectorFactory, Pipeline, PipelineConfig,
     RiskClass, ScanInput,
 };
 use rampart_datasets::{LoadedDataset, read_jsonl_str};
 use rampart_eval::{NamedPipeline, RunOptions, Summary, run, write_all};
+use rampart_judge::{CacheStatus, IntentLabel, JudgeReport, JudgeTrigger, JudgeVerdict};
+use rampart_llm::OutcomeKind;
 use std::sync::Arc;
 
 /// `[s:0.70]` in the text is the score; high risk from 0.5.
@@ -57,13 +58,9 @@ impl Detector for FakeJudge {
         let text = input.segments[0].text;
         let score = score_of(text);
         if !(0.4..=0.7).contains(&score) {
-            return Ok(Detection {
-                judge: Some(Box::new(JudgeReport::not_called(
-                    "judge",
-                    "no trigger fired",
-                ))),
-                ..Detection::default()
-            });
+            return Ok(
+                JudgeReport::not_called("judge", "no trigger fired").into_detection(Vec::new())
+            );
         }
         let mut r = JudgeReport::not_called("judge", "");
         r.not_called = None;
@@ -83,7 +80,7 @@ impl Detector for FakeJudge {
             CacheStatus::Miss
         };
         if text.contains("slow") {
-            r.outcome = Some(JudgeOutcome::Timeout);
+            r.outcome = Some(OutcomeKind::Timeout);
         } else {
             let label = if text.contains("evil") {
                 IntentLabel::Malicious
@@ -95,7 +92,7 @@ impl Detector for FakeJudge {
                 r.output_tokens = 10;
                 r.cost_usd = Some(0.001);
             }
-            r.outcome = Some(JudgeOutcome::Ok);
+            r.outcome = Some(OutcomeKind::Ok);
             r.intent_label = Some(label);
             r.verdict = Some(JudgeVerdict {
                 intent_label: label,
@@ -104,10 +101,7 @@ impl Detector for FakeJudge {
                 evidence: vec![],
             });
         }
-        Ok(Detection {
-            judge: Some(Box::new(r)),
-            ..Detection::default()
-        })
+        Ok(r.into_detection(Vec::new()))
     }
     fn resolves_deferred(&self) -> bool {
         true
@@ -135,7 +129,7 @@ fn pipeline(with_judge: bool) -> Pipeline {
     if with_judge {
         src.push_str("defer = [0.4, 0.7]\n[[layers]]\nkind = \"fake_judge\"\n");
     }
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(Factory("scorer")));
     registry.register(Box::new(Factory("fake_judge")));
     Pipeline::from_config_with(PipelineConfig::parse(&src, "test").unwrap(), &registry).unwrap()
@@ -232,7 +226,7 @@ fn the_summary_reports_what_the_judge_did_and_how_it_changed_decisions() {
     assert_eq!(b2.action, rampart_core::Action::Block);
     assert_eq!(
         b2.judge.as_ref().unwrap().outcome,
-        Some(JudgeOutcome::Timeout)
+        Some(OutcomeKind::Timeout)
     );
 
     let md = rampart_eval::render::markdown(&summary);

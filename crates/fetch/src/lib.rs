@@ -29,6 +29,7 @@
 
 mod archive;
 mod atomic;
+mod data_dir;
 mod download;
 mod error;
 mod hash;
@@ -36,6 +37,7 @@ mod wheel;
 
 pub use archive::{Member, extract, glob_match};
 pub use atomic::write_atomic;
+pub use data_dir::default_data_dir;
 pub use download::{Downloader, SystemDownloader};
 pub use error::FetchError;
 pub use hash::{

@@ -6,7 +6,7 @@
 //! verdicts are stored, never failures.
 
 use crate::options::CacheOptions;
-use rampart_core::JudgeVerdict;
+use crate::report::JudgeVerdict;
 use rusqlite::{Connection, OptionalExtension, params};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -248,7 +248,7 @@ impl Cache {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use rampart_core::IntentLabel;
+    use crate::report::IntentLabel;
 
     fn entry(created_at: u64) -> Entry {
         Entry {

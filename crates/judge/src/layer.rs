@@ -5,14 +5,16 @@ use crate::cache::{Cache, CacheError, CacheStats, Entry};
 use crate::options::{CacheMode, CacheSetting, HistoryMode, JudgeOptions};
 use crate::prompt::{self, PromptSegment, ShownHistory};
 use crate::redact::redact_with_history;
+use crate::report::{
+    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
+};
 use crate::trigger::{self, Contract, ConversationTrigger};
 use rampart_core::{
-    BuildError, CacheStatus, Category, Detection, Detector, DetectorError, DetectorFactory,
-    Earlier, Finding, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeOutcome, JudgeReport,
-    JudgeTrigger, JudgeVerdict, PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span,
-    Strength, Trust, ViewKind, layer_options, scoring,
+    BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier, Finding,
+    PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span, Strength, Trust, ViewKind,
+    layer_options, scoring,
 };
-use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome};
+use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome, OutcomeKind};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,7 +279,7 @@ impl JudgeLayer {
                     let mut verdict = entry.verdict;
                     keep_valid_spans(&mut verdict, &texts);
                     report.cache = CacheStatus::Hit;
-                    report.outcome = Some(JudgeOutcome::Ok);
+                    report.outcome = Some(OutcomeKind::Ok);
                     report.intent_label = Some(verdict.intent_label);
                     report.verdict = Some(verdict);
                     report.latency_ms = millis(t.elapsed());
@@ -357,20 +359,20 @@ impl JudgeLayer {
                     }
                     report.intent_label = Some(verdict.intent_label);
                     report.verdict = Some(verdict);
-                    (JudgeOutcome::Ok, None)
+                    (OutcomeKind::Ok, None)
                 }
-                Err(why) => (JudgeOutcome::Unparseable, Some(why)),
+                Err(why) => (OutcomeKind::Unparseable, Some(why)),
             },
-            Outcome::Refused { reason } => (JudgeOutcome::Refused, Some(reason)),
-            Outcome::Unparseable { detail } => (JudgeOutcome::Unparseable, Some(detail)),
-            Outcome::Empty => (JudgeOutcome::Empty, None),
-            Outcome::Truncated => (JudgeOutcome::Truncated, None),
+            Outcome::Refused { reason } => (OutcomeKind::Refused, Some(reason)),
+            Outcome::Unparseable { detail } => (OutcomeKind::Unparseable, Some(detail)),
+            Outcome::Empty => (OutcomeKind::Empty, None),
+            Outcome::Truncated => (OutcomeKind::Truncated, None),
             Outcome::Timeout => (
-                JudgeOutcome::Timeout,
+                OutcomeKind::Timeout,
                 Some(format!("no answer within {timeout_ms} ms")),
             ),
             Outcome::HttpError { status, detail } => (
-                JudgeOutcome::HttpError,
+                OutcomeKind::HttpError,
                 Some(match status {
                     Some(s) => format!("HTTP {s}: {detail}"),
                     None => detail,
@@ -384,7 +386,7 @@ impl JudgeLayer {
             } => {
                 let (window, resource) = (window.name(), resource.name());
                 (
-                    JudgeOutcome::BudgetExhausted,
+                    OutcomeKind::BudgetExhausted,
                     Some(format!(
                         "{window} {resource} budget spent ({used} of {limit}); no call made"
                     )),
@@ -608,10 +610,7 @@ impl Detector for JudgeLayer {
                 r.model = self.model().to_string();
                 r.prompt_id = prompt::PROMPT_ID.into();
                 r.prompt_hash = prompt::prompt_hash().into();
-                return Ok(Detection {
-                    judge: Some(Box::new(r)),
-                    ..Detection::default()
-                });
+                return Ok(r.into_detection(Vec::new()));
             }
             Contract::Ask { triggers, segments } => (triggers, segments),
         };
@@ -631,11 +630,7 @@ impl Detector for JudgeLayer {
         };
         let report = self.ask(&segs, history, triggers, &signals, Some(input.deadline));
         let findings = self.findings(&report, &pointed, input);
-        Ok(Detection {
-            findings,
-            judge: Some(Box::new(report)),
-            ..Detection::default()
-        })
+        Ok(report.into_detection(findings))
     }
 
     fn reads_layers(&self) -> Vec<String> {

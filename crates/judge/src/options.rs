@@ -96,7 +96,7 @@ fn default_band() -> [f32; 2] {
     DEFAULT_BAND
 }
 fn default_rules_layer() -> String {
-    rampart_core::RULES_KIND.into()
+    rampart_rules::RULES_KIND.into()
 }
 fn default_high() -> f32 {
     0.8

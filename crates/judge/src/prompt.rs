@@ -17,7 +17,8 @@
 //!   bounded strings, no other keys); anything else is unparseable, which is a failure and
 //!   never benign. A bare number or "0.0" is not a verdict.
 
-use rampart_core::{IntentLabel, Role, Trust};
+use crate::report::IntentLabel;
+use rampart_core::{Role, Trust};
 use serde_json::{Value, json};
 use std::sync::OnceLock;
 

@@ -3,8 +3,9 @@
 //! reason a judge was not called is safe to log.
 
 use crate::options::{ConversationTriggerOptions, Limit, TriggerOptions};
+use crate::report::JudgeTrigger;
 use rampart_core::conversation::ConversationContext;
-use rampart_core::{Action, Earlier, JudgeTrigger, LayerStatus, RiskClass, ScanInput, Trust};
+use rampart_core::{Action, Earlier, LayerStatus, RiskClass, ScanInput, Trust};
 use std::collections::BTreeSet;
 use std::fmt::Debug;
 

@@ -7,10 +7,10 @@
 
 use rampart_core::conversation::{ConversationContext, ConversationEvidence};
 use rampart_core::{
-    Action, BuildError, CacheStatus, Decision, Detection, Detector, DetectorError, DetectorFactory,
-    IntentLabel, JudgeReport, JudgeTrigger, Pipeline, PipelineConfig, Registry, Role, ScanInput,
-    ScanRequest, Segment,
+    Action, BuildError, Decision, Detection, Detector, DetectorError, DetectorFactory, Pipeline,
+    PipelineConfig, Role, ScanInput, ScanRequest, Segment,
 };
+use rampart_judge::{CacheStatus, IntentLabel, JudgeReport, JudgeTrigger};
 use rampart_judge::{
     ConversationSetting, HistoryMode, JudgeFactory, JudgeLayer, JudgeOptions, Limit,
 };
@@ -62,7 +62,7 @@ llm = {{ protocol = "openai", base_url = "{url}", model = "fake", timeout_ms = 1
 {judge_extra}
 "#
     );
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(ScorerFactory));
     r.register(Box::new(JudgeFactory::default()));
     Pipeline::from_config_with(PipelineConfig::parse(&src, "test.toml").unwrap(), &r).unwrap()
@@ -117,8 +117,8 @@ fn request(text: &str, ctx: Option<ConversationContext>) -> ScanRequest {
     }
 }
 
-fn judge_of(d: &Decision) -> &JudgeReport {
-    d.judge.as_ref().unwrap()
+fn judge_of(d: &Decision) -> JudgeReport {
+    d.reports.find::<JudgeReport>().unwrap()
 }
 
 /// The request's own (last) message the fake received, and its nonce.
@@ -375,7 +375,7 @@ fn an_explanation_that_copies_the_history_is_redacted() {
     .scan(&request(NEWEST, Some(rising(&story()))))
     .unwrap()
     .decision;
-    let v = judge_of(&d).verdict.as_ref().unwrap();
+    let v = judge_of(&d).verdict.unwrap();
     assert_eq!(
         v.explanation,
         "Earlier the user said '[history h1:24..74]' as cover."

@@ -5,12 +5,13 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use rampart_core::{
-    Action, BuildError, CacheStatus, Detection, Detector, DetectorError, DetectorFactory, Earlier,
-    Finding, IntentLabel, JudgeOutcome, JudgeReport, JudgeTrigger, LayerStatus, Pipeline,
-    PipelineConfig, Registry, RiskClass, Role, ScanInput, ScanRequest, Segment, Span, Strength,
-    ViewKind,
+    Action, BuildError, Detection, Detector, DetectorError, DetectorFactory, Earlier, Finding,
+    LayerStatus, Pipeline, PipelineConfig, Registry, RiskClass, Role, ScanInput, ScanRequest,
+    Segment, Span, Strength, ViewKind,
 };
+use rampart_judge::{CacheStatus, IntentLabel, JudgeReport, JudgeTrigger};
 use rampart_judge::{ConversationTrigger, JudgeFactory, JudgeLayer, JudgeOptions};
+use rampart_llm::OutcomeKind;
 use rampart_llm::fake::{FakeResponse, FakeServer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,12 +54,11 @@ impl Detector for Scorer {
             .into_iter()
             .collect();
         Ok(Detection {
-            relational: None,
             findings,
             score,
             risk: over.then_some(RiskClass::HighRisk),
             spans: vec![],
-            judge: None,
+            ..Detection::default()
         })
     }
 }
@@ -130,7 +130,7 @@ fn setup() -> Setup {
 }
 
 fn registry(hook: Option<Arc<dyn ConversationTrigger>>) -> Registry {
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(ScorerFactory));
     r.register(Box::new(match hook {
         Some(h) => JudgeFactory::with_conversation_trigger(h),
@@ -189,8 +189,8 @@ fn ok(label: &str) -> FakeResponse {
     FakeResponse::openai_text(&answer(label, "test verdict", &[]))
 }
 
-fn judge_of(d: &rampart_core::Decision) -> &JudgeReport {
-    d.judge.as_ref().unwrap()
+fn judge_of(d: &rampart_core::Decision) -> JudgeReport {
+    d.reports.find::<JudgeReport>().unwrap()
 }
 
 fn judge_layer(d: &rampart_core::Decision) -> &rampart_core::LayerResult {
@@ -217,7 +217,7 @@ fn a_deferred_band_always_triggers_and_a_benign_verdict_clears_it() {
             score: 0.6
         }]
     );
-    assert_eq!(r.outcome, Some(JudgeOutcome::Ok));
+    assert_eq!(r.outcome, Some(OutcomeKind::Ok));
     assert_eq!(r.intent_label, Some(IntentLabel::Benign));
     assert_eq!(r.prompt_id, "judge-v1");
     assert_eq!(r.prompt_hash, rampart_judge::prompt::prompt_hash());
@@ -580,13 +580,13 @@ fn without_located_evidence_the_finding_covers_the_segment_the_trigger_points_at
 // ---------------------------------------------------------------- failures
 
 /// Each failing endpoint, the outcome the decision must show.
-fn failures() -> Vec<(&'static str, Option<FakeResponse>, JudgeOutcome)> {
+fn failures() -> Vec<(&'static str, Option<FakeResponse>, OutcomeKind)> {
     vec![
-        ("down", None, JudgeOutcome::HttpError),
+        ("down", None, OutcomeKind::HttpError),
         (
             "slow",
             Some(ok("benign").with_delay(Duration::from_secs(4))),
-            JudgeOutcome::Timeout,
+            OutcomeKind::Timeout,
         ),
         (
             "html",
@@ -595,7 +595,7 @@ fn failures() -> Vec<(&'static str, Option<FakeResponse>, JudgeOutcome)> {
                 "text/html",
                 "<html><body>Welcome to nginx!</body></html>",
             )),
-            JudgeOutcome::HttpError,
+            OutcomeKind::HttpError,
         ),
         (
             "not a chat completion",
@@ -603,31 +603,31 @@ fn failures() -> Vec<(&'static str, Option<FakeResponse>, JudgeOutcome)> {
                 200,
                 &serde_json::json!({"verdict": "benign"}),
             )),
-            JudgeOutcome::HttpError,
+            OutcomeKind::HttpError,
         ),
         (
             "answer of the wrong shape",
             Some(FakeResponse::openai_text(
                 r#"{"label": "benign", "score": 0.0}"#,
             )),
-            JudgeOutcome::Unparseable,
+            OutcomeKind::Unparseable,
         ),
         (
             "bare number",
             Some(FakeResponse::openai_text("0.0")),
-            JudgeOutcome::Unparseable,
+            OutcomeKind::Unparseable,
         ),
         (
             "refusal",
             Some(FakeResponse::openai_text(
                 "I'm sorry, but I can't help with evaluating that.",
             )),
-            JudgeOutcome::Refused,
+            OutcomeKind::Refused,
         ),
         (
             "empty",
             Some(FakeResponse::openai(Some(""), "stop", Some((10, 0)))),
-            JudgeOutcome::Empty,
+            OutcomeKind::Empty,
         ),
         (
             "truncated",
@@ -636,7 +636,7 @@ fn failures() -> Vec<(&'static str, Option<FakeResponse>, JudgeOutcome)> {
                 "length",
                 Some((10, 16)),
             )),
-            JudgeOutcome::Truncated,
+            OutcomeKind::Truncated,
         ),
         (
             "server error",
@@ -644,7 +644,7 @@ fn failures() -> Vec<(&'static str, Option<FakeResponse>, JudgeOutcome)> {
                 503,
                 &serde_json::json!({"error": {"message": "overloaded"}}),
             )),
-            JudgeOutcome::HttpError,
+            OutcomeKind::HttpError,
         ),
     ]
 }
@@ -740,7 +740,7 @@ fn a_call_slower_than_the_layer_budget_keeps_its_report() {
         .decision;
     assert_eq!(d.action, Action::Block);
     let r = judge_of(&d);
-    assert_eq!(r.outcome, Some(JudgeOutcome::Timeout));
+    assert_eq!(r.outcome, Some(OutcomeKind::Timeout));
     assert!(r.latency_ms < 1500, "{}", r.latency_ms);
     assert!(matches!(judge_layer(&d).status, LayerStatus::Error { .. }));
 }
@@ -755,10 +755,10 @@ fn a_spent_budget_is_a_failure_the_fail_mode_decides() {
     );
     let p = build(&src, None).unwrap();
     let first = p.scan_text("notes [s:0.45]").unwrap().decision;
-    assert_eq!(judge_of(&first).outcome, Some(JudgeOutcome::Ok));
+    assert_eq!(judge_of(&first).outcome, Some(OutcomeKind::Ok));
     let d = p.scan_text("other notes [s:0.45]").unwrap().decision;
     let r = judge_of(&d);
-    assert_eq!(r.outcome, Some(JudgeOutcome::BudgetExhausted));
+    assert_eq!(r.outcome, Some(OutcomeKind::BudgetExhausted));
     assert_eq!(
         r.outcome_detail.as_deref(),
         Some("per-minute token budget spent (15 of 10); no call made")
@@ -816,7 +816,7 @@ fn failures_are_not_cached() {
     .unwrap();
     let p = deferred(&s, &server.base_url(), "", &cached(&s, "read_write"));
     let a = p.scan_text("notes [s:0.45]").unwrap().decision;
-    assert_eq!(judge_of(&a).outcome, Some(JudgeOutcome::Unparseable));
+    assert_eq!(judge_of(&a).outcome, Some(OutcomeKind::Unparseable));
     let b = p.scan_text("notes [s:0.45]").unwrap().decision;
     assert_eq!(judge_of(&b).cache, CacheStatus::Miss);
     assert_eq!(judge_of(&b).intent_label, Some(IntentLabel::Benign));
@@ -908,7 +908,7 @@ fn explanations_are_redacted_and_no_input_text_reaches_the_decision() {
         .scan_text(text)
         .unwrap()
         .decision;
-    let v = judge_of(&d).verdict.as_ref().unwrap();
+    let v = judge_of(&d).verdict.unwrap();
     assert!(v.explanation.contains("[input s0:"), "{}", v.explanation);
     assert!(v.evidence[0].signal.starts_with("[input s0:"));
     let json = serde_json::to_string(&d).unwrap();

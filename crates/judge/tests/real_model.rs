@@ -6,8 +6,9 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_core::{JudgeOutcome, ScanRequest};
+use rampart_core::ScanRequest;
 use rampart_judge::{JudgeLayer, JudgeOptions};
+use rampart_llm::OutcomeKind;
 
 #[test]
 #[ignore = "needs a model server: RAMPART_JUDGE_URL"]
@@ -65,11 +66,11 @@ fn a_real_model_answers_with_explicit_outcomes() {
         );
         assert!(r.called);
         assert!(r.outcome.is_some());
-        assert_eq!(r.outcome == Some(JudgeOutcome::Ok), r.verdict.is_some());
+        assert_eq!(r.outcome == Some(OutcomeKind::Ok), r.verdict.is_some());
         ok += usize::from(r.verdict.is_some());
         let flagged = r
             .intent_label
-            .is_some_and(|l| l != rampart_core::IntentLabel::Benign);
+            .is_some_and(|l| l != rampart_judge::IntentLabel::Benign);
         agree += usize::from(r.verdict.is_some() && flagged == attack);
     }
     eprintln!(
@@ -81,7 +82,7 @@ fn a_real_model_answers_with_explicit_outcomes() {
 #[test]
 #[ignore = "needs a model server: RAMPART_JUDGE_URL"]
 fn the_shipped_config_with_a_real_model() {
-    use rampart_core::{Pipeline, PipelineConfig, Registry};
+    use rampart_core::{Pipeline, PipelineConfig};
     assert!(
         std::env::var("RAMPART_JUDGE_URL").is_ok(),
         "RAMPART_JUDGE_URL must name a model server (scripts/judge_server.sh start)"
@@ -100,7 +101,7 @@ fn the_shipped_config_with_a_real_model() {
         "path".into(),
         dir.path().join("c.sqlite").display().to_string().into(),
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(rampart_classify::LinearFactory));
     registry.register(Box::new(rampart_judge::JudgeFactory::default()));
     let p = Pipeline::from_config_with(cfg, &registry).unwrap();
@@ -110,7 +111,7 @@ fn the_shipped_config_with_a_real_model() {
         "What is the capital of Peru?",
     ] {
         let d = p.scan_text(text).unwrap().decision;
-        let r = d.judge.as_ref().unwrap();
+        let r = d.reports.find::<rampart_judge::JudgeReport>().unwrap();
         eprintln!(
             "{} called={} cache={:?} outcome={:?} label={:?} latency={}ms not_called={:?}",
             d.action, r.called, r.cache, r.outcome, r.intent_label, r.latency_ms, r.not_called

@@ -6,7 +6,7 @@
 //! cargo run --release -p rampart-relational --example relate_dump -- CONFIG FILE.jsonl...
 //! ```
 
-use rampart_core::{Pipeline, PipelineConfig, Registry};
+use rampart_core::{Pipeline, PipelineConfig};
 use rampart_relational::RelationalFactory;
 use std::io::Write;
 use std::path::Path;
@@ -17,7 +17,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .ok_or("usage: relate_dump CONFIG FILE.jsonl...")?;
     let src = std::fs::read_to_string(&config_path)?;
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(rampart_classify::LinearFactory));
     registry.register(Box::new(RelationalFactory));
     let pipeline =
@@ -38,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let line = match pipeline.scan(&r.to_request()) {
                 Ok(o) => serde_json::json!({
                     "id": r.id, "file": name, "truth": r.label.name(),
-                    "action": o.decision.action, "report": o.decision.relational,
+                    "action": o.decision.action, "report": o.decision.reports.raw(rampart_relational::RELATIONAL_KIND),
                 }),
                 Err(e) => serde_json::json!({"id": r.id, "file": name, "error": e.to_string()}),
             };

@@ -31,7 +31,7 @@ use crate::evaluator::{Assessment, Evaluator, EvaluatorError, PeerView, RelateIn
 use crate::llm::{LlmEvaluator, LlmEvaluatorOptions};
 use crate::local::{LocalEvaluator, LocalOptions};
 use crate::model::normalize_violations;
-use rampart_core::{
+use crate::{
     Backend, CircleConsensus, EvaluatorRun, LayerAssessment, Neutrosophic, RelationalCost,
 };
 use serde::{Deserialize, Serialize};

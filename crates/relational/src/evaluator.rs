@@ -1,9 +1,8 @@
 //! The evaluator contract: every backend (local signals, an LLM, a member of the circle)
 //! turns a layered prompt into per-layer triples and trust violations.
 
-use rampart_core::{
-    Backend, Earlier, LayerAssessment, PromptLayer, RelationalCost, TrustViolation,
-};
+use crate::{Backend, LayerAssessment, PromptLayer, RelationalCost, TrustViolation};
+use rampart_core::Earlier;
 use std::fmt::Debug;
 use std::time::Instant;
 

@@ -7,11 +7,13 @@ use crate::evaluator::{Assessment, Evaluator, EvaluatorError, LayerText, RelateI
 use crate::llm::{LlmEvaluator, LlmEvaluatorOptions};
 use crate::local::{LocalEvaluator, LocalOptions};
 use crate::model::{self, ModelParams};
+use crate::{
+    Backend, EvaluatorRun, PromptLayer, RELATIONAL_KIND, RelationalCost, RelationalLabel,
+    RelationalReport, RelationalStatus,
+};
 use rampart_core::{
-    Backend, BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier,
-    EvaluatorRun, Finding, PromptLayer, RELATIONAL_KIND, RelationalCost, RelationalLabel,
-    RelationalReport, RelationalStatus, RiskClass, Role, ScanInput, Span, Strength, ViewKind,
-    layer_options,
+    BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Earlier, Finding,
+    LayerReport, RiskClass, Role, ScanInput, Span, Strength, ViewKind, layer_options,
 };
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -367,7 +369,7 @@ impl Detector for RelationalLayer {
                 elapsed_us: 0,
             };
             return Ok(Detection {
-                relational: Some(Box::new(report)),
+                report: Some(LayerReport::new(report)),
                 ..Detection::default()
             });
         };
@@ -386,7 +388,14 @@ impl Detector for RelationalLayer {
                 det.risk = Some(RiskClass::HighRisk);
             }
         }
-        det.relational = Some(Box::new(report));
+        // A failed evaluation fails the layer (its fail mode decides); the report is kept.
+        det.failure = match &report.status {
+            RelationalStatus::Failed { reason } => {
+                Some(format!("relational evaluation failed: {reason}"))
+            }
+            RelationalStatus::Ok | RelationalStatus::Skipped { .. } => None,
+        };
+        det.report = Some(LayerReport::new(report));
         Ok(det)
     }
 

@@ -27,7 +27,7 @@ use crate::evaluator::{
 };
 use crate::model::normalize_violations;
 use crate::prompt::{self, AnswerError, Round3, Shown};
-use rampart_core::{Backend, LayerAssessment, Neutrosophic, RelationalCost, TrustViolation};
+use crate::{Backend, LayerAssessment, Neutrosophic, RelationalCost, TrustViolation};
 use rampart_judge::redact_copied;
 use rampart_llm::{ChatRequest, Completion, LlmClient, LlmConfig, Message, Outcome};
 use serde::{Deserialize, Serialize};

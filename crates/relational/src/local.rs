@@ -16,12 +16,11 @@
 //! accused of violating themselves.
 
 use crate::evaluator::{Assessment, Evaluator, EvaluatorError, LayerText, RelateInput};
-use rampart_core::{
-    Backend, Category, Earlier, LayerAssessment, LayerStatus, Neutrosophic, PromptLayer, Span,
-    TrustViolation, ViolationKind,
-};
+use crate::{Backend, LayerAssessment, Neutrosophic, PromptLayer, TrustViolation, ViolationKind};
+use rampart_core::Strength;
+use rampart_core::{Category, Earlier, LayerStatus, Span};
 use rampart_normalize::Normalizer;
-use rampart_rules::{Matcher, MatcherBuilder, RulePack, Strength};
+use rampart_rules::{Matcher, MatcherBuilder, RulePack};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -113,7 +112,7 @@ fn default_scores() -> Vec<ScoreSource> {
     }]
 }
 fn default_rule_layers() -> Vec<String> {
-    vec![rampart_core::RULES_KIND.into()]
+    vec![rampart_rules::RULES_KIND.into()]
 }
 fn default_rule_falsehood() -> [f64; 3] {
     [0.15, 0.7, 0.95]

@@ -2,7 +2,7 @@
 //! the exchange type and the label. Pure functions of their inputs; `DESIGN.md` gives the
 //! formulas, the weights and where they differ from the seed project's.
 
-use rampart_core::{
+use crate::{
     ExchangeType, LayerAssessment, PromptLayer, RelationalLabel, TrustViolation, ViolationKind,
 };
 use serde::{Deserialize, Serialize};
@@ -322,7 +322,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rampart_core::Neutrosophic;
+    use crate::Neutrosophic;
 
     fn layer(layer: PromptLayer, t: f64, i: f64, f: f64) -> LayerAssessment {
         LayerAssessment {

@@ -27,9 +27,9 @@
 //! property is required (OpenAI's strict structured output wants that; an empty list says
 //! "no violation").
 
+use crate::TripleError;
 use crate::evaluator::{Assessment, LayerText, PeerView};
-use rampart_core::relational::TripleError;
-use rampart_core::{Neutrosophic, PromptLayer, ViolationKind};
+use crate::{Neutrosophic, PromptLayer, ViolationKind};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::sync::OnceLock;

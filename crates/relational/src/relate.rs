@@ -17,9 +17,9 @@
 //! use rampart_core::{PipelineConfig, Registry, Pipeline, RelationalLabel};
 //! use rampart_relational::{RelationalFactory, RelateOutcome, attach_relational_layer, layered_request};
 //!
-//! let mut config = PipelineConfig::default(); // rules only
+//! let mut config = rampart_rules::rules_config(); // rules only
 //! let layer = attach_relational_layer(&mut config, toml::Table::new()).unwrap();
-//! let mut registry = Registry::default();
+//! let mut registry = rampart_rules::registry();
 //! registry.register(Box::new(RelationalFactory));
 //! let pipeline = Pipeline::from_config_with(config, &registry).unwrap();
 //!
@@ -37,9 +37,9 @@
 //! ```
 
 use crate::local::{LocalOptions, ScoreSource};
+use crate::{Backend, RELATIONAL_KIND, RelationalCost, RelationalReport, RelationalStatus};
 use rampart_core::{
-    Action, Backend, Decision, LayerConfig, LayerStatus, PipelineConfig, RELATIONAL_KIND,
-    RelationalCost, RelationalReport, RelationalStatus, Role, ScanRequest, Segment,
+    Action, Decision, LayerConfig, LayerStatus, PipelineConfig, Role, ScanRequest, Segment,
 };
 use serde::{Deserialize, Serialize};
 
@@ -288,8 +288,8 @@ impl RelateOutcome {
     /// (the layer `layer` timed out, or the request never reached it), the report is a
     /// failed one saying why.
     pub fn from_decision(decision: &Decision, layer: &str) -> RelateOutcome {
-        let report = match &decision.relational {
-            Some(r) => r.clone(),
+        let report = match decision.reports.find::<RelationalReport>() {
+            Some(r) => r,
             None => {
                 let reason = match decision.layers.iter().find(|l| l.layer == layer) {
                     Some(l) => match &l.status {
@@ -387,7 +387,7 @@ mod tests {
 
     #[test]
     fn attaching_reads_only_the_layers_the_configuration_has() {
-        let mut rules_only = PipelineConfig::default();
+        let mut rules_only = rampart_rules::rules_config();
         let name = attach_relational_layer(&mut rules_only, toml::Table::new()).unwrap();
         assert_eq!(name, "relational");
         let layer = rules_only.layers.last().unwrap();
@@ -420,7 +420,7 @@ mod tests {
         let mut bad = toml::Table::new();
         bad.insert("kind".into(), "rules".into());
         assert!(matches!(
-            attach_relational_layer(&mut PipelineConfig::default(), bad),
+            attach_relational_layer(&mut rampart_rules::rules_config(), bad),
             Err(AttachError::Options(_))
         ));
     }

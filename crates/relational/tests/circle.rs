@@ -5,12 +5,10 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_core::{
-    Action, Backend, Decision, LayerStatus, Pipeline, PipelineConfig, Registry, RelationalLabel,
-    RelationalReport, RelationalStatus, ScanRequest,
-};
+use rampart_core::{Action, Decision, LayerStatus, Pipeline, PipelineConfig, ScanRequest};
 use rampart_llm::fake::{FakeResponse, FakeServer};
 use rampart_relational::RelationalFactory;
+use rampart_relational::{Backend, RelationalLabel, RelationalReport, RelationalStatus};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -75,7 +73,7 @@ scores = []
 {members}
 "#
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     Pipeline::from_config_with(PipelineConfig::parse(&config, "t.toml").unwrap(), &registry)
         .map_err(|e| e.to_string())
@@ -87,7 +85,10 @@ fn pipeline(members: &[(&str, Option<&FakeServer>)]) -> Pipeline {
 
 fn scan(p: &Pipeline, text: &str) -> (Decision, RelationalReport) {
     let d = p.scan(&ScanRequest::text(text)).unwrap().decision;
-    let r = d.relational.clone().unwrap();
+    let r = d
+        .reports
+        .find::<rampart_relational::RelationalReport>()
+        .unwrap();
     (d, r)
 }
 
@@ -450,7 +451,7 @@ fn the_circle_respects_the_deadline() {
     assert_eq!(d.action, Action::Block);
     // The report, when the layer ended within its budget (on a loaded machine the pipeline
     // may time the layer out first and keep no report).
-    match &d.relational {
+    match &d.reports.find::<rampart_relational::RelationalReport>() {
         Some(r) => {
             assert!(r.failed());
             assert_eq!(r.evaluators[0].outcome, "timeout");
@@ -502,7 +503,7 @@ fn circle_options_are_checked_when_the_pipeline_is_built() {
     let e = build("", "", bad, &[("a", None)]).unwrap_err();
     assert!(e.contains("member \"x\": llm:"), "{e}");
     // No [circle] table at all.
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     let config = "version = 1\n[[layers]]\nkind = \"relational\"\nbackend = \"circle\"\n";
     let e = Pipeline::from_config_with(PipelineConfig::parse(config, "t.toml").unwrap(), &registry)

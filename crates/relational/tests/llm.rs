@@ -5,11 +5,13 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use rampart_core::{
-    Action, Decision, LayerStatus, Pipeline, PipelineConfig, PromptLayer, Registry,
-    RelationalLabel, RelationalReport, RelationalStatus, Role, ScanRequest, Segment, ViolationKind,
+    Action, Decision, LayerStatus, Pipeline, PipelineConfig, Role, ScanRequest, Segment,
 };
 use rampart_llm::fake::{FakeResponse, FakeServer};
 use rampart_relational::RelationalFactory;
+use rampart_relational::{
+    PromptLayer, RelationalLabel, RelationalReport, RelationalStatus, ViolationKind,
+};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -41,7 +43,7 @@ llm = {{ protocol = "openai", base_url = "{}", model = "m", max_retries = 0 }}
 "#,
         server.base_url()
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     Pipeline::from_config_with(PipelineConfig::parse(&config, "t.toml").unwrap(), &registry)
         .unwrap()
@@ -56,7 +58,10 @@ fn two_layers(system: &str, user: &str) -> ScanRequest {
 
 fn scan(p: &Pipeline, req: &ScanRequest) -> (Decision, RelationalReport) {
     let d = p.scan(req).unwrap().decision;
-    let r = d.relational.clone().unwrap();
+    let r = d
+        .reports
+        .find::<rampart_relational::RelationalReport>()
+        .unwrap();
     (d, r)
 }
 
@@ -436,7 +441,7 @@ prices = {{ m = {{ input_per_mtok = 1.0, output_per_mtok = 2.0 }} }}
 "#,
         server.base_url()
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     let p =
         Pipeline::from_config_with(PipelineConfig::parse(&config, "t.toml").unwrap(), &registry)
@@ -521,7 +526,7 @@ fn the_deadline_bounds_the_call() {
     assert_eq!(d.action, Action::Block);
     // The call ends before the layer's budget (100 ms are kept back), so the report says
     // why; on a loaded machine the pipeline may time the layer out first, without a report.
-    match &d.relational {
+    match &d.reports.find::<rampart_relational::RelationalReport>() {
         Some(r) => {
             assert!(r.failed());
             assert_eq!(r.evaluators[0].outcome, "timeout");
@@ -552,7 +557,7 @@ fn transport_failures_always_fail() {
 
 #[test]
 fn options_are_checked_when_the_pipeline_is_built() {
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     for (llm, why) in [
         (
@@ -604,7 +609,7 @@ fn env_overrides_replace_the_model() {
         answer(0.9, 0.1, 0.0, &[], "x"),
     ])
     .unwrap();
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     for (env, want) in [
         (

@@ -1,12 +1,12 @@
 //! The local backend inside a pipeline, on hand-computed examples.
 #![allow(clippy::unwrap_used)]
 
-use rampart_core::{
-    Action, ExchangeType, Pipeline, PipelineConfig, Registry, RelationalLabel, RelationalReport,
-    RelationalStatus, Role, ScanRequest, Segment, ViolationKind,
-};
+use rampart_core::{Action, Pipeline, PipelineConfig, Role, ScanRequest, Segment};
 use rampart_relational::local::{LINEAR_V3_KNOTS, interpolate};
 use rampart_relational::{BORDERLINE_ID, EXTRACTIVE_ID, RelationalFactory};
+use rampart_relational::{
+    ExchangeType, RelationalLabel, RelationalReport, RelationalStatus, ViolationKind,
+};
 
 fn pipeline(extra: &str) -> Pipeline {
     let config = format!(
@@ -17,7 +17,7 @@ kind = "rules"
 {extra}
 "#
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(rampart_classify::LinearFactory));
     registry.register(Box::new(RelationalFactory));
     Pipeline::from_config_with(
@@ -43,7 +43,13 @@ fn scan(p: &Pipeline, segs: &[(Role, &str)]) -> (Action, RelationalReport, Vec<S
     let req = ScanRequest::segments(segs.iter().map(|(r, t)| Segment::new(*r, *t)).collect());
     let d = p.scan(&req).unwrap().decision;
     let ids = d.findings.iter().map(|f| f.rule_id.clone()).collect();
-    (d.action, d.relational.unwrap(), ids)
+    (
+        d.action,
+        d.reports
+            .find::<rampart_relational::RelationalReport>()
+            .unwrap(),
+        ids,
+    )
 }
 
 fn close(a: f64, b: f64) {
@@ -238,7 +244,7 @@ scores = []
 fn build_errors_name_the_problem() {
     let build = |extra: &str| {
         let config = format!("version = 1\n[[layers]]\nkind = \"rules\"\n{extra}");
-        let mut registry = Registry::default();
+        let mut registry = rampart_rules::registry();
         registry.register(Box::new(RelationalFactory));
         Pipeline::from_config_with(PipelineConfig::parse(&config, "t.toml").unwrap(), &registry)
             .unwrap_err()

@@ -2,11 +2,11 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use rampart_core::{
-    LayerAssessment, Neutrosophic, PromptLayer, RelationalLabel, TrustViolation, ViolationKind,
-};
 use rampart_relational::ModelParams;
 use rampart_relational::model::{balance, judge};
+use rampart_relational::{
+    LayerAssessment, Neutrosophic, PromptLayer, RelationalLabel, TrustViolation, ViolationKind,
+};
 
 fn triple() -> impl Strategy<Value = Neutrosophic> {
     (0.0..=1.0f64, 0.0..=1.0f64).prop_map(|(f, i)| Neutrosophic::from_evidence(f, i))

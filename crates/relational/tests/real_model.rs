@@ -8,9 +8,10 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_core::{Pipeline, PipelineConfig, Registry};
-use rampart_core::{RelationalStatus, Role, ScanRequest, Segment};
+use rampart_core::{Pipeline, PipelineConfig};
+use rampart_core::{Role, ScanRequest, Segment};
 use rampart_relational::RelationalFactory;
+use rampart_relational::RelationalStatus;
 
 fn env(name: &str, fallback: &str) -> Option<String> {
     std::env::var(name)
@@ -41,7 +42,7 @@ backend = "llm"
 llm = {{ protocol = "openai", base_url = {url:?}, model = {model:?}, timeout_ms = 60000 }}
 "#
     );
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(RelationalFactory));
     let p =
         Pipeline::from_config_with(PipelineConfig::parse(&config, "t.toml").unwrap(), &registry)
@@ -72,7 +73,10 @@ llm = {{ protocol = "openai", base_url = {url:?}, model = {model:?}, timeout_ms 
         ]);
         let t = std::time::Instant::now();
         let d = p.scan(&req).unwrap().decision;
-        let r = d.relational.unwrap();
+        let r = d
+            .reports
+            .find::<rampart_relational::RelationalReport>()
+            .unwrap();
         eprintln!(
             "attack={attack} status={:?} label={:?} outcome={} layers={:?} tokens={}/{} in {:?}",
             r.status,

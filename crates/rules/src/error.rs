@@ -1,36 +1,7 @@
 //! Errors, each carrying the rule ID and `file:line:col` where it applies.
 
+use rampart_core::Location;
 use std::fmt;
-
-/// A position in a rule-pack file.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Location {
-    /// File path, or the embedded marker for the default pack.
-    pub origin: String,
-    /// 1-based line.
-    pub line: usize,
-    /// 1-based column (in characters).
-    pub col: usize,
-}
-
-impl Location {
-    /// The location of byte offset `offset` in `src`.
-    pub fn from_span(origin: &str, src: &str, offset: usize) -> Location {
-        let mut offset = offset.min(src.len());
-        while !src.is_char_boundary(offset) {
-            offset -= 1;
-        }
-        let before = &src[..offset];
-        let line = before.bytes().filter(|&b| b == b'\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        let col = before[line_start..].chars().count() + 1;
-        Location {
-            origin: origin.to_string(),
-            line,
-            col,
-        }
-    }
-}
 
 /// Line starts of a source text, for turning many byte offsets into locations without
 /// rescanning the text for each (a pack has hundreds of rules).
@@ -66,12 +37,6 @@ impl<'a> LineIndex<'a> {
             line,
             col: self.src[line_start..offset].chars().count() + 1,
         }
-    }
-}
-
-impl fmt::Display for Location {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.origin, self.line, self.col)
     }
 }
 

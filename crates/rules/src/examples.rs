@@ -1,7 +1,7 @@
 //! Running each rule's own `must_match` / `must_not_match` examples.
 
-use crate::error::Location;
 use crate::matcher::Matcher;
+use rampart_core::Location;
 use rampart_normalize::Normalizer;
 use std::fmt;
 

@@ -35,13 +35,18 @@
 pub mod anchors;
 mod error;
 mod examples;
+mod layer;
 mod lint;
 mod matcher;
 mod schema;
 mod types;
 
-pub use error::{CompileError, Location, PackError, PackErrors};
+pub use error::{CompileError, PackError, PackErrors};
 pub use examples::{ExampleFailure, ExampleReport, run_examples};
+pub use layer::{
+    HIDDEN_MATCH_ID, PackSource, RULES_CONFIG_SRC, RULES_KIND, RulesConfig, RulesDetector,
+    RulesFactory, RulesLayerError, RulesLayerOptions, registry, rules_config, rules_pipeline,
+};
 pub use lint::{LintWarning, lint};
 pub use matcher::{
     CompiledRule, DEFAULT_MAX_HITS_PER_RULE, DEFAULT_REGEX_SIZE_LIMIT, Matcher, MatcherBuilder,
@@ -51,4 +56,4 @@ pub use schema::{
     DEFAULT_KEYWORD_WINDOW, DEFAULT_PACK_ORIGIN, DEFAULT_PACK_SRC, Rule, RuleMatch, RulePack,
     SCHEMA_VERSION,
 };
-pub use types::{Category, Owasp, RiskClass, RuleKind, RuleScope, Strength};
+pub use types::{RuleKind, RuleScope};

@@ -1,8 +1,9 @@
 //! Warnings about rules that are valid but likely to misbehave.
 
-use crate::error::Location;
 use crate::schema::{RuleMatch, RulePack};
-use crate::types::{RiskClass, RuleScope, Strength};
+use crate::types::RuleScope;
+use rampart_core::Location;
+use rampart_core::{RiskClass, Strength};
 use std::collections::BTreeMap;
 use std::fmt;
 

@@ -7,9 +7,10 @@
 //! its anchors occurred (regexes without usable anchors run on every view of their family).
 
 use crate::anchors::{AnchorPlan, anchor_plan_hir, raw_gate_groups_hir};
-use crate::error::{CompileError, Location};
+use crate::error::CompileError;
 use crate::schema::{Rule, RuleMatch, RulePack};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
+use rampart_core::Location;
 use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
 use regex_automata::meta::Regex as MetaRegex;
 use regex_automata::{Anchored, Input};

@@ -1,7 +1,9 @@
 //! The rule-pack file format (`schema_version = 1`, TOML) and its validation.
 
-use crate::error::{Location, PackError, PackErrors};
-use crate::types::{Category, Owasp, RiskClass, RuleKind, RuleScope, Strength};
+use crate::error::{PackError, PackErrors};
+use crate::types::{RuleKind, RuleScope};
+use rampart_core::Location;
+use rampart_core::{Category, Owasp, RiskClass, Strength};
 use rampart_normalize::fold_pattern;
 use serde::Deserialize;
 use std::collections::BTreeMap;

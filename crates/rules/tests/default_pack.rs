@@ -4,8 +4,9 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use proptest::prelude::*;
+use rampart_core::{Category, Strength};
 use rampart_normalize::Normalizer;
-use rampart_rules::{Category, MatcherBuilder, RulePack, Strength, lint, run_examples};
+use rampart_rules::{MatcherBuilder, RulePack, lint, run_examples};
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
 
@@ -58,7 +59,7 @@ fn every_rule_of_the_default_pack_has_an_owasp_id() {
         pack.rules
             .iter()
             .filter(|r| r.category == Category::CredentialLike)
-            .all(|r| r.owasp == [rampart_rules::Owasp::Llm02])
+            .all(|r| r.owasp == [rampart_core::Owasp::Llm02])
     );
 }
 

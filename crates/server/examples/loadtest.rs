@@ -344,7 +344,7 @@ fn configs_dir() -> PathBuf {
 /// The `rampart` binary's factories that the default pipeline needs (the transformer
 /// factory is left out: no configuration used here names it).
 fn registry() -> Registry {
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(rampart_classify::LinearFactory));
     r
 }
@@ -1262,11 +1262,7 @@ fn run() -> Result<bool, String> {
         let name = which.name();
         eprintln!(
             "[{name}] layers: {:?}; {} of {} prompts BLOCK; phase A …",
-            pipeline
-                .detectors()
-                .iter()
-                .map(|d| d.name())
-                .collect::<Vec<_>>(),
+            pipeline.detectors().map(|d| d.name()).collect::<Vec<_>>(),
             blocked,
             prompts.len()
         );

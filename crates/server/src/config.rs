@@ -74,8 +74,9 @@
 //! | `RAMPART_TLS_CERT`, `RAMPART_TLS_KEY` | `tls.cert`, `tls.key` (both needed) |
 //! | `RAMPART_UPSTREAM_URL` | `proxy.upstream_url` |
 
+use rampart_core::Location;
 use rampart_core::{FailMode, PipelineConfig};
-use rampart_rules::Location;
+use rampart_rules::RulesConfig;
 use serde::Deserialize;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -111,13 +111,28 @@ pub struct ServerOptions {
 }
 
 impl Default for ServerOptions {
-    /// The core factories (rules, fuse) and the relational layer's.
+    /// The product's: every layer kind of this build ([`rampart::registry`]) and the
+    /// embedded default configuration ([`rampart::default_config`]), as `rampart serve` has.
     fn default() -> Self {
-        let mut registry = Registry::default();
+        Self {
+            registry: Arc::new(rampart::registry()),
+            // The embedded configuration is tested to parse; the rules alone otherwise.
+            default_pipeline: rampart::default_config()
+                .unwrap_or_else(|_| rampart_rules::rules_config()),
+            reload_on_sighup: false,
+        }
+    }
+}
+
+impl ServerOptions {
+    /// The rule layer (with core's kinds and the relational layer's) and the rules-only
+    /// configuration: a server without the classifier.
+    pub fn rules_only() -> Self {
+        let mut registry = rampart_rules::registry();
         registry.register(Box::new(rampart_relational::RelationalFactory));
         Self {
             registry: Arc::new(registry),
-            default_pipeline: PipelineConfig::default(),
+            default_pipeline: rampart_rules::rules_config(),
             reload_on_sighup: false,
         }
     }

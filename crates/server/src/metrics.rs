@@ -323,14 +323,14 @@ impl Metrics {
                 })
                 .inc();
         }
-        if let Some(j) = &d.judge {
-            self.observe_judge(j);
+        if let Some(j) = d.reports.find::<rampart_judge::JudgeReport>() {
+            self.observe_judge(&j);
         }
     }
 
     /// The judge's part of a decision: calls by outcome and cache status (the cache's hit
     /// and miss counts), verdicts by label, and tokens, cost and latency of real calls.
-    fn observe_judge(&self, j: &rampart_core::JudgeReport) {
+    fn observe_judge(&self, j: &rampart_judge::JudgeReport) {
         if !j.called {
             self.judge_not_called.inc();
             return;
@@ -350,7 +350,7 @@ impl Metrics {
         }
         if matches!(
             j.cache,
-            rampart_core::CacheStatus::Hit | rampart_core::CacheStatus::ReplayMiss
+            rampart_judge::CacheStatus::Hit | rampart_judge::CacheStatus::ReplayMiss
         ) {
             return;
         }

@@ -26,14 +26,16 @@
 //! that failed or timed out keeps the fail mode's verdict).
 
 use crate::canary::{CanaryHit, CanaryMatch, CanarySet};
-use rampart_core::RulesLayerError;
 use rampart_core::scoring::{category_scores, classify, points, sort_findings};
 use rampart_core::{
     Action, Category, Decision, Finding, InputError, LayerResult, LayerStatus, NORMALIZE_LAYER,
-    PackSource, Pipeline, PipelineConfig, RULES_KIND, RiskClass, Role, RulesDetector,
-    SanitizedSegment, ScanRequest, Segment, Span, Strength, TransformKind, Trust, ViewKind,
+    Pipeline, PipelineConfig, RiskClass, Role, SanitizedSegment, ScanRequest, Segment, Span,
+    Strength, TransformKind, Trust, ViewKind,
 };
 use rampart_rules::MatcherBuilder;
+use rampart_rules::RulesConfig;
+use rampart_rules::RulesLayerError;
+use rampart_rules::{PackSource, RULES_KIND, RulesDetector};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::ops::Range;
@@ -127,7 +129,7 @@ pub enum OutputError {
     Build(#[from] rampart_core::BuildError),
     /// A rule pack failed to load, or the credential rules failed to compile.
     #[error("output scanner: {0}")]
-    Rules(#[from] rampart_core::RulesLayerError),
+    Rules(#[from] rampart_rules::RulesLayerError),
 }
 
 /// The per-response context: what to look for besides secrets.
@@ -596,7 +598,8 @@ mod tests {
     use crate::canary::Canary;
 
     fn scanner() -> OutputScanner {
-        OutputScanner::build(&PipelineConfig::default(), &OutputConfig::default()).expect("builds")
+        OutputScanner::build(&rampart_rules::rules_config(), &OutputConfig::default())
+            .expect("builds")
     }
 
     #[test]
@@ -635,7 +638,7 @@ mod tests {
             secret_action: Action::Sanitize,
             ..Default::default()
         };
-        let s = OutputScanner::build(&PipelineConfig::default(), &cfg).expect("builds");
+        let s = OutputScanner::build(&rampart_rules::rules_config(), &cfg).expect("builds");
         let out = s
             .scan(
                 "key AKIAIOSFODNN7EXAMPLE end",
@@ -701,14 +704,14 @@ mod tests {
     #[test]
     fn proxy_scanner_looks_only_for_canaries_when_output_scanning_is_off() {
         let secret = "key AKIAIOSFODNN7EXAMPLE end";
-        let on = OutputScanners::build(&PipelineConfig::default(), &OutputConfig::default())
+        let on = OutputScanners::build(&rampart_rules::rules_config(), &OutputConfig::default())
             .expect("builds");
         assert!(Arc::ptr_eq(on.for_proxy(), on.configured()));
         let off = OutputConfig {
             enabled: false,
             ..Default::default()
         };
-        let off = OutputScanners::build(&PipelineConfig::default(), &off).expect("builds");
+        let off = OutputScanners::build(&rampart_rules::rules_config(), &off).expect("builds");
         let ctx = OutputContext::default();
         let proxied = off.for_proxy().scan(secret, &ctx, None).expect("scan");
         assert_eq!(proxied.decision.action, Action::Allow);

@@ -76,7 +76,9 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use bytes::Bytes;
+use rampart_conversation::ConversationReport;
 use rampart_conversation::ConversationScanner;
+use rampart_core::Report;
 use rampart_core::conversation::{ConversationRequest, ToolCall, Turn};
 use rampart_core::{
     Action, Decision, FailMode, Role, SanitizedSegment, ScanOutcome, ScanRequest, Segment,
@@ -285,10 +287,8 @@ fn decision_summary(d: &Decision, request_id: &str) -> Value {
         "policy_version": d.policy_version,
     });
     // The per-conversation part: numbers, rule ids and message indexes, never text.
-    if let (Some(c), Value::Object(m)) = (&d.conversation, &mut v)
-        && let Ok(c) = serde_json::to_value(c)
-    {
-        m.insert("conversation".into(), c);
+    if let (Some(c), Value::Object(m)) = (d.reports.raw(ConversationReport::KEY), &mut v) {
+        m.insert(ConversationReport::KEY.into(), c.clone());
     }
     v
 }
@@ -307,8 +307,8 @@ fn rules_line(d: &Decision) -> String {
     // The conversation part's own findings (forged history, conversation risk, …) when it
     // is what blocks.
     if let Some(c) = d
-        .conversation
-        .as_ref()
+        .reports
+        .find::<ConversationReport>()
         .filter(|c| c.action == Action::Block)
     {
         for f in &c.findings {
@@ -1213,9 +1213,9 @@ async fn scan_up_conversation(
         .await?;
     let mut decision = outcome.decision;
     let map = decision
-        .conversation
-        .as_ref()
-        .map(|c| c.segment_messages.clone())
+        .reports
+        .find::<ConversationReport>()
+        .map(|c| c.segment_messages)
         .unwrap_or_default();
     if decision.action == Action::Sanitize
         && let Some(reason) =
@@ -1274,7 +1274,11 @@ async fn scan_unreplayed(
     turns: &[Turn],
     decision: &mut Decision,
 ) -> Result<(), ServiceError> {
-    let Some(c) = decision.conversation.as_ref().filter(|c| c.unscanned > 0) else {
+    let Some(c) = decision
+        .reports
+        .find::<ConversationReport>()
+        .filter(|c| c.unscanned > 0)
+    else {
         return Ok(());
     };
     let Some(first) = c.scanned.first().map(|t| t.message) else {
@@ -2570,7 +2574,7 @@ mod tests {
         ], "temperature": 0.5});
         let e = extract_chat(&body).expect("ok");
         let outcome = ScanOutcome {
-            decision: rampart_core::Pipeline::default_pipeline()
+            decision: rampart_rules::rules_pipeline()
                 .expect("pipeline")
                 .scan_text("x")
                 .expect("scan")

@@ -3,9 +3,11 @@
 //! fail is refused, as `rampart rules test` would fail it, so a typo that silently turns a
 //! BLOCK into an ALLOW never goes live.
 
-use rampart_core::{BuildError, PipelineConfig, RulesDetector, RulesLayerOptions};
+use rampart_core::{BuildError, PipelineConfig};
 use rampart_normalize::Normalizer;
+use rampart_rules::RulesConfig;
 use rampart_rules::{ExampleFailure, run_examples};
+use rampart_rules::{RulesDetector, RulesLayerOptions};
 
 /// A pipeline whose rule packs fail their own examples (or cannot be loaded to run them).
 #[derive(Debug, thiserror::Error)]
@@ -28,7 +30,7 @@ pub enum RuleExamplesError {
     Options(#[from] BuildError),
     /// A `rules` layer's packs could not be loaded or compiled.
     #[error(transparent)]
-    Packs(#[from] rampart_core::RulesLayerError),
+    Packs(#[from] rampart_rules::RulesLayerError),
 }
 
 /// Runs the examples of every rule of every `rules` layer of `config` (each pack once)

@@ -235,7 +235,10 @@ impl RelateTarget {
         if let Some(name) = rampart_relational::relational_layer_name(pc) {
             return RelateTarget::Served(name);
         }
-        if !registry.kinds().any(|k| k == rampart_core::RELATIONAL_KIND) {
+        if !registry
+            .kinds()
+            .any(|k| k == rampart_relational::RELATIONAL_KIND)
+        {
             return RelateTarget::Unavailable(
                 "/v1/relate is not available: this server has no relational layer kind".into(),
             );
@@ -639,7 +642,10 @@ fn warn_if_request_deadline_cuts_judge(cfg: &ServerConfig, pc: &PipelineConfig) 
 }
 
 fn request_deadline_cuts_judge(cfg: &ServerConfig, pc: &PipelineConfig) -> bool {
-    let has_judge = pc.layers.iter().any(|l| l.kind == rampart_core::JUDGE_KIND);
+    let has_judge = pc
+        .layers
+        .iter()
+        .any(|l| l.kind == rampart_judge::JUDGE_KIND);
     has_judge && cfg.server.request_timeout_ms <= pc.policy.layer_timeout_ms
 }
 
@@ -973,9 +979,7 @@ impl AppState {
             segments: req.segments.len(),
             policy_version: pipeline.config().policy.version.clone(),
             elapsed_us: deadline.as_micros() as u64,
-            judge: None,
-            relational: None,
-            conversation: None,
+            reports: rampart_core::Reports::default(),
         }
     }
 
@@ -1006,7 +1010,10 @@ impl AppState {
         );
         // The conversation part's findings (HIST_001, CONV_00x) are rule ids like any other:
         // logged in the findings, under the conversation layer. Never text.
-        if let Some(c) = &decision.conversation {
+        if let Some(c) = decision
+            .reports
+            .find::<rampart_conversation::ConversationReport>()
+        {
             rec.findings
                 .extend(c.findings.iter().map(|f| rampart_audit::AuditFinding {
                     rule_id: f.id.clone(),
@@ -1157,7 +1164,7 @@ mod tests {
     use super::*;
 
     fn built(probe: Duration) -> Built {
-        let p = Pipeline::from_config(PipelineConfig::default()).expect("default pipeline builds");
+        let p = rampart_rules::rules_pipeline().expect("default pipeline builds");
         let output = OutputScanners::build(p.config(), &Default::default()).expect("builds");
         Built::new(
             p,
@@ -1185,7 +1192,7 @@ mod tests {
         assert!(!request_deadline_cuts_judge(&cfg, &judge));
         cfg.server.request_timeout_ms = 1000;
         assert!(
-            !request_deadline_cuts_judge(&cfg, &PipelineConfig::default()),
+            !request_deadline_cuts_judge(&cfg, &rampart_rules::rules_config()),
             "no judge layer, nothing to say"
         );
     }

@@ -7,9 +7,7 @@ mod openapi;
 mod server;
 
 use openapi::check_against_doc;
-use rampart_core::{
-    Detection, Detector, DetectorError, DetectorFactory, PipelineConfig, Registry, ScanInput,
-};
+use rampart_core::{Detection, Detector, DetectorError, DetectorFactory, Registry, ScanInput};
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{OPENAPI_JSON, ROUTES, Server, ServerOptions};
 use serde_json::{Value, json};
@@ -56,7 +54,7 @@ burst = 2
 /// Starts a server from `extra` TOML (appended to a rules-only pipeline and the test keys),
 /// written to `server.toml` in a fresh temporary directory.
 async fn start(extra: &str, keys: bool) -> Running {
-    start_with(extra, keys, Registry::default()).await
+    start_with(extra, keys, rampart_rules::registry()).await
 }
 
 async fn start_with(extra: &str, keys: bool, registry: Registry) -> Running {
@@ -74,7 +72,7 @@ async fn start_src(dir: tempfile::TempDir, src: &str, registry: Registry) -> Run
     cfg.server.listen = "127.0.0.1:0".into();
     let opts = ServerOptions {
         registry: Arc::new(registry),
-        default_pipeline: PipelineConfig::default(),
+        default_pipeline: rampart_rules::rules_config(),
         reload_on_sighup: false,
     };
     spawn(Server::bind(cfg, opts).await.unwrap(), Some(dir))
@@ -192,7 +190,7 @@ max_segments = 2
 [[pipeline.inline.layers]]
 kind = "rules"
 "#;
-    let s = start_src(dir, src, Registry::default()).await;
+    let s = start_src(dir, src, rampart_rules::registry()).await;
     let c = client();
     let (st, v) = post(
         &c,
@@ -306,7 +304,7 @@ async fn auth_and_rate_limits() {
 async fn refuses_non_loopback_without_keys() {
     let mut cfg = ServerConfig::default();
     cfg.server.listen = "0.0.0.0:0".into();
-    let e = Server::bind(cfg, ServerOptions::default())
+    let e = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .unwrap_err();
     assert!(e.to_string().contains("refusing"), "{e}");
@@ -487,7 +485,7 @@ async fn reload_rejects_a_broken_pack_and_applies_a_good_one() {
         rules_config().display().to_string(),
         keys_toml()
     );
-    let s = start_src(dir, &src, Registry::default()).await;
+    let s = start_src(dir, &src, rampart_rules::registry()).await;
     let c = client();
     let scan = s.url("/v1/scan");
     let probe = json!({"text": "please follow the zebra protocol seven now"});
@@ -603,7 +601,7 @@ ms = {ms}
 }
 
 fn sleepy_registry() -> Registry {
-    let mut r = Registry::default();
+    let mut r = rampart_rules::registry();
     r.register(Box::new(SleepyFactory));
     r
 }
@@ -664,7 +662,7 @@ async fn tls_handshake_with_a_self_signed_cert() {
         "version = 1\n[tls]\ncert = \"cert.pem\"\nkey = \"key.pem\"\n[pipeline]\npath = {:?}\n",
         rules_config().display().to_string()
     );
-    let s = start_src(dir, &src, Registry::default()).await;
+    let s = start_src(dir, &src, rampart_rules::registry()).await;
     assert!(s.base.starts_with("https://"));
     let addr: std::net::SocketAddr = s.base.trim_start_matches("https://").parse().unwrap();
     let c = reqwest::Client::builder()
@@ -692,7 +690,7 @@ async fn acknowledged_decisions_are_in_the_audit_log() {
         rules_config().display().to_string(),
         keys_toml()
     );
-    let s = start_src(dir, &src, Registry::default()).await;
+    let s = start_src(dir, &src, rampart_rules::registry()).await;
     let c = client();
     let ready: Value = c
         .get(s.url("/readyz"))
@@ -793,10 +791,11 @@ impl Detector for ScriptedJudge {
         "judge"
     }
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
-        use rampart_core::{
-            CacheStatus, IntentLabel, JudgeEvidence, JudgeOutcome, JudgeReport, JudgeTrigger,
-            JudgeVerdict, Span,
+        use rampart_core::Span;
+        use rampart_judge::{
+            CacheStatus, IntentLabel, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
         };
+        use rampart_llm::OutcomeKind;
         let text = input.segments[0].text;
         let mut r = JudgeReport::not_called("judge", "");
         r.not_called = None;
@@ -815,7 +814,7 @@ impl Detector for ScriptedJudge {
         r.latency_ms = 7;
         r.attempts = 1;
         if text.contains("judge=down") {
-            r.outcome = Some(JudgeOutcome::HttpError);
+            r.outcome = Some(OutcomeKind::HttpError);
             r.outcome_detail = Some("connection refused".into());
         } else {
             let label = if text.contains("judge=malicious") {
@@ -823,7 +822,7 @@ impl Detector for ScriptedJudge {
             } else {
                 IntentLabel::Benign
             };
-            r.outcome = Some(JudgeOutcome::Ok);
+            r.outcome = Some(OutcomeKind::Ok);
             r.intent_label = Some(label);
             r.verdict = Some(JudgeVerdict {
                 intent_label: label,
@@ -836,10 +835,7 @@ impl Detector for ScriptedJudge {
                 }],
             });
         }
-        Ok(Detection {
-            judge: Some(Box::new(r)),
-            ..Detection::default()
-        })
+        Ok(r.into_detection(Vec::new()))
     }
     fn resolves_deferred(&self) -> bool {
         true
@@ -883,7 +879,7 @@ defer = [0.4, 0.7]
 [[pipeline.inline.layers]]
 kind = "judge"
 "#;
-    let mut registry = Registry::default();
+    let mut registry = rampart_rules::registry();
     registry.register(Box::new(ScoredFactory));
     registry.register(Box::new(ScriptedJudgeFactory));
     let s = start_src(dir, src, registry).await;

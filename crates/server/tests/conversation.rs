@@ -40,7 +40,7 @@ async fn start(extra: &str, upstream: Option<&MockUpstream>) -> Running {
     );
     let mut cfg = write_config(dir.path(), &src);
     cfg.server.listen = "127.0.0.1:0".into();
-    let server = Server::bind(cfg, ServerOptions::default())
+    let server = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .expect("server binds");
     spawn(server, Some(dir))
@@ -712,7 +712,7 @@ async fn start_in(dir: &std::path::Path, extra: &str) -> Result<Running, String>
     );
     let mut cfg = write_config(dir, &src);
     cfg.server.listen = "127.0.0.1:0".into();
-    match Server::bind(cfg, ServerOptions::default()).await {
+    match Server::bind(cfg, ServerOptions::rules_only()).await {
         Ok(s) => Ok(spawn(s, None)),
         Err(e) => Err(server::error_chain(&e)),
     }

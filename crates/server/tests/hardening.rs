@@ -32,7 +32,9 @@ async fn start_in(dir: tempfile::TempDir, src: &str, listen: &str) -> Running {
     // What `--listen` does: the listener's address does not come from the file.
     cfg.server.listen = listen.into();
     cfg.validate("--listen").unwrap();
-    let server = Server::bind(cfg, ServerOptions::default()).await.unwrap();
+    let server = Server::bind(cfg, ServerOptions::rules_only())
+        .await
+        .unwrap();
     spawn(server, Some(dir))
 }
 
@@ -363,7 +365,7 @@ async fn a_pack_failing_its_examples_is_refused_at_reload_and_start() {
 
     // Start-up refuses it too.
     let cfg = ServerConfig::from_path(&s.dir().join("server.toml")).unwrap();
-    let err = Server::bind(cfg, ServerOptions::default())
+    let err = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .unwrap_err();
     let chain = error_chain(&err);

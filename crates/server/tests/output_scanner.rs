@@ -49,7 +49,7 @@ fn write_config(dir: &Path, upstream: Option<&MockUpstream>) -> ServerConfig {
 
 async fn start(cfg: ServerConfig) -> Result<Running, rampart_server::ServerError> {
     Ok(spawn(
-        Server::bind(cfg, ServerOptions::default()).await?,
+        Server::bind(cfg, ServerOptions::rules_only()).await?,
         None,
     ))
 }

@@ -19,7 +19,7 @@ use upstream::{MockConfig, MockUpstream, Reply};
 
 async fn start(mut cfg: ServerConfig) -> Running {
     cfg.server.listen = "127.0.0.1:0".into();
-    let server = Server::bind(cfg, ServerOptions::default())
+    let server = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .expect("server binds");
     spawn(server, None)

@@ -23,7 +23,9 @@ async fn start(up: &MockUpstream, spotlight: Spotlight) -> Running {
     cfg.proxy.upstream_url = Some(up.base_url());
     cfg.proxy.upstream_api_key_env = "RAMPART_TEST_SURELY_UNSET_KEY".into();
     cfg.proxy.spotlight = spotlight;
-    let server = Server::bind(cfg, ServerOptions::default()).await.unwrap();
+    let server = Server::bind(cfg, ServerOptions::rules_only())
+        .await
+        .unwrap();
     spawn(server, None)
 }
 

@@ -92,7 +92,7 @@ async fn start_audited(audit: &str, extra: &str, upstream: Option<&MockUpstream>
     );
     let mut cfg = write_config(dir.path(), &src);
     cfg.server.listen = "127.0.0.1:0".into();
-    let server = Server::bind(cfg, ServerOptions::default())
+    let server = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .expect("server binds");
     spawn(server, Some(dir))
@@ -359,7 +359,7 @@ async fn a_bad_policy_is_a_startup_error_naming_the_file() {
     .expect("policy");
     let mut cfg = write_config(dir.path(), &format!("version = 1\n{TOOLS}"));
     cfg.server.listen = "127.0.0.1:0".into();
-    let e = Server::bind(cfg, ServerOptions::default())
+    let e = Server::bind(cfg, ServerOptions::rules_only())
         .await
         .expect_err("invalid policy");
     let chain = error_chain(&e);
@@ -461,7 +461,7 @@ requires = { attributes = { mfa = true } }
     let mut cfg = write_config(dir.path(), &src);
     cfg.server.listen = "127.0.0.1:0".into();
     let s = spawn(
-        Server::bind(cfg, ServerOptions::default())
+        Server::bind(cfg, ServerOptions::rules_only())
             .await
             .expect("binds"),
         Some(dir),
@@ -492,7 +492,7 @@ requires = { attributes = { mfa = true } }
     );
     cfg.server.listen = "127.0.0.1:0".into();
     let s = spawn(
-        Server::bind(cfg, ServerOptions::default())
+        Server::bind(cfg, ServerOptions::rules_only())
             .await
             .expect("binds"),
         Some(dir),

@@ -442,3 +442,78 @@ pub fn setup(
         built: true,
     })
 }
+
+/// What to run when `model_dir` is missing and names a built-in model (`DIR/models/NAME`, as
+/// `rampart models setup` writes it).
+pub fn setup_hint(dir: &Path) -> Option<String> {
+    if dir.exists() {
+        return None;
+    }
+    let name = dir.file_name()?.to_str()?;
+    if !MODELS.iter().any(|(n, _)| *n == name) {
+        return None;
+    }
+    let models = dir.parent()?;
+    if models.file_name()? != "models" {
+        return Some(format!(
+            "the built-in model {name} is not set up: `rampart models setup` builds it in \
+             DATA_DIR/models/{name}; point model_dir there"
+        ));
+    }
+    // `models/NAME` (relative) has the empty path as its parent: the current directory.
+    let data_dir = match models.parent()? {
+        p if p.as_os_str().is_empty() => Path::new("."),
+        p => p,
+    };
+    // Without a name, `models setup` builds only the default model.
+    let named = if name == DEFAULT_MODEL {
+        String::new()
+    } else {
+        format!(" {name}")
+    };
+    let command = if data_dir == rampart_fetch::default_data_dir() {
+        format!("rampart models setup{named}")
+    } else {
+        format!(
+            "rampart models setup{named} --data-dir {}",
+            data_dir.display()
+        )
+    };
+    Some(format!(
+        "the built-in model {name} is not set up: run `{command}`"
+    ))
+}
+
+#[cfg(test)]
+mod setup_hint_tests {
+    use super::setup_hint;
+    use std::path::Path;
+
+
+    /// Regression (review): a relative `models/NAME` has the empty path as its data
+    /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
+    #[test]
+    fn relative_models_dir_hint_names_the_current_directory() {
+        let hint = setup_hint(Path::new("models/minilm-injection-v4")).expect("a hint");
+        assert!(
+            hint.contains("`rampart models setup --data-dir .`"),
+            "{hint}"
+        );
+    }
+
+    /// `models setup` without a name builds only the default model, so the hint for another
+    /// built-in model names it.
+    #[test]
+    fn a_non_default_builtin_model_hint_names_the_model() {
+        let hint = setup_hint(Path::new("models/minilm-injection-v3")).expect("a hint");
+        assert!(
+            hint.contains("`rampart models setup minilm-injection-v3 --data-dir .`"),
+            "{hint}"
+        );
+    }
+
+    #[test]
+    fn a_users_own_model_dir_gets_no_hint() {
+        assert_eq!(setup_hint(Path::new("no-such-dir/my-model")), None);
+    }
+}

@@ -462,10 +462,17 @@ impl DetectorFactory for TransformerFactory {
                 kind: TRANSFORMER_KIND.into(),
                 message: m,
             },
-            other => BuildError::Layer {
-                kind: TRANSFORMER_KIND.into(),
-                message: format!("model {}: {other}", opts.model_dir.display()),
-            },
+            other => {
+                let mut message = format!("model {}: {other}", opts.model_dir.display());
+                // A built-in model that was never set up: say which command sets it up.
+                if let Some(hint) = crate::builtin::setup_hint(&opts.model_dir) {
+                    message = format!("{message}\n{hint}");
+                }
+                BuildError::Layer {
+                    kind: TRANSFORMER_KIND.into(),
+                    message,
+                }
+            }
         })?;
         Ok(Arc::new(det))
     }

@@ -2,8 +2,8 @@
 #![allow(clippy::unwrap_used)]
 
 use rampart_core::{
-    BuildError, DEFAULT_CONFIG_SRC, LayerResult, Pipeline, PipelineConfig, Registry, RiskClass,
-    Role, ScanOutcome, ScanRequest, Segment,
+    BuildError, LayerResult, Pipeline, PipelineConfig, RiskClass, Role, ScanOutcome, ScanRequest,
+    Segment,
 };
 use rampart_transformer::{FINDING_ID, TransformerFactory};
 
@@ -12,9 +12,12 @@ fn model(name: &str) -> String {
 }
 
 fn pipeline(layer: &str) -> Result<Pipeline, BuildError> {
-    let src = format!("{DEFAULT_CONFIG_SRC}\n[[layers]]\nkind = \"transformer\"\n{layer}\n");
+    let src = format!(
+        "{}\n[[layers]]\nkind = \"transformer\"\n{layer}\n",
+        rampart_rules::RULES_CONFIG_SRC
+    );
     let cfg = PipelineConfig::parse(&src, "test").unwrap();
-    let mut reg = Registry::default();
+    let mut reg = rampart_rules::registry();
     reg.register(Box::new(TransformerFactory));
     Pipeline::from_config_with(cfg, &reg)
 }

@@ -206,7 +206,7 @@ fn judge_endpoint(
     let layer = config
         .layers
         .iter_mut()
-        .find(|l| l.kind == rampart_core::JUDGE_KIND)
+        .find(|l| l.kind == rampart_judge::JUDGE_KIND)
         .ok_or("the configuration has no judge layer")?;
     if let Some(url) = url {
         layer.options.remove("base_url_env");
@@ -257,7 +257,7 @@ fn build(which: PipelineArg, args: &ReportArgs) -> ReportPipeline {
             let url = judge_endpoint(&mut cfg, args.judge_url.as_deref())?;
             reachable(&url)?;
         }
-        let p = rampart_core::Pipeline::from_config_with(cfg, &crate::registry::registry())
+        let p = rampart_core::Pipeline::from_config_with(cfg, &rampart::registry())
             .map_err(|e| e.to_string())?;
         Ok(NamedPipeline::new(which.name(), p))
     })();

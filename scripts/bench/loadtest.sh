@@ -13,10 +13,10 @@
 # HTTP phase; the run also prints CPU µs per request by thread (server workers, audit
 # writer, client) and the mean audit group-commit size.
 #
-#   bash scripts/loadtest.sh                     # the run of docs/service.md
-#   bash scripts/loadtest.sh --duration 5 --pipeline deterministic --json out.json
-#   bash scripts/loadtest.sh --audit on          # skip the audit-off run
-#   bash scripts/loadtest.sh --conversation-turns 8 --pipeline deterministic
+#   bash scripts/bench/loadtest.sh                     # the run of docs/service.md
+#   bash scripts/bench/loadtest.sh --duration 5 --pipeline deterministic --json out.json
+#   bash scripts/bench/loadtest.sh --audit on          # skip the audit-off run
+#   bash scripts/bench/loadtest.sh --conversation-turns 8 --pipeline deterministic
 #       # conversations of 8 user turns, one request per turn with its history, to /v1/scan:
 #       # the newest turn as text alone, as stateless `turns`, and with [conversation]
 #
@@ -24,7 +24,7 @@
 # The run fails on any HTTP error, decision mismatch or missing audit record (the targets
 # are reported, not enforced).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 cargo build --release -q -p rampart-server --example loadtest
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
 exec "$TARGET_DIR/release/examples/loadtest" \

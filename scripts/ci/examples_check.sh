@@ -6,7 +6,7 @@
 #   examples/openai_client.py   the official `openai` client → the proxy (plain, streamed,
 #                               blocked injection)
 #
-#   bash scripts/examples_check.sh
+#   bash scripts/ci/examples_check.sh
 #
 # BIN: the rampart binary (default $CARGO_TARGET_DIR or target: release/rampart, else
 # debug/rampart, else it is built with `cargo build -p rampart-cli`). PYTHON: the interpreter for the venv
@@ -15,7 +15,7 @@
 # stopped on exit. Exit status non-zero on any failure.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 OPENAI_VERSION="3.51.0"
 REQUESTS_VERSION="2.34.2"
@@ -76,7 +76,7 @@ wait_for_file() { # FILE SECONDS
 }
 
 # ---- the mock upstream
-"$PY" scripts/mock_openai_upstream.py --port 0 --port-file "$WORK/mock.port" \
+"$PY" -m scripts.ci.mock_openai_upstream --port 0 --port-file "$WORK/mock.port" \
   --log "$WORK/upstream.jsonl" >"$WORK/mock.log" 2>&1 &
 MOCK_PID=$!
 wait_for_file "$WORK/mock.port" 10 || fail "the mock upstream did not start"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a short while (default 30 s each).
-#   bash scripts/fuzz.sh [SECONDS] [TARGET...]
+#   bash scripts/ci/fuzz.sh [SECONDS] [TARGET...]
 # Needs the nightly toolchain and cargo-fuzz (`cargo install cargo-fuzz`).
 set -euo pipefail
-cd "$(dirname "$0")/../fuzz"
+cd "$(dirname "$0")/../../fuzz"
 secs=${1:-30}
 shift || true
 targets=("$@")

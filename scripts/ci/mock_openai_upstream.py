@@ -5,7 +5,7 @@ Answers POST /v1/chat/completions (plain JSON, or SSE when "stream": true) and
 POST /v1/completions with a canned reply that echoes the last user message's length, so
 the caller can tell its request went through. Listens on 127.0.0.1 only.
 
-    python3 scripts/mock_openai_upstream.py --port 0 --port-file /tmp/port
+    python3 -m scripts.ci.mock_openai_upstream --port 0 --port-file /tmp/port
 
 With --port 0 the chosen port is printed ("listening on 127.0.0.1:PORT") and written to
 --port-file when given. Every request it receives is appended as one JSON line to

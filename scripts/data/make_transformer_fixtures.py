@@ -20,8 +20,8 @@ The ONNX graph is exported with torch.onnx's TorchScript exporter (opset 17, dyn
 sequence axes, inputs input_ids + attention_mask, output logits); crates/transformer/tests/onnx.rs
 checks ONNX Runtime's logits against the same reference.
 
-Usage (PyTorch + transformers + onnx, scripts/requirements-train.txt; e.g. /work/pyenv/bin/python):
-    python scripts/make_transformer_fixtures.py [--out crates/transformer/testdata]
+Usage (PyTorch + transformers + onnx, scripts/train/requirements.txt; e.g. /work/pyenv/bin/python):
+    python -m scripts.data.make_transformer_fixtures [--out crates/transformer/testdata]
 """
 import argparse
 import json
@@ -32,6 +32,8 @@ import shutil
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from transformers import BertConfig, BertForSequenceClassification, DebertaV2Config, DebertaV2ForSequenceClassification
+
+from scripts.common import REPO
 
 SEED = 1234
 
@@ -244,7 +246,7 @@ def write(out_dir, name, model, tok, max_tokens, stride, notes):
             w["logits"] = [float(x) for x in logits]
         cases.append({"text": text, "windows": ws})
     ref = {
-        "generator": "scripts/make_transformer_fixtures.py",
+        "generator": "scripts/data/make_transformer_fixtures.py",
         "torch": torch.__version__,
         "transformers": __import__("transformers").__version__,
         "seed": SEED,
@@ -262,8 +264,8 @@ def write(out_dir, name, model, tok, max_tokens, stride, notes):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "crates", "transformer", "testdata"))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=str(REPO / "crates" / "transformer" / "testdata"))
     args = ap.parse_args()
     torch.set_num_threads(1)
 

@@ -5,7 +5,7 @@ At run time the linear layer scores every untrusted segment whole AND in windows
 three sentences (rampart_core::LocalizeConfig); the maximum decides. A model trained on whole
 prompts only has never seen a lone sentence of an invoice or of a web page, and flags some of
 them ("Summarize this output." scored 0.91). This script turns the generated training material
-(scripts/gen_embedded.py) into rows of the shape the model meets at run time:
+(scripts/data/gen_embedded.py) into rows of the shape the model meets at run time:
 
   * attack rows: each payload alone (the exact injected text, from the `.spans.jsonl` sidecar),
     and the payload with the sentence before or after it;
@@ -21,8 +21,8 @@ them ("Summarize this output." scored 0.91). This script turns the generated tra
 Sentences are cut with a regular expression (ends of sentences and lines) that approximates the
 Unicode sentence boundaries used at run time; the windows need not match byte for byte.
 
-    python3 scripts/gen_embedded.py               # writes data/derived/embedded_{train,validation}.jsonl
-    python3 scripts/make_window_examples.py       # writes data/derived/embedded_windows.{train,validation}.jsonl
+    python3 -m scripts.data.gen_embedded               # writes data/derived/embedded_{train,validation}.jsonl
+    python3 -m scripts.data.make_window_examples       # writes data/derived/embedded_windows.{train,validation}.jsonl
 
 Deterministic (seed 16). Standard library only. Reads the training and validation parts only,
 never the committed test set (datasets/embedded_injections_v1.jsonl).
@@ -34,6 +34,8 @@ import random
 import re
 import sys
 from pathlib import Path
+
+from scripts.common import default_data_dir, fetched_path, read_jsonl, sharegpt_part
 
 SEED = 16
 PER_RECORD = 6
@@ -70,14 +72,9 @@ def windows(text):
     return sorted(set(out))
 
 
-def load(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
-
-
 def build(part, data_dir, rng):
-    recs = load(data_dir / f"embedded_{part}.jsonl")
-    spans = {s["id"]: s for s in load(data_dir / f"embedded_{part}.spans.jsonl")}
+    recs = read_jsonl(data_dir / f"embedded_{part}.jsonl")
+    spans = {s["id"]: s for s in read_jsonl(data_dir / f"embedded_{part}.spans.jsonl")}
     rows = []
     seen = set()
 
@@ -122,22 +119,13 @@ PROMPT_SETS = {
 }
 
 
-def sharegpt_part(rid):
-    """The 60/20/20 split `rampart eval` uses for sets without splits (`NAME:train` …)."""
-    b = hashlib.sha256(rid.encode("utf-8")).digest()[0] % 10
-    return "train" if b < 6 else ("validation" if b < 8 else "heldout")
-
-
 def prompt_rows(part, fetched, rng):
     """Windows of the benign prompts of the training (validation) sets, and their short
     attacks whole: what a lone sentence of ordinary traffic and a lone injection look like."""
     rows, seen = [], set()
     for spec in PROMPT_SETS[part]:
         name, _, want = spec.partition(":")
-        path = fetched / f"{name}.jsonl"
-        if not path.exists():
-            sys.exit(f"error: {path} is missing: run `rampart datasets fetch` first")
-        for r in load(path):
+        for r in read_jsonl(fetched_path(fetched, name)):
             if want and sharegpt_part(r["id"]) != want:
                 continue
             text = r.get("text") or "\n".join(s["text"] for s in r["segments"])
@@ -161,16 +149,16 @@ def prompt_rows(part, fetched, rng):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=Path("data/derived"))
-    ap.add_argument("--fetched", type=Path, default=Path("data"),
-                    help="directory of `rampart datasets fetch` (default ./data)")
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir() / "derived")
+    ap.add_argument("--fetched", type=Path, default=default_data_dir(),
+                    help="directory of `rampart datasets fetch` (default $RAMPART_DATA_DIR or ./data)")
     args = ap.parse_args()
     for part in ("train", "validation"):
         try:
             rows = build(part, args.data_dir, random.Random(f"{SEED}/{part}"))
             rows += prompt_rows(part, args.fetched, random.Random(f"{SEED}/{part}/prompts"))
         except FileNotFoundError as e:
-            sys.exit(f"error: {e.filename} is missing: run `python3 scripts/gen_embedded.py` first")
+            sys.exit(f"error: {e.filename} is missing: run `python3 -m scripts.data.gen_embedded` first")
         out = args.data_dir / f"embedded_windows.{part}.jsonl"
         with open(out, "w", encoding="utf-8") as f:
             for row in rows:

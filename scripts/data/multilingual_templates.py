@@ -1,4 +1,4 @@
-"""Hand-written multilingual templates for scripts/make_multilingual_train.py.
+"""Hand-written multilingual templates for scripts/data/make_multilingual_train.py.
 
 Written from scratch for training (not translated from, nor checked against, any
 evaluation set). Keys of LANGS are language tags: ``xx`` native script, ``xx-Latn``

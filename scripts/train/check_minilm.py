@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Checks a set-up model directory (`rampart models setup` output) against the logits that
-scripts/train_minilm.py recorded with PyTorch in models/NAME/reference.json (NAME: the model
+scripts/train/train_minilm.py recorded with PyTorch in models/NAME/reference.json (NAME: the model
 directory's own name, e.g. minilm-injection-v3).
 
-    /work/pyenv/bin/python scripts/check_minilm.py data/models/minilm-injection-v3
+    /work/pyenv/bin/python -m scripts.train.check_minilm data/models/minilm-injection-v3
 
 Loads the directory with transformers (AutoModelForSequenceClassification: config.json +
 model.safetensors) and its tokenizer.json with `tokenizers`, scores the reference prompts,
@@ -20,9 +20,10 @@ import torch
 from tokenizers import Tokenizer
 from transformers import AutoModelForSequenceClassification
 
+from scripts.common import REPO
+
 
 def main() -> int:
-    repo = Path(__file__).resolve().parent.parent
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model_dir", type=Path)
     ap.add_argument("--reference", type=Path, default=None,
@@ -30,7 +31,7 @@ def main() -> int:
     ap.add_argument("--tolerance", type=float, default=1e-4)
     args = ap.parse_args()
     torch.set_num_threads(2)
-    reference = args.reference or repo / "models" / args.model_dir.name / "reference.json"
+    reference = args.reference or REPO / "models" / args.model_dir.name / "reference.json"
     ref = json.loads(reference.read_text())
     tok = Tokenizer.from_file(str(args.model_dir / "tokenizer.json"))
     tok.no_truncation()

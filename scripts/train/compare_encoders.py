@@ -15,7 +15,7 @@ What it measures (issue 17, item 4 "a stronger encoder, measured"):
    mean-pooled embeddings get the same probe.
 3. **Top-layer fine-tune** (`--finetune ENC ...`, transformers encoders only). The hidden
    states entering the top `--ft-layers` layers are computed once with the frozen bottom
-   (embeddings and lower layers frozen, as scripts/train_minilm.py freezes the embeddings),
+   (embeddings and lower layers frozen, as scripts/train/train_minilm.py freezes the embeddings),
    then the top layers and a linear head on the mean-pooled output are trained for
    `--ft-epochs` epochs on the training sample and scored on the validation sample.
 
@@ -26,7 +26,8 @@ Data and splits (the rules of models/minilm-injection-v3/MODEL_CARD.md):
   derived/yanismiraoui_multilingual.validation;
 - ShareGPT b in 8-9 is dropped as soon as a row's id is hashed (its text is never kept), and
   no held-back set (slabs_test, neuralchemy_test, in-the-wild jailbreaks, PromptGuard, ...) is
-  opened. A training row whose normalised text occurs in the validation sample is dropped.
+  opened. A training row that is the same prompt as a row of the validation sample (equal
+  normalized keys, scripts/common.py) is dropped.
 - derived/bastioncorpus.train / .validation (80/20 by the card's rule) add their few
   non-English benign rows. Non-English ShareGPT rows are all taken (up to 15% of a sample) so
   that the non-English part is as large as the splits allow; "non-English" is the heuristic
@@ -51,8 +52,8 @@ The tables and figures in docs/encoders.md come from this script.
 Embeddings are cached under `--cache` (one .npz per encoder and sample digest), so a rerun
 only fits and scores. Everything is seeded; on the CPU one command gives the same report.
 
-    OMP_NUM_THREADS=1 /work/pyenv/bin/python scripts/compare_encoders.py \
-        --data-dir /work/main/data --encoders minilm minilm-v3 mpnet e5-small-q4 use-m3 \
+    OMP_NUM_THREADS=1 /work/pyenv/bin/python -m scripts.train.compare_encoders \
+        --data-dir DATA_DIR --encoders minilm minilm-v3 mpnet e5-small-q4 use-m3 \
         --finetune minilm mpnet --out docs/encoders_report.json
 
 (the full list of commands behind docs/encoders.md is in that file).
@@ -73,36 +74,15 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_minilm import auc  # noqa: E402  (one AUC for the trainer and this comparison)
+from scripts.common import default_data_dir, id_bucket, norm_key, norm_keys, read_jsonl
+from scripts.common import stamp_log as log
+from scripts.train.train_minilm import auc  # one AUC for the trainer and this comparison
 
 SEED = 20261125
 MAX_TOKENS = 128
 
 # Where the unpacked wheels live (docs/encoders.md says how they were fetched and checked).
-ENC_DIR_DEFAULT = "/work/main/data/cache/encoders"
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def id_bucket(record_id: str) -> int:
-    return hashlib.sha256(record_id.encode("utf-8")).digest()[0] % 10
-
-
-def norm_text(t: str) -> str:
-    return " ".join(t.lower().split())
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    out = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if line:
-                out.append(json.loads(line))
-    return out
+ENC_DIR_DEFAULT = default_data_dir() / "cache" / "encoders"
 
 
 # --- language heuristic -------------------------------------------------------------------
@@ -215,10 +195,11 @@ def load_samples(data_dir: Path, n_train: int, n_val: int, seed: int):
                 + bastion + share_ne + take([r for r in share if not r[4]], n_share_en))
 
     val = sample(val_sets, share_val, n_val)
-    val_norm = {norm_text(r[2]) for r in val}
+    norm_keys(r[2] for rows in [val, share_train, *train_sets.values()] for r in rows)
+    val_norm = {norm_key(r[2]) for r in val}
     for k in train_sets:
-        train_sets[k] = [r for r in train_sets[k] if norm_text(r[2]) not in val_norm]
-    share_train = [r for r in share_train if norm_text(r[2]) not in val_norm]
+        train_sets[k] = [r for r in train_sets[k] if norm_key(r[2]) not in val_norm]
+    share_train = [r for r in share_train if norm_key(r[2]) not in val_norm]
     train = sample(train_sets, share_train, n_train)
     return train, val
 
@@ -849,7 +830,7 @@ def render_table(report: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-dir", type=Path, default=Path("/work/main/data"))
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
     ap.add_argument("--enc-dir", type=Path, default=Path(ENC_DIR_DEFAULT),
                     help="where the candidate wheels are unpacked (docs/encoders.md)")
     ap.add_argument("--cache", type=Path, default=None,
@@ -889,7 +870,7 @@ def main() -> None:
     if report.get("sample_digest") != dig:
         report = {}
     report.update({
-        "command": " ".join(["scripts/compare_encoders.py"] + sys.argv[1:]),
+        "command": " ".join(["python3 -m scripts.train.compare_encoders"] + sys.argv[1:]),
         "seed": args.seed, "max_tokens": MAX_TOKENS, "sample_digest": dig,
         "train": describe(train), "validation": describe(val),
         "versions": {"torch": torch.__version__, "python": sys.version.split()[0],

@@ -1,27 +1,25 @@
 #!/usr/bin/env python3
 """Exports a model directory's safetensors weights to ONNX, for Rampart's ONNX Runtime backend.
 
-    python scripts/export_onnx.py data/models/minilm-injection-v3
+    python -m scripts.train.export_onnx data/models/minilm-injection-v3
 
-writes MODEL_DIR/model.onnx (the exporter of scripts/make_transformer_fixtures.py: opset 17,
+writes MODEL_DIR/model.onnx (the exporter of scripts/data/make_transformer_fixtures.py: opset 17,
 dynamic batch and sequence axes, inputs input_ids + attention_mask, output logits). When the
 `onnxruntime` Python package is installed it also compares the export's logits with PyTorch's
 (exit 1 above 1e-4). Use it from a layer with `format = "onnx"`
 (with both files present, `auto` keeps the safetensors) and the ONNX Runtime library
 (`rampart models onnxruntime`).
 
-Needs PyTorch, transformers and onnx (scripts/requirements-train.txt).
+Needs PyTorch, transformers and onnx (scripts/train/requirements.txt).
 """
 import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+from transformers import AutoModelForSequenceClassification
 
-import torch  # noqa: E402
-from transformers import AutoModelForSequenceClassification  # noqa: E402
-
-from make_transformer_fixtures import export_onnx  # noqa: E402
+from scripts.data.make_transformer_fixtures import export_onnx
 
 
 def main():

@@ -16,8 +16,8 @@ other weights are printed for reference only), then the HIGH with the highest va
 ties to the one that sends fewer prompts to the transformer. GATE stays at cascade.toml's 0.1.
 
     cargo build --release -p rampart-cli && rampart models setup
-    python3 scripts/pick_fusion.py                  # ~2-3 minutes here
-    python3 scripts/pick_fusion.py --logs DIR       # replay an earlier run's logs
+    python3 -m scripts.train.pick_fusion                  # ~2-3 minutes here
+    python3 -m scripts.train.pick_fusion --logs DIR       # replay an earlier run's logs
 
 Standard library only. Never reads a test or evaluation-only set.
 """
@@ -28,6 +28,8 @@ import math
 import os
 import subprocess
 import sys
+
+from scripts.common import REPO
 
 VALIDATION = [
     "slabs_validation",
@@ -133,7 +135,7 @@ def main():
     ap.add_argument("--logs", help="replay the logs of an earlier run (its OUT_DIR)")
     ap.add_argument("--target-fpr", type=float, default=0.01)
     args = ap.parse_args()
-    os.chdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    os.chdir(REPO)
     prefix = latest_run(args.logs) if args.logs else run_eval(args.rampart, args.out_dir)
     rows = load(prefix)
     n_pos = sum(r["attack"] for r in rows)

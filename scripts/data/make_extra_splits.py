@@ -11,10 +11,10 @@ writes DATA_DIR/derived/{NAME}.train.jsonl and {NAME}.validation.jsonl:
   * split by a stable hash of the record id: `sha256(id.encode("utf-8")).digest()[0] % 10`,
     0..7 -> train, 8..9 -> validation (the rule ShareGPT uses, with other cut points);
   * a row that is the same prompt as a row of an evaluation set (equal normalized keys:
-    Rampart's leakage key, scripts/common.py) is dropped, and so is a near-duplicate of an evaluation-only row: a row sharing at least
-    half of its word 5-grams with one such row, or half of that row's 5-grams. Many PyRIT
-    templates come from the same jailbreak sites as the in-the-wild set; this keeps their copies
-    out of training.
+    Rampart's leakage key, scripts/common.py) is dropped, and so is a near-duplicate of an
+    evaluation-only row: a row sharing at least half of its word 5-grams with one such row, or
+    half of that row's 5-grams. Many PyRIT templates come from the same jailbreak sites as the
+    in-the-wild set; this keeps their copies out of training.
 
 The evaluation sets checked: the test splits (exact text only, as their providers split them)
 and the evaluation-only sets (exact text and near-duplicates). Prints what it dropped and

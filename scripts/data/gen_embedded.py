@@ -24,7 +24,8 @@ the payload.
 
 DATA_DIR is `--data-dir`, default $RAMPART_DATA_DIR or `./data` (`rampart datasets fetch`
 fills it). Everything is drawn from `random.Random` seeded with `--seed` (default 16): the same
-seed and inputs give the same bytes. Each part has its own generator (`Random(f"{seed}:{part}")`), so the test part does not depend on the fetched data or on the
+seed and inputs give the same bytes. Each part has its own generator
+(`Random(f"{seed}:{part}")`), so the test part does not depend on the fetched data or on the
 train part's size.
 
 Rows
@@ -98,8 +99,8 @@ Split rule (recorded; `--check` verifies it)
     neuralchemy_validation attacks. ShareGPT first turns (quoted as a question in forum posts, chat
     shares, notes and reviews; persona or task set-ups skipped):
     `sha256(id.encode("utf-8")).digest()[0] % 10` in 0..5 -> train, 6..7 -> validation,
-    8..9 never used (held back, as in scripts/train/train_minilm.py). A validation row whose full
-    text also occurs in train is dropped.
+    8..9 never used (held back, as in scripts/train/train_minilm.py). A validation row whose
+    full text also occurs in train is dropped.
 
 Sizes (options): test `--test-attacks 594` (every carrier x family x position 11 times) and
 `--test-benign 600`; train `--train-rows 12000` and validation `--validation-rows 2400`, half

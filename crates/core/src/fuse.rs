@@ -5,7 +5,7 @@
 //! geometric mean of the two odds: two layers that are each unsure but agree can decide
 //! together, and one confident layer can be outvoted by a confident other. The threshold is
 //! picked like every other threshold in Rampart: for a target false-positive rate on benign
-//! validation data (`scripts/pick_fusion.py`).
+//! validation data (`scripts/train/pick_fusion.py`).
 //!
 //! The fusion is per segment: each untrusted segment is fused from the input layers' scores
 //! for that segment (their best localized span there, [`Earlier::segment_score`]; an input

@@ -4,6 +4,10 @@
 //! invisible characters removed, confusables and diacritics folded, lower-cased, whitespace
 //! runs collapsed and trimmed. Multi-layer records use their segments joined by a newline.
 //! Everything here is a pure function over records; output order is deterministic.
+//!
+//! Two prompts are *the same* when their normalized keys are equal. The Python data scripts
+//! use this key too (scripts/common.py asks `examples/same_prompt_key.rs` for it), and
+//! `testdata/same_prompt.jsonl` lists cases that both sides are tested against.
 
 use crate::record::Record;
 use serde::Serialize;
@@ -409,5 +413,40 @@ mod tests {
             },
         );
         assert_eq!(empty.normalized_rate(), 0.0);
+    }
+
+    /// The shared cases of "the same prompt": the Python side checks the same file
+    /// (scripts/ci/same_prompt_check.py).
+    #[test]
+    fn same_prompt_cases() {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Case {
+            a: serde_json::Value,
+            b: serde_json::Value,
+            same: bool,
+            why: String,
+        }
+        let record = |v: &serde_json::Value| match v {
+            serde_json::Value::String(text) => rec("x", text),
+            other => serde_json::from_value(other.clone()).expect("a record"),
+        };
+        let cases = include_str!("../testdata/same_prompt.jsonl");
+        let mut n = 0;
+        for (i, line) in cases.lines().enumerate() {
+            let case: Case = serde_json::from_str(line).expect("a case");
+            let (a, b) = (record(&case.a), record(&case.b));
+            assert_eq!(
+                normalized_key(&a) == normalized_key(&b),
+                case.same,
+                "line {} ({}): {:?} vs {:?}",
+                i + 1,
+                case.why,
+                normalized_key(&a),
+                normalized_key(&b)
+            );
+            n += 1;
+        }
+        assert!(n >= 10, "only {n} cases");
     }
 }

@@ -10,7 +10,7 @@ pub const HANDWRITTEN_ATTACKS_V1: &str =
     include_str!("../../../datasets/attacks_handwritten_v1.jsonl");
 
 /// The generated set of injections embedded in data (held-back part), embedded in the binary.
-/// Written by `scripts/gen_embedded.py`.
+/// Written by `scripts/data/gen_embedded.py`.
 pub const EMBEDDED_INJECTIONS_V1: &str =
     include_str!("../../../datasets/embedded_injections_v1.jsonl");
 

@@ -1,4 +1,4 @@
-//! Against a real model server (`scripts/judge_server.sh start`, or any endpoint):
+//! Against a real model server (`scripts/judge/judge_server.sh start`, or any endpoint):
 //! `RAMPART_JUDGE_URL=http://127.0.0.1:8089/v1 RAMPART_JUDGE_MODEL=smollm2-135m-instruct
 //! cargo test -p rampart-judge --test real_model -- --ignored --nocapture`.
 //! A small model's labels are not asserted (it is often wrong); what is asserted is that every
@@ -15,7 +15,7 @@ use rampart_llm::OutcomeKind;
 fn a_real_model_answers_with_explicit_outcomes() {
     // Run on purpose (`--ignored`) without a server: a failure, not a silent pass.
     let url = std::env::var("RAMPART_JUDGE_URL")
-        .expect("RAMPART_JUDGE_URL must name a model server (scripts/judge_server.sh start)");
+        .expect("RAMPART_JUDGE_URL must name a model server (scripts/judge/judge_server.sh start)");
     let model =
         std::env::var("RAMPART_JUDGE_MODEL").unwrap_or_else(|_| "smollm2-135m-instruct".into());
     let src = format!(
@@ -85,7 +85,7 @@ fn the_shipped_config_with_a_real_model() {
     use rampart_core::{Pipeline, PipelineConfig};
     assert!(
         std::env::var("RAMPART_JUDGE_URL").is_ok(),
-        "RAMPART_JUDGE_URL must name a model server (scripts/judge_server.sh start)"
+        "RAMPART_JUDGE_URL must name a model server (scripts/judge/judge_server.sh start)"
     );
     let dir = tempfile::tempdir().unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/judge.toml");

@@ -1,4 +1,4 @@
-//! Against a real model server (`scripts/judge_server.sh start`, or any endpoint):
+//! Against a real model server (`scripts/judge/judge_server.sh start`, or any endpoint):
 //! `RAMPART_RELATIONAL_URL=http://127.0.0.1:8089/v1 RAMPART_RELATIONAL_MODEL=smollm2-135m-instruct
 //! cargo test -p rampart-relational --test real_model -- --ignored --nocapture`
 //! (`RAMPART_JUDGE_URL` / `RAMPART_JUDGE_MODEL` are read when those are unset).
@@ -24,8 +24,9 @@ fn env(name: &str, fallback: &str) -> Option<String> {
 #[ignore = "needs a model server: RAMPART_RELATIONAL_URL"]
 fn a_real_model_answers_with_explicit_outcomes() {
     // Run on purpose (`--ignored`) without a server: a failure, not a silent pass.
-    let url = env("RAMPART_RELATIONAL_URL", "RAMPART_JUDGE_URL")
-        .expect("RAMPART_RELATIONAL_URL must name a model server (scripts/judge_server.sh start)");
+    let url = env("RAMPART_RELATIONAL_URL", "RAMPART_JUDGE_URL").expect(
+        "RAMPART_RELATIONAL_URL must name a model server (scripts/judge/judge_server.sh start)",
+    );
     let model = env("RAMPART_RELATIONAL_MODEL", "RAMPART_JUDGE_MODEL")
         .unwrap_or_else(|| "smollm2-135m-instruct".into());
     let config = format!(

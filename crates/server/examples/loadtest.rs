@@ -25,7 +25,7 @@
 //!     --duration 10 --connections 64 --threads 2 --pipeline both --json target/loadtest.json
 //! ```
 //!
-//! `scripts/loadtest.sh` builds it in release and runs it with the settings of
+//! `scripts/bench/loadtest.sh` builds it in release and runs it with the settings of
 //! docs/service.md ("Load test").
 //!
 //! `--conversation-turns N` measures conversations instead (see [`run_conversations`]): the

@@ -1,5 +1,5 @@
 //! Times forward passes of a model directory on fixed token ids (used by
-//! `scripts/bench_transformer_vs_pytorch.py`, which times PyTorch on the same ids).
+//! `scripts/bench/bench_transformer_vs_pytorch.py`, which times PyTorch on the same ids).
 //!
 //! ```text
 //! cargo run --release -p rampart-transformer --example bench_transformer -- \

@@ -1,6 +1,6 @@
 //! The ONNX Runtime backend against the same Hugging Face reference logits as the native
 //! forward passes (`reference.rs`): each fixture directory also holds `model.onnx`, exported
-//! from the same weights by `scripts/make_transformer_fixtures.py --onnx`.
+//! from the same weights by `scripts/data/make_transformer_fixtures.py --onnx`.
 //!
 //! The logit checks need the ONNX Runtime shared library (not linked; loaded at run time), so
 //! they are ignored by default. `.ci/run` installs it and runs them:

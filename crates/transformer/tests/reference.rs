@@ -1,5 +1,5 @@
 //! The Rust forward passes against Hugging Face transformers on tiny random models
-//! (`scripts/make_transformer_fixtures.py`), and the window / max / span behaviour.
+//! (`scripts/data/make_transformer_fixtures.py`), and the window / max / span behaviour.
 #![allow(clippy::unwrap_used)]
 
 use rampart_transformer::{Architecture, Classifier, ClassifierOptions, WeightsFormat, Window};

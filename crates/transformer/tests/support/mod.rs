@@ -1,4 +1,4 @@
-//! The fixtures' `reference.json` (written by `scripts/make_transformer_fixtures.py`), shared
+//! The fixtures' `reference.json` (written by `scripts/data/make_transformer_fixtures.py`), shared
 //! by the native (`reference.rs`) and ONNX Runtime (`onnx.rs`) backend tests.
 #![allow(dead_code, clippy::unwrap_used)]
 

@@ -1,0 +1,1 @@
+"""Benchmarks and measurements (see scripts/README.md)."""

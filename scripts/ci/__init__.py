@@ -1,0 +1,1 @@
+"""Checks: what .ci/run calls, and fuzzing (see scripts/README.md)."""

@@ -1,0 +1,1 @@
+"""Dataset generators and the derived training data (see scripts/README.md)."""

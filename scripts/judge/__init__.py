@@ -1,0 +1,1 @@
+"""The local LLM judge endpoint and its probe (see scripts/README.md)."""

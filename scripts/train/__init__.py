@@ -1,0 +1,1 @@
+"""Model training, export and calibration (see scripts/README.md)."""

@@ -184,22 +184,11 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
     }
 
     let data_dir = args.data_dir();
-    let mut datasets = Vec::with_capacity(args.datasets.len());
-    for spec in &args.datasets {
-        let d = rampart_datasets::load(spec, &data_dir)?;
-        if !d.errors.is_empty() {
-            eprintln!(
-                "rampart: {}: {} row(s) could not be read and are skipped (first: {})",
-                d.name,
-                d.errors.len(),
-                d.errors[0]
-            );
-        }
+    let datasets = crate::load_datasets(&args.datasets, &data_dir, |d| {
         if d.records.is_empty() {
             eprintln!("rampart: {}: no readable records", d.name);
         }
-        datasets.push(d);
-    }
+    })?;
 
     let opts = RunOptions {
         threads: args.threads,

@@ -143,6 +143,21 @@ pub fn default_config() -> Result<PipelineConfig> {
     rampart::default_config().map_err(Into::into)
 }
 
+/// Loads the datasets of a command (`--dataset`, in order), warning on stderr about each
+/// one's unreadable rows as it is read; `then` sees each dataset after its warning.
+pub fn load_datasets(
+    specs: &[String],
+    data_dir: &std::path::Path,
+    mut then: impl FnMut(&rampart_datasets::LoadedDataset),
+) -> Result<Vec<rampart_datasets::LoadedDataset>> {
+    Ok(rampart_datasets::load_all(specs, data_dir, |d| {
+        if let Some(note) = d.unreadable_note() {
+            eprintln!("rampart: {note}");
+        }
+        then(d);
+    })?)
+}
+
 /// Options shared by commands that build a pipeline.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineArgs {

@@ -136,19 +136,7 @@ fn generate(args: &GenerateArgs) -> Result<u8> {
         .data_dir
         .clone()
         .unwrap_or_else(rampart_datasets::default_data_dir);
-    let mut loaded = Vec::with_capacity(args.datasets.len());
-    for spec in &args.datasets {
-        let d = rampart_datasets::load(spec, &data_dir)?;
-        if !d.errors.is_empty() {
-            eprintln!(
-                "rampart: {}: {} row(s) could not be read and are skipped (first: {})",
-                d.name,
-                d.errors.len(),
-                d.errors[0]
-            );
-        }
-        loaded.push(d);
-    }
+    let loaded = crate::load_datasets(&args.datasets, &data_dir, |_| {})?;
     let sources: Vec<Source<'_>> = loaded
         .iter()
         .map(|d| Source {

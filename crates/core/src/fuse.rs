@@ -183,12 +183,7 @@ impl FuseDetector {
     /// Where a fused decision points in segment `index`: the strongest finding of an input
     /// layer there (first on ties), else the input layers' best localized span there, else
     /// the whole segment.
-    fn anchor(
-        &self,
-        input: &ScanInput<'_>,
-        earlier: &Earlier<'_>,
-        index: usize,
-    ) -> Option<Anchor> {
+    fn anchor(&self, input: &ScanInput<'_>, earlier: &Earlier<'_>, index: usize) -> Option<Anchor> {
         let seg = input.segments.iter().find(|s| s.index == index)?;
         // (`max_by_key` keeps the last of equal maxima, hence the reversed order.)
         if let Some(f) = earlier

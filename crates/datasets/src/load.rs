@@ -63,6 +63,20 @@ pub struct LoadedDataset {
     pub errors: Vec<RowError>,
 }
 
+impl LoadedDataset {
+    /// A note for a warning when rows could not be read (they are skipped):
+    /// `NAME: N row(s) could not be read and are skipped (first: …)`.
+    pub fn unreadable_note(&self) -> Option<String> {
+        self.errors.first().map(|first| {
+            format!(
+                "{}: {} row(s) could not be read and are skipped (first: {first})",
+                self.name,
+                self.errors.len()
+            )
+        })
+    }
+}
+
 /// Why a dataset could not be loaded.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -127,6 +141,24 @@ pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
         records,
         errors,
     })
+}
+
+/// Loads datasets in the order given ([`load`] each). `loaded` sees each one as soon as it
+/// is read, before the next (to warn about [`LoadedDataset::unreadable_note`] as it goes); the
+/// first that cannot be loaded ends the run.
+pub fn load_all<S: AsRef<str>>(
+    specs: &[S],
+    data_dir: &Path,
+    mut loaded: impl FnMut(&LoadedDataset),
+) -> Result<Vec<LoadedDataset>, LoadError> {
+    specs
+        .iter()
+        .map(|spec| {
+            let d = load(spec.as_ref(), data_dir)?;
+            loaded(&d);
+            Ok(d)
+        })
+        .collect()
 }
 
 /// A deterministic part of a dataset that has no splits of its own (ShareGPT first turns):
@@ -246,6 +278,39 @@ mod tests {
         // The rule is fixed: first byte of SHA-256("a") is 0xca = 202, 202 % 10 = 2 → train.
         assert_eq!(HashPart::of("a"), HashPart::Train);
         assert!(load("Clean_Benign_Corpus_v1:nope", Path::new("/nonexistent")).is_err());
+    }
+
+    #[test]
+    fn load_all_loads_in_order_and_stops_at_the_first_unknown() {
+        let dir = Path::new("/nonexistent");
+        let mut seen = Vec::new();
+        let all = load_all(&[CLEAN_BENIGN_NAME, CONVERSATIONS_NAME], dir, |d| {
+            seen.push(d.name.clone());
+        })
+        .unwrap();
+        assert_eq!(seen, [CLEAN_BENIGN_NAME, CONVERSATIONS_NAME]);
+        assert_eq!(all.len(), 2);
+        assert!(all[0].unreadable_note().is_none());
+        let mut seen = 0;
+        let e = load_all(&[CLEAN_BENIGN_NAME, "no_such_set"], dir, |_| seen += 1).unwrap_err();
+        assert!(matches!(e, LoadError::Unknown(ref s, _) if s == "no_such_set"));
+        assert_eq!(seen, 1);
+    }
+
+    #[test]
+    fn the_unreadable_note_counts_and_quotes_the_first_bad_row() {
+        let (records, errors) = read_jsonl_str("not json\n{}\n");
+        let d = LoadedDataset {
+            name: "x".to_owned(),
+            origin: "test".to_owned(),
+            records,
+            errors,
+        };
+        let note = d.unreadable_note().unwrap();
+        assert!(
+            note.starts_with("x: 2 row(s) could not be read and are skipped (first: line 1"),
+            "{note}"
+        );
     }
 
     #[test]

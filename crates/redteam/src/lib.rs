@@ -1,7 +1,8 @@
 //! Rampart's red-team mutation engine: transforms of attack (and benign) prompts by family,
 //! each deterministic given a seed, each variant recorded with its family, transform,
 //! parameters, seed and source, so that `rampart eval` can score every family and the
-//! coverage matrix can say which layer catches what.
+//! coverage matrix can say which layer catches what. The matrix is also evidence of the OWASP
+//! Top 10 for LLM Applications report ([`owasp`]).
 //!
 //! ```
 //! use rampart_redteam::{Outcome, Registry};
@@ -25,6 +26,7 @@ pub mod carrier;
 pub mod encoding;
 pub mod findings;
 mod generate;
+pub mod owasp;
 mod registry;
 pub mod report;
 pub mod split;

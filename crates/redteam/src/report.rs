@@ -133,7 +133,8 @@ pub struct Variants {
 pub struct PipelineEntry {
     /// Column name.
     pub name: String,
-    /// Its configuration.
+    /// Its configuration; always written, empty when absent.
+    #[serde(default)]
     pub config: String,
     /// `ok` or `not_configured: <why>`.
     pub status: PipelineStatus,
@@ -217,9 +218,12 @@ pub struct CoverageMatrix {
     pub generated: String,
     /// The generation seed.
     pub seed: u64,
-    /// Attack sources (as given: `name:split` or a file).
+    /// Attack sources (as given: `name:split` or a file); always written, empty when
+    /// absent (`rampart owasp` reads matrices without them).
+    #[serde(default)]
     pub attack_sources: Vec<String>,
-    /// Benign sources.
+    /// Benign sources; empty when absent.
+    #[serde(default)]
     pub benign_sources: Vec<String>,
     /// The pipelines, in column order.
     pub pipelines: Vec<PipelineEntry>,

@@ -489,7 +489,6 @@ mod setup_hint_tests {
     use super::setup_hint;
     use std::path::Path;
 
-
     /// Regression (review): a relative `models/NAME` has the empty path as its data
     /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
     #[test]

@@ -282,16 +282,8 @@ fn variants(
     out: &mut Variants,
 ) -> Result<()> {
     let reg = Registry::builtin();
-    for spec in specs {
-        let d = rampart_datasets::load(spec, data_dir)?;
-        if !d.errors.is_empty() {
-            eprintln!(
-                "rampart: {}: {} row(s) could not be read and are skipped (first: {})",
-                d.name,
-                d.errors.len(),
-                d.errors[0]
-            );
-        }
+    let loaded = crate::load_datasets(specs, data_dir, |_| {})?;
+    for (spec, d) in specs.iter().zip(loaded) {
         let keep = |r: &Record| r.label.is_attack() == attack;
         let recs: Vec<Record> = d.records.into_iter().filter(|r| keep(r)).collect();
         if recs.is_empty() {

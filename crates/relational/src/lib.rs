@@ -56,6 +56,7 @@ pub mod model;
 pub mod prompt;
 pub mod relate;
 
+pub use circle::{CircleError, TooFewMembers};
 pub use evaluator::{
     Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
     implied_patterns,
@@ -64,8 +65,9 @@ pub use layer::{
     BORDERLINE_ID, EXTRACTIVE_ID, MANIPULATIVE_ID, OtherRoles, RelationalError, RelationalFactory,
     RelationalLayer, RelationalOptions,
 };
-pub use local::{LocalEvaluator, LocalOptions, ScoreSource};
-pub use model::{Judgement, LayerWeights, ModelParams, Saturation};
+pub use llm::LlmEvaluatorError;
+pub use local::{LocalError, LocalEvaluator, LocalOptions, ScoreSource};
+pub use model::{Judgement, LayerWeights, ModelParams, ParamsError, Saturation};
 pub use relate::{
     AttachError, PromptError, PromptSegment, RelateOutcome, attach_relational_layer, layer_backend,
     layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_for,

@@ -90,7 +90,6 @@ mod governance;
 mod reader;
 mod record;
 mod schema;
-mod timefmt;
 mod writer;
 
 pub use config::{
@@ -103,11 +102,13 @@ pub use governance::{
     GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolCallOrigin,
     ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
 };
+pub use rampart_core::timefmt::{
+    format_time_ms, now_unix_ms as now_ms, parse_duration_ms, parse_time,
+};
 pub use reader::{
     AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
 };
 pub use record::{AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord};
-pub use timefmt::{format_time_ms, now_ms, parse_duration_ms, parse_time};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).

@@ -35,25 +35,40 @@ impl Default for FeatureConfig {
 /// Smallest and largest supported `bits`.
 pub const BITS_RANGE: std::ops::RangeInclusive<u8> = 10..=24;
 
+/// A [`FeatureConfig`] value out of its range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FeatureConfigError {
+    /// `bits` outside [`BITS_RANGE`].
+    #[error("bits must be in {}..={}, got {}", BITS_RANGE.start(), BITS_RANGE.end(), .0)]
+    Bits(u8),
+    /// The byte n-gram range is empty or longer than 8.
+    #[error("byte n-gram range must satisfy 1 <= min <= max <= 8, got {min}..={max}")]
+    CharRange {
+        /// `char_min`.
+        min: u8,
+        /// `char_max`.
+        max: u8,
+    },
+    /// `word_max` over 3.
+    #[error("word_max must be <= 3, got {0}")]
+    WordMax(u8),
+}
+
 impl FeatureConfig {
     /// Checks the configuration's ranges.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), FeatureConfigError> {
         if !BITS_RANGE.contains(&self.bits) {
-            return Err(format!(
-                "bits must be in {}..={}, got {}",
-                BITS_RANGE.start(),
-                BITS_RANGE.end(),
-                self.bits
-            ));
+            return Err(FeatureConfigError::Bits(self.bits));
         }
         if self.char_min == 0 || self.char_min > self.char_max || self.char_max > 8 {
-            return Err(format!(
-                "byte n-gram range must satisfy 1 <= min <= max <= 8, got {}..={}",
-                self.char_min, self.char_max
-            ));
+            return Err(FeatureConfigError::CharRange {
+                min: self.char_min,
+                max: self.char_max,
+            });
         }
         if self.word_max > 3 {
-            return Err(format!("word_max must be <= 3, got {}", self.word_max));
+            return Err(FeatureConfigError::WordMax(self.word_max));
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ pub use detector::{
     AMBIGUOUS_ID, AmbiguousRisk, EMBEDDED_MODEL, HIT_ID, LINEAR_KIND, LinearBuildError,
     LinearDetector, LinearFactory, LinearOptions, MIN_AMBIGUOUS_FEATURES, embedded_model,
 };
-pub use features::{FeatureConfig, SparseVec, feature_count, featurize};
+pub use features::{FeatureConfig, FeatureConfigError, SparseVec, feature_count, featurize};
 pub use model::{
     Calibration, LinearModel, MAGIC, ModelError, ModelHeader, Provenance, SCHEMA_VERSION, sigmoid,
 };

@@ -117,6 +117,9 @@ pub enum ModelError {
     /// The header is not valid.
     #[error("invalid model header: {0}")]
     Header(String),
+    /// The header's feature configuration is out of range.
+    #[error("invalid model header: {0}")]
+    Features(crate::features::FeatureConfigError),
     /// The weights section has the wrong size or non-finite values.
     #[error("invalid model weights: {0}")]
     Weights(String),
@@ -290,7 +293,7 @@ impl LinearModel {
 
 fn validate_header(h: &ModelHeader) -> Result<(), ModelError> {
     let bad = |m: String| Err(ModelError::Header(m));
-    h.features.validate().map_err(ModelError::Header)?;
+    h.features.validate().map_err(ModelError::Features)?;
     if !h.bias.is_finite() {
         return bad("bias is not finite".into());
     }

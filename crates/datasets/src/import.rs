@@ -623,7 +623,9 @@ pub(crate) fn check_record(
     record: &Record,
     max_text_bytes: usize,
 ) -> Result<(), (&'static str, String)> {
-    record.validate().map_err(|e| ("invalid record", e))?;
+    record
+        .validate()
+        .map_err(|e| ("invalid record", e.to_string()))?;
     let len: usize = match (&record.segments, &record.text, &record.turns) {
         (Some(segs), _, _) => segs.iter().map(|s| s.text.len()).sum(),
         (None, Some(t), _) => t.len(),

@@ -65,7 +65,9 @@ mod load;
 mod record;
 mod sources;
 
-pub use catalog::{CATALOG_TOML, CATALOG_VERSION, Catalog, Converter, Dedupe, Entry, Origin};
+pub use catalog::{
+    CATALOG_TOML, CATALOG_VERSION, Catalog, Converter, Dedupe, Entry, EntryError, Origin,
+};
 pub use dedup::{
     DedupReport, DedupStats, DuplicateGroup, KeyKind, Leak, LeakageReport, Named, dedup, exact_key,
     find_duplicates, leakage, normalized_key,
@@ -86,11 +88,11 @@ pub use load::{
     MULTILINGUAL_ATTACKS_V1, TRIGGER_BENIGN_NAME, TRIGGER_BENIGN_V1, load, load_all,
 };
 pub use record::{
-    Channel, DatasetTurn, Label, MAX_LINE_BYTES, Mutation, PayloadPosition, Record, RowError,
-    Split, read_jsonl, read_jsonl_str,
+    Channel, DatasetTurn, Label, MAX_LINE_BYTES, Mutation, PayloadPosition, Record, RecordError,
+    RowError, Split, read_jsonl, read_jsonl_str,
 };
 pub use sources::{
-    SHAREGPT_MAX_BYTES, SHAREGPT_MAX_MESSAGES, SourceFile, TemplateFill, json_string_array,
-    json_string_files, json_string_lists, pyrit_templates, render_template, sharegpt_conversations,
-    sharegpt_first_turns, text_lines,
+    SHAREGPT_MAX_BYTES, SHAREGPT_MAX_MESSAGES, SourceFile, TemplateError, TemplateFileError,
+    TemplateFill, json_string_array, json_string_files, json_string_lists, pyrit_templates,
+    render_template, sharegpt_conversations, sharegpt_first_turns, text_lines,
 };

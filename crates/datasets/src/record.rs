@@ -285,20 +285,74 @@ pub struct Mutation {
     pub source_category: Option<String>,
 }
 
+/// A record that breaks an invariant serde cannot check.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// `id` is blank.
+    #[error("empty `id`")]
+    EmptyId,
+    /// `carrier` is given but blank.
+    #[error("empty `carrier`: name the kind of document (e.g. \"email\") or leave the field out")]
+    EmptyCarrier,
+    /// None of the three bodies.
+    #[error("none of `text`, `segments`, `turns` given")]
+    NoBody,
+    /// Two or three bodies.
+    #[error("more than one of `text`, `segments`, `turns` given; use one")]
+    SeveralBodies,
+    /// `segments = []`.
+    #[error("`segments` is empty")]
+    NoSegments,
+    /// `attack_turn` on a record that is not a conversation.
+    #[error("`attack_turn` is only for conversations (`turns`)")]
+    AttackTurnWithoutTurns,
+    /// `turns = []`.
+    #[error("`turns` is empty")]
+    NoTurns,
+    /// The conversation ends with the model's message.
+    #[error(
+        "the last message of `turns` is an assistant turn; a conversation ends with the \
+         message to judge"
+    )]
+    EndsWithAssistant,
+    /// `forged` on a turn that is not the assistant's: the turn and its role.
+    #[error("turn {0}: `forged` is only for assistant turns (this one is {1})")]
+    ForgedNotAssistant(usize, Role),
+    /// `rewind` on a turn that is not the user's: the turn and its role.
+    #[error("turn {0}: `rewind` is only for user turns (this one is {1})")]
+    RewindNotUser(usize, Role),
+    /// `rewind` keeps more messages than the client holds.
+    #[error("turn {turn}: `rewind: {keep}` keeps more messages than the client holds ({held})")]
+    RewindPastHeld {
+        /// The turn.
+        turn: usize,
+        /// Messages it keeps.
+        keep: usize,
+        /// Messages held before it.
+        held: usize,
+    },
+    /// `attack_turn` past the last message: it and the last index.
+    #[error("`attack_turn` {0} is past the last message ({1})")]
+    AttackTurnPastEnd(usize, usize),
+    /// `attack_turn` names an assistant turn.
+    #[error(
+        "`attack_turn` {0} is an assistant turn; it names the first message that carries the \
+         attack"
+    )]
+    AttackTurnOnAssistant(usize),
+}
+
 impl Record {
     /// Checks the invariants serde cannot: a non-empty id, exactly one of
     /// text/segments/turns, at least one segment, a non-blank carrier when one is given, and
     /// for conversations [`Record::validate_turns`].
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RecordError> {
         if self.id.trim().is_empty() {
-            return Err("empty `id`".into());
+            return Err(RecordError::EmptyId);
         }
         if self.carrier.as_deref().is_some_and(|c| c.trim().is_empty()) {
-            return Err(
-                "empty `carrier`: name the kind of document (e.g. \"email\") or \
-                        leave the field out"
-                    .into(),
-            );
+            return Err(RecordError::EmptyCarrier);
         }
         let given = [
             self.text.is_some(),
@@ -306,18 +360,16 @@ impl Record {
             self.turns.is_some(),
         ];
         match given.iter().filter(|g| **g).count() {
-            0 => return Err("none of `text`, `segments`, `turns` given".into()),
+            0 => return Err(RecordError::NoBody),
             1 => {}
-            _ => return Err("more than one of `text`, `segments`, `turns` given; use one".into()),
+            _ => return Err(RecordError::SeveralBodies),
         }
         if self.segments.as_ref().is_some_and(Vec::is_empty) {
-            return Err("`segments` is empty".into());
+            return Err(RecordError::NoSegments);
         }
         match &self.turns {
             Some(turns) => self.validate_turns(turns),
-            None if self.attack_turn.is_some() => {
-                Err("`attack_turn` is only for conversations (`turns`)".into())
-            }
+            None if self.attack_turn.is_some() => Err(RecordError::AttackTurnWithoutTurns),
             None => Ok(()),
         }
     }
@@ -326,37 +378,28 @@ impl Record {
     /// turn (it is the one to judge); `rewind` only on user turns and never past what the
     /// client holds at that point; `forged` only on assistant turns; `attack_turn` inside
     /// `turns` and on a message that is not the model's.
-    fn validate_turns(&self, turns: &[DatasetTurn]) -> Result<(), String> {
+    fn validate_turns(&self, turns: &[DatasetTurn]) -> Result<(), RecordError> {
         let Some(last) = turns.last() else {
-            return Err("`turns` is empty".into());
+            return Err(RecordError::NoTurns);
         };
         if last.role == Role::Assistant {
-            return Err(
-                "the last message of `turns` is an assistant turn; a conversation ends with \
-                 the message to judge"
-                    .into(),
-            );
+            return Err(RecordError::EndsWithAssistant);
         }
         let mut held = 0usize;
         for (i, t) in turns.iter().enumerate() {
             if t.forged && t.role != Role::Assistant {
-                return Err(format!(
-                    "turn {i}: `forged` is only for assistant turns (this one is {})",
-                    t.role
-                ));
+                return Err(RecordError::ForgedNotAssistant(i, t.role));
             }
             if let Some(k) = t.rewind {
                 if t.role != Role::User {
-                    return Err(format!(
-                        "turn {i}: `rewind` is only for user turns (this one is {})",
-                        t.role
-                    ));
+                    return Err(RecordError::RewindNotUser(i, t.role));
                 }
                 if k > held {
-                    return Err(format!(
-                        "turn {i}: `rewind: {k}` keeps more messages than the client holds \
-                         ({held})"
-                    ));
+                    return Err(RecordError::RewindPastHeld {
+                        turn: i,
+                        keep: k,
+                        held,
+                    });
                 }
                 held = k;
             }
@@ -364,17 +407,9 @@ impl Record {
         }
         if let Some(a) = self.attack_turn {
             match turns.get(a) {
-                None => {
-                    return Err(format!(
-                        "`attack_turn` {a} is past the last message ({})",
-                        turns.len() - 1
-                    ));
-                }
+                None => return Err(RecordError::AttackTurnPastEnd(a, turns.len() - 1)),
                 Some(t) if t.role == Role::Assistant => {
-                    return Err(format!(
-                        "`attack_turn` {a} is an assistant turn; it names the first message \
-                         that carries the attack"
-                    ));
+                    return Err(RecordError::AttackTurnOnAssistant(a));
                 }
                 Some(_) => {}
             }
@@ -488,10 +523,10 @@ fn parse_line(line_no: usize, line: &str) -> Result<Record, RowError> {
             }),
         message: e.to_string(),
     })?;
-    rec.validate().map_err(|message| RowError {
+    rec.validate().map_err(|e| RowError {
         line: line_no,
         id: Some(rec.id.clone()),
-        message,
+        message: e.to_string(),
     })?;
     Ok(rec)
 }

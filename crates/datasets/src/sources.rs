@@ -246,7 +246,7 @@ pub fn pyrit_templates(
         let value = match template_value(file) {
             Ok(v) => v,
             Err(e) => {
-                out.skip(i + 1, Some(id), "malformed template", e);
+                out.skip(i + 1, Some(id), "malformed template", e.to_string());
                 continue;
             }
         };
@@ -265,23 +265,71 @@ pub fn pyrit_templates(
         };
         match render_template(&value, &lookup) {
             Ok(text) => push_text(&mut out, opts, i + 1, id, &text, Some(category)),
-            Err(e) => out.skip(i + 1, Some(id), "unsupported template", e),
+            Err(e) => out.skip(i + 1, Some(id), "unsupported template", e.to_string()),
         }
     }
     Ok(out)
 }
 
-fn template_value(file: &SourceFile) -> Result<String, String> {
+/// Why a PyRIT template file gives no template.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateFileError {
+    /// The file is not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(std::str::Utf8Error),
+    /// The file is not YAML.
+    #[error("{0}")]
+    Yaml(yaml_rust2::ScanError),
+    /// The first document is not a mapping.
+    #[error("not a YAML mapping")]
+    NotAMapping,
+    /// The mapping has no string `value`.
+    #[error("no string `value`")]
+    NoValue,
+}
+
+fn template_value(file: &SourceFile) -> Result<String, TemplateFileError> {
     use yaml_rust2::{Yaml, YamlLoader};
-    let text = std::str::from_utf8(&file.bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-    let docs = YamlLoader::load_from_str(text).map_err(|e| e.to_string())?;
+    let text = std::str::from_utf8(&file.bytes).map_err(TemplateFileError::NotUtf8)?;
+    let docs = YamlLoader::load_from_str(text).map_err(TemplateFileError::Yaml)?;
     let Some(Yaml::Hash(map)) = docs.into_iter().next() else {
-        return Err("not a YAML mapping".into());
+        return Err(TemplateFileError::NotAMapping);
     };
     match map.get(&Yaml::String("value".into())) {
         Some(Yaml::String(s)) => Ok(s.clone()),
-        _ => Err("no string `value`".into()),
+        _ => Err(TemplateFileError::NoValue),
     }
+}
+
+/// Template syntax outside the subset [`render_template`] reads, or a slot it cannot fill.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TemplateError {
+    /// `{%` without `%}`.
+    #[error("unclosed `{{%` tag")]
+    UnclosedTag,
+    /// A `{% … %}` tag other than `raw`: its name.
+    #[error("unsupported tag `{{% {0} %}}`")]
+    UnsupportedTag(String),
+    /// `{% raw %}` without `{% endraw %}`.
+    #[error("`{{% raw %}}` without `{{% endraw %}}`")]
+    UnclosedRaw,
+    /// A `{# … #}` comment.
+    #[error("unsupported Jinja comment")]
+    Comment,
+    /// A string literal without its closing quote.
+    #[error("unterminated string literal in `{{{{ }}}}`")]
+    UnterminatedString,
+    /// `{{ }}`.
+    #[error("empty `{{{{ }}}}` expression")]
+    EmptyExpression,
+    /// A slot the lookup does not fill: its name.
+    #[error("unfilled slot `{0}`")]
+    UnfilledSlot(String),
+    /// Anything but a name or a literal inside `{{ }}` (filters, calls).
+    #[error("unsupported expression inside `{{{{ }}}}`")]
+    UnsupportedExpression,
 }
 
 /// Renders the small Jinja subset PyRIT templates use: `{{ name }}` slots, `{{ 'literal' }}`
@@ -289,27 +337,30 @@ fn template_value(file: &SourceFile) -> Result<String, String> {
 pub fn render_template(
     template: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<String, String> {
+) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len() + 64);
     let mut rest = template;
     while let Some(pos) = rest.find(['{']) {
         out.push_str(&rest[..pos]);
         let tail = &rest[pos..];
         if let Some(after) = tail.strip_prefix("{%") {
-            let end = after.find("%}").ok_or("unclosed `{%` tag")?;
+            let end = after.find("%}").ok_or(TemplateError::UnclosedTag)?;
             let tag = after[..end].trim_matches(|c: char| c == '-' || c.is_whitespace());
             let after_tag = &after[end + 2..];
             if tag != "raw" {
-                return Err(format!("unsupported tag `{{% {tag} %}}`"));
+                return Err(TemplateError::UnsupportedTag(tag.to_string()));
             }
             // Copy literally up to the matching endraw.
             let mut from = 0;
             loop {
                 let open = after_tag[from..]
                     .find("{%")
-                    .ok_or("`{% raw %}` without `{% endraw %}`")?
+                    .ok_or(TemplateError::UnclosedRaw)?
                     + from;
-                let close = after_tag[open..].find("%}").ok_or("unclosed `{%` tag")? + open;
+                let close = after_tag[open..]
+                    .find("%}")
+                    .ok_or(TemplateError::UnclosedTag)?
+                    + open;
                 let inner = after_tag[open + 2..close]
                     .trim_matches(|c: char| c == '-' || c.is_whitespace());
                 if inner == "endraw" {
@@ -324,7 +375,7 @@ pub fn render_template(
             out.push_str(&value);
             rest = &after[used..];
         } else if tail.starts_with("{#") {
-            return Err("unsupported Jinja comment".into());
+            return Err(TemplateError::Comment);
         } else {
             out.push('{');
             rest = &tail[1..];
@@ -338,15 +389,13 @@ pub fn render_template(
 fn parse_expression(
     s: &str,
     lookup: &dyn Fn(&str) -> Option<String>,
-) -> Result<(String, usize), String> {
+) -> Result<(String, usize), TemplateError> {
     let trimmed = s.trim_start();
     let lead = s.len() - trimmed.len();
     let (value, used) = if let Some(q) = trimmed.chars().next().filter(|c| *c == '\'' || *c == '"')
     {
         let body = &trimmed[1..];
-        let end = body
-            .find(q)
-            .ok_or("unterminated string literal in `{{ }}`")?;
+        let end = body.find(q).ok_or(TemplateError::UnterminatedString)?;
         (body[..end].to_owned(), end + 2)
     } else {
         let end = trimmed
@@ -354,15 +403,15 @@ fn parse_expression(
             .unwrap_or(trimmed.len());
         let name = &trimmed[..end];
         if name.is_empty() {
-            return Err("empty `{{ }}` expression".into());
+            return Err(TemplateError::EmptyExpression);
         }
-        let value = lookup(name).ok_or_else(|| format!("unfilled slot `{name}`"))?;
+        let value = lookup(name).ok_or_else(|| TemplateError::UnfilledSlot(name.to_string()))?;
         (value, end)
     };
     let after = &trimmed[used..];
     let after_trim = after.trim_start();
     if !after_trim.starts_with("}}") {
-        return Err("unsupported expression inside `{{ }}`".into());
+        return Err(TemplateError::UnsupportedExpression);
     }
     Ok((value, lead + used + (after.len() - after_trim.len()) + 2))
 }
@@ -713,7 +762,8 @@ mod tests {
                 "{Z}={{ '{{' }} {% endraw %}{{ prompt }}{% raw %} {{ '}}' }}",
                 &look
             )
-            .unwrap_err(),
+            .unwrap_err()
+            .to_string(),
             "unsupported tag `{% endraw %}`"
         );
         assert_eq!(
@@ -731,11 +781,13 @@ mod tests {
         assert!(
             render_template("{{ demographic }}", &look)
                 .unwrap_err()
+                .to_string()
                 .contains("demographic")
         );
         assert!(
             render_template("{%- for e in examples %}", &look)
                 .unwrap_err()
+                .to_string()
                 .contains("for")
         );
         assert_eq!(

@@ -43,7 +43,7 @@ pub enum DiscoverError {
     MixedRuns(String),
     /// The run id is not `eval_{YYYYMMDD_HHMMSS}`.
     #[error("bad eval_run_id: {0}")]
-    BadRunId(String),
+    BadRunId(rampart_core::timefmt::TimeError),
     /// The logs name a dataset whose records were not given.
     #[error("no records given for dataset `{0}` (eval logs carry no text: load the dataset)")]
     MissingDataset(String),

@@ -121,7 +121,7 @@ mod error;
 pub mod metrics;
 mod mine;
 mod record;
-pub mod timefmt;
+mod timefmt;
 mod to_rule;
 mod tokens;
 mod validate;

@@ -11,8 +11,8 @@ use crate::record::{
     Recommendation, RunInfo, SCHEMA_VERSION, SCRIPT_NAME, SplitName, SuggestedAction,
     SuggestedRisk, TargetFunction,
 };
-use crate::timefmt::run_id_timestamp;
 use crate::tokens::{Words, is_word_char, shapes};
+use rampart_core::timefmt::run_id_timestamp;
 use rampart_core::{Category, Location, RiskClass, Strength};
 use rampart_datasets::{Record, Split};
 use rampart_eval::log::{EVAL_LOG_SCHEMA, EvalLogRecord, Outcome};

@@ -62,6 +62,7 @@ pub mod log;
 pub mod metrics;
 pub mod output;
 pub mod plots;
+pub mod relate;
 pub mod render;
 pub mod replay;
 pub mod report;

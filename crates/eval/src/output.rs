@@ -33,10 +33,7 @@ impl RunStamp {
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
         let u = UtcTime::from_unix_ms(ms).unwrap_or(UtcTime::UNIX_EPOCH);
         RunStamp {
-            run_id: format!(
-                "eval_{:04}{:02}{:02}_{:02}{:02}{:02}",
-                u.year, u.month, u.day, u.hour, u.minute, u.second
-            ),
+            run_id: u.to_run_id(),
             timestamp_utc: u.to_rfc3339(Precision::Seconds),
         }
     }

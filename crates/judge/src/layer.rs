@@ -2,9 +2,10 @@
 //! redaction, and the findings that carry its spans.
 
 use crate::cache::{Cache, CacheError, CacheStats, Entry};
-use crate::options::{CacheMode, CacheSetting, HistoryMode, JudgeOptions};
+use crate::options::{
+    CacheMode, CacheSetting, ConversationTriggerError, HistoryMode, JudgeOptions,
+};
 use crate::prompt::{self, PromptSegment, ShownHistory};
-use crate::redact::redact_with_history;
 use crate::report::{
     CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
 };
@@ -14,7 +15,7 @@ use rampart_core::{
     PipelineConfig, RiskClass, Role, ScanInput, ScanRequest, Span, Strength, Trust, ViewKind,
     layer_options, scoring,
 };
-use rampart_llm::{ChatRequest, LlmClient, LlmConfig, Message, Outcome, OutcomeKind};
+use rampart_llm::{ChatRequest, LlmClient, Message, Outcome, OutcomeKind, redact_with_history};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,9 +39,12 @@ pub enum JudgeError {
     /// The options are invalid.
     #[error("{0}")]
     Options(String),
-    /// The `llm` table is not a valid endpoint configuration.
+    /// The `llm` table, with its environment overrides, is not a usable endpoint.
     #[error("llm: {0}")]
-    Llm(String),
+    Llm(rampart_llm::EndpointError),
+    /// The conversation trigger's settings are out of range.
+    #[error(transparent)]
+    ConversationTrigger(#[from] ConversationTriggerError),
     /// The cache could not be opened.
     #[error(transparent)]
     Cache(#[from] CacheError),
@@ -54,24 +58,6 @@ pub struct JudgeLayer {
     client: LlmClient,
     cache: Option<(Cache, CacheMode)>,
     conversation: Option<Arc<dyn ConversationTrigger>>,
-}
-
-/// The endpoint configuration from the `llm` table, with `base_url_env` / `model_env`
-/// applied.
-fn llm_config(opts: &JudgeOptions) -> Result<LlmConfig, JudgeError> {
-    let mut table = opts.llm.clone();
-    for (key, env) in [("base_url", &opts.base_url_env), ("model", &opts.model_env)] {
-        if let Some(v) = env
-            .as_deref()
-            .and_then(|name| std::env::var(name).ok())
-            .filter(|v| !v.is_empty())
-        {
-            table.insert(key.into(), toml::Value::String(v));
-        }
-    }
-    toml::Value::Table(table)
-        .try_into()
-        .map_err(|e: toml::de::Error| JudgeError::Llm(e.message().trim().to_string()))
 }
 
 fn check_band(what: &str, [lo, hi]: [f32; 2]) -> Result<(), JudgeError> {
@@ -102,15 +88,18 @@ impl JudgeLayer {
             )?;
         }
         if let Some(c) = opts.triggers.conversation.resolved() {
-            c.validate().map_err(JudgeError::Options)?;
+            c.validate()?;
         }
         if opts.max_history_bytes == 0 {
             return Err(JudgeError::Options(
                 "max_history_bytes must be > 0 (history = \"off\" shows none)".into(),
             ));
         }
-        let client =
-            LlmClient::new(llm_config(&opts)?).map_err(|e| JudgeError::Llm(e.to_string()))?;
+        let config = opts
+            .llm
+            .resolve(opts.endpoint_env())
+            .map_err(JudgeError::Llm)?;
+        let client = LlmClient::new(config).map_err(|e| JudgeError::Llm(e.into()))?;
         let cache = match &opts.cache {
             CacheSetting::Flag(false) => None,
             CacheSetting::Flag(true) => {
@@ -308,7 +297,7 @@ impl JudgeLayer {
         let nonce = match prompt::nonce(&fenced) {
             Ok(n) => n,
             Err(e) => {
-                report.outcome_detail = Some(e);
+                report.outcome_detail = Some(e.to_string());
                 return report;
             }
         };
@@ -361,7 +350,7 @@ impl JudgeLayer {
                     report.verdict = Some(verdict);
                     (OutcomeKind::Ok, None)
                 }
-                Err(why) => (OutcomeKind::Unparseable, Some(why)),
+                Err(why) => (OutcomeKind::Unparseable, Some(why.to_string())),
             },
             Outcome::Refused { reason } => (OutcomeKind::Refused, Some(reason)),
             Outcome::Unparseable { detail } => (OutcomeKind::Unparseable, Some(detail)),
@@ -683,10 +672,12 @@ impl DetectorFactory for JudgeFactory {
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: JudgeOptions = layer_options(JUDGE_KIND, options)?;
         let mut layer = JudgeLayer::new(opts).map_err(|e| match e {
-            JudgeError::Options(_) | JudgeError::Llm(_) => BuildError::Options {
-                kind: JUDGE_KIND.into(),
-                message: e.to_string(),
-            },
+            JudgeError::Options(_) | JudgeError::Llm(_) | JudgeError::ConversationTrigger(_) => {
+                BuildError::Options {
+                    kind: JUDGE_KIND.into(),
+                    message: e.to_string(),
+                }
+            }
             JudgeError::Cache(_) => BuildError::Layer {
                 kind: JUDGE_KIND.into(),
                 message: e.to_string(),

@@ -13,7 +13,7 @@
 //!   the earlier messages are fenced the same way (`judge-v1+history-v1`).
 //! - **Cache** ([`cache`]): SQLite, keyed hash of the text, prompt, model and parameters, a
 //!   TTL; keeps the (redacted) explanation; hit/miss counters; a replay-only mode.
-//! - **Redaction** ([`redact_copied`]): runs of 20+ characters copied from the input become
+//! - **Redaction** ([`rampart_llm::redact_copied`]): runs of 20+ characters copied from the input become
 //!   span references before an explanation reaches a report.
 //!
 //! Every call that gives no verdict (down, slow, HTML, wrong JSON, refusal, empty, truncated,
@@ -78,7 +78,6 @@ pub mod cache;
 mod layer;
 pub mod options;
 pub mod prompt;
-mod redact;
 mod report;
 pub mod trigger;
 
@@ -86,9 +85,9 @@ pub use cache::{CacheError, CacheStats};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{
     AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
-    ConversationTriggerOptions, HistoryMode, JudgeOptions, Limit, TriggerOptions, force_replay,
+    ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions, HistoryMode,
+    JudgeOptions, Limit, NoCacheError, TriggerOptions, force_replay,
 };
-pub use redact::{MIN_COPY, redact_copied};
 pub use report::{
     CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
 };

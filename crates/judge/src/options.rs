@@ -1,6 +1,7 @@
 //! The judge layer's options (`[[layers]] kind = "judge"`), read strictly.
 
 use rampart_core::Category;
+use rampart_llm::{Endpoint, EndpointEnv};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::path::PathBuf;
 
@@ -31,9 +32,9 @@ pub struct JudgeOptions {
     /// Layer name in decisions. Default `judge`.
     #[serde(default = "default_name")]
     pub name: String,
-    /// The model endpoint: a `rampart_llm::LlmConfig` table. `base_url` and `model` may be
-    /// left out when `base_url_env` / `model_env` name variables that are set.
-    pub llm: toml::Table,
+    /// The model endpoint. `base_url` and `model` may be left out when `base_url_env` /
+    /// `model_env` name variables that are set.
+    pub llm: Endpoint,
     /// An environment variable that, when set and not empty, replaces `llm.base_url`.
     #[serde(default)]
     pub base_url_env: Option<String>,
@@ -63,6 +64,16 @@ pub struct JudgeOptions {
     /// boundary; the prompt says when one was cut or left out). Default 2048.
     #[serde(default = "default_history_bytes")]
     pub max_history_bytes: usize,
+}
+
+impl JudgeOptions {
+    /// The variables that override the endpoint's `base_url` and `model`.
+    pub fn endpoint_env(&self) -> EndpointEnv<'_> {
+        EndpointEnv {
+            base_url_env: self.base_url_env.as_deref(),
+            model_env: self.model_env.as_deref(),
+        }
+    }
 }
 
 /// When the judge sees a conversation's earlier messages.
@@ -210,20 +221,29 @@ impl Default for ConversationSetting {
     }
 }
 
+/// Why `conversation = …` is not a conversation setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationSettingError {
+    /// Neither a boolean nor a table: the value's TOML type.
+    #[error("expected true, false or a table, got {0}")]
+    Type(&'static str),
+    /// The table is not [`ConversationTriggerOptions`].
+    #[error("{}", .0.message().trim())]
+    Table(toml::de::Error),
+}
+
 impl TryFrom<toml::Value> for ConversationSetting {
-    type Error = String;
-    fn try_from(v: toml::Value) -> Result<Self, String> {
+    type Error = ConversationSettingError;
+    fn try_from(v: toml::Value) -> Result<Self, ConversationSettingError> {
         match v {
             toml::Value::Boolean(b) => Ok(ConversationSetting::Flag(b)),
             // Through the table's own strict reading, so an unknown or mistyped key is named.
             toml::Value::Table(t) => toml::Value::Table(t)
                 .try_into()
                 .map(ConversationSetting::On)
-                .map_err(|e: toml::de::Error| e.message().trim().to_string()),
-            other => Err(format!(
-                "expected true, false or a table, got {}",
-                other.type_str()
-            )),
+                .map_err(ConversationSettingError::Table),
+            other => Err(ConversationSettingError::Type(other.type_str())),
         }
     }
 }
@@ -320,21 +340,39 @@ impl Default for ConversationTriggerOptions {
     }
 }
 
+/// A `[layers.triggers.conversation]` value out of its range; the message names the key.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationTriggerError {
+    /// A threshold outside (0, 1].
+    #[error("triggers.conversation.{key} = {value}: must be in (0, 1], or false")]
+    Threshold {
+        /// The key.
+        key: &'static str,
+        /// The configured value.
+        value: f32,
+    },
+    /// A count of 0.
+    #[error("triggers.conversation.{0} = 0: must be >= 1, or false")]
+    ZeroCount(&'static str),
+    /// A window under two calls.
+    #[error("triggers.conversation.window = {0}: must be >= 2 (a rise needs two calls)")]
+    Window(usize),
+}
+
 impl ConversationTriggerOptions {
     /// Checks the ranges: thresholds in (0, 1], counts >= 1, `window` >= 2. The error names
     /// the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConversationTriggerError> {
         for (key, limit) in [
             ("rise_at", self.rise_at),
             ("risk_at", self.risk_at),
             ("escalation_at", self.escalation_at),
         ] {
-            if let Limit::At(v) = limit
-                && !(v > 0.0 && v <= 1.0)
+            if let Limit::At(value) = limit
+                && !(value > 0.0 && value <= 1.0)
             {
-                return Err(format!(
-                    "triggers.conversation.{key} = {v}: must be in (0, 1], or false"
-                ));
+                return Err(ConversationTriggerError::Threshold { key, value });
             }
         }
         for (key, limit) in [
@@ -342,16 +380,11 @@ impl ConversationTriggerOptions {
             ("on_refusals", self.on_refusals),
         ] {
             if limit == Limit::At(0) {
-                return Err(format!(
-                    "triggers.conversation.{key} = 0: must be >= 1, or false"
-                ));
+                return Err(ConversationTriggerError::ZeroCount(key));
             }
         }
         if self.window < 2 {
-            return Err(format!(
-                "triggers.conversation.window = {}: must be >= 2 (a rise needs two calls)",
-                self.window
-            ));
+            return Err(ConversationTriggerError::Window(self.window));
         }
         Ok(())
     }
@@ -473,14 +506,19 @@ impl CacheOptions {
     }
 }
 
+/// A judge layer without a cache cannot be set to replay from one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the judge layer has no cache to replay from (cache = {{ path = … }})")]
+pub struct NoCacheError;
+
 /// Sets a judge layer's cache to replay-only in its raw options (for `rampart eval`'s replay
 /// mode). Fails when the layer has no cache table.
-pub fn force_replay(options: &mut toml::Table) -> Result<(), String> {
+pub fn force_replay(options: &mut toml::Table) -> Result<(), NoCacheError> {
     match options.get_mut("cache") {
         Some(toml::Value::Table(t)) => {
             t.insert("mode".into(), toml::Value::String("replay".into()));
             Ok(())
         }
-        _ => Err("the judge layer has no cache to replay from (cache = { path = … })".into()),
+        _ => Err(NoCacheError),
     }
 }

@@ -291,17 +291,29 @@ pub fn shown_history(history: &[(Role, String)], max_bytes: usize) -> ShownHisto
     ShownHistory { messages, omitted }
 }
 
+/// Why no delimiter nonce could be drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NonceError {
+    /// The operating system gave no randomness.
+    #[error("no random source for the nonce: {0}")]
+    Random(getrandom::Error),
+    /// Every draw occurred in the input.
+    #[error("could not draw a nonce absent from the input")]
+    InInput,
+}
+
 /// A fresh delimiter nonce (32 hex digits) that occurs in none of `texts`.
-pub fn nonce(texts: &[&str]) -> Result<String, String> {
+pub fn nonce(texts: &[&str]) -> Result<String, NonceError> {
     for _ in 0..4 {
         let mut b = [0u8; 16];
-        getrandom::fill(&mut b).map_err(|e| format!("no random source for the nonce: {e}"))?;
+        getrandom::fill(&mut b).map_err(NonceError::Random)?;
         let n: String = b.iter().map(|x| format!("{x:02x}")).collect();
         if !texts.iter().any(|t| t.to_ascii_lowercase().contains(&n)) {
             return Ok(n);
         }
     }
-    Err("could not draw a nonce absent from the input".into())
+    Err(NonceError::InInput)
 }
 
 fn data_block(nonce: &str, segs: &[(usize, &str, &str, &str, bool)]) -> String {
@@ -407,63 +419,118 @@ pub struct Answer {
     pub evidence: Vec<(String, String)>,
 }
 
+/// Why a reply object is not a verdict. The message names the field, never its content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AnswerError {
+    /// The reply is not an object.
+    #[error("the answer is not a JSON object")]
+    NotAnObject,
+    /// A key outside the four; its length in characters.
+    #[error("unexpected key ({0} chars)")]
+    UnexpectedKey(usize),
+    /// `intent_label` is a string outside the three labels.
+    #[error("intent_label is not benign, suspicious or malicious")]
+    UnknownLabel,
+    /// A field is missing or of the wrong JSON type: the field and the type it must have.
+    #[error("{field} missing or not {expected}")]
+    Missing {
+        /// The field.
+        field: &'static str,
+        /// "a string", "a number", "an array".
+        expected: &'static str,
+    },
+    /// `confidence` outside 0..=1.
+    #[error("confidence outside 0..1")]
+    Confidence,
+    /// `explanation` longer than [`MAX_EXPLANATION`] characters.
+    #[error("explanation over {MAX_EXPLANATION} characters")]
+    LongExplanation,
+    /// More than [`MAX_EVIDENCE`] evidence items.
+    #[error("more than {MAX_EVIDENCE} evidence items")]
+    TooMuchEvidence,
+    /// An evidence item is not an object.
+    #[error("evidence[{0}] is not an object")]
+    EvidenceNotAnObject(usize),
+    /// An evidence item has a key other than `signal` and `quote`.
+    #[error("evidence[{0}] has an unexpected key")]
+    EvidenceKey(usize),
+    /// An evidence item's field is missing or not a string.
+    #[error("evidence[{index}].{field} missing or not a string")]
+    EvidenceMissing {
+        /// The item's index.
+        index: usize,
+        /// `signal` or `quote`.
+        field: &'static str,
+    },
+    /// An evidence item's field is longer than its limit.
+    #[error("evidence[{index}].{field} over {max} characters")]
+    EvidenceLong {
+        /// The item's index.
+        index: usize,
+        /// `signal` or `quote`.
+        field: &'static str,
+        /// The limit in characters.
+        max: usize,
+    },
+}
+
 /// Checks a reply object against the schema: exactly the four keys (others are rejected,
 /// so a reply padded with keys the prompt did not ask for is not read as a verdict), the
 /// label in the enum, confidence a number in 0..=1, strings within their lengths. The error
 /// names the field, never its content.
-pub fn parse_answer(value: &Value) -> Result<Answer, String> {
-    let obj = value
-        .as_object()
-        .ok_or_else(|| "the answer is not a JSON object".to_string())?;
+pub fn parse_answer(value: &Value) -> Result<Answer, AnswerError> {
+    let missing = |field, expected| AnswerError::Missing { field, expected };
+    let obj = value.as_object().ok_or(AnswerError::NotAnObject)?;
     if let Some(k) = obj
         .keys()
         .find(|k| !["intent_label", "confidence", "explanation", "evidence"].contains(&k.as_str()))
     {
-        return Err(format!("unexpected key ({} chars)", k.chars().count()));
+        return Err(AnswerError::UnexpectedKey(k.chars().count()));
     }
     let label = match obj.get("intent_label").and_then(Value::as_str) {
         Some("benign") => IntentLabel::Benign,
         Some("suspicious") => IntentLabel::Suspicious,
         Some("malicious") => IntentLabel::Malicious,
-        Some(_) => return Err("intent_label is not benign, suspicious or malicious".into()),
-        None => return Err("intent_label missing or not a string".into()),
+        Some(_) => return Err(AnswerError::UnknownLabel),
+        None => return Err(missing("intent_label", "a string")),
     };
     let confidence = obj
         .get("confidence")
         .and_then(Value::as_f64)
-        .ok_or_else(|| "confidence missing or not a number".to_string())?;
+        .ok_or(missing("confidence", "a number"))?;
     if !(0.0..=1.0).contains(&confidence) {
-        return Err("confidence outside 0..1".into());
+        return Err(AnswerError::Confidence);
     }
     let explanation = obj
         .get("explanation")
         .and_then(Value::as_str)
-        .ok_or_else(|| "explanation missing or not a string".to_string())?;
+        .ok_or(missing("explanation", "a string"))?;
     if explanation.chars().count() > MAX_EXPLANATION {
-        return Err(format!("explanation over {MAX_EXPLANATION} characters"));
+        return Err(AnswerError::LongExplanation);
     }
     let items = obj
         .get("evidence")
         .and_then(Value::as_array)
-        .ok_or_else(|| "evidence missing or not an array".to_string())?;
+        .ok_or(missing("evidence", "an array"))?;
     if items.len() > MAX_EVIDENCE {
-        return Err(format!("more than {MAX_EVIDENCE} evidence items"));
+        return Err(AnswerError::TooMuchEvidence);
     }
     let mut evidence = Vec::new();
-    for (i, item) in items.iter().enumerate() {
+    for (index, item) in items.iter().enumerate() {
         let o = item
             .as_object()
-            .ok_or_else(|| format!("evidence[{i}] is not an object"))?;
+            .ok_or(AnswerError::EvidenceNotAnObject(index))?;
         if o.keys().any(|k| k != "signal" && k != "quote") {
-            return Err(format!("evidence[{i}] has an unexpected key"));
+            return Err(AnswerError::EvidenceKey(index));
         }
-        let field = |name: &str, max: usize| -> Result<String, String> {
+        let field = |field: &'static str, max: usize| -> Result<String, AnswerError> {
             let s = o
-                .get(name)
+                .get(field)
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("evidence[{i}].{name} missing or not a string"))?;
+                .ok_or(AnswerError::EvidenceMissing { index, field })?;
             if s.chars().count() > max {
-                return Err(format!("evidence[{i}].{name} over {max} characters"));
+                return Err(AnswerError::EvidenceLong { index, field, max });
             }
             Ok(s.to_string())
         };

@@ -163,10 +163,22 @@ enum Attempt {
         status: u16,
         content_type: String,
         retry_after: Option<Duration>,
-        body: Result<Vec<u8>, String>,
+        body: Result<Vec<u8>, BodyError>,
     },
     Timeout,
     Failed(String),
+}
+
+/// Why a response body could not be read.
+#[derive(Debug, thiserror::Error)]
+enum BodyError {
+    #[error("response body exceeds max_response_bytes ({0} bytes)")]
+    TooLarge(u64),
+    /// The transport's description of the failure.
+    #[error("reading the response body: {0}")]
+    Read(String),
+    #[error("reading the response body failed")]
+    Failed,
 }
 
 impl LlmClient {
@@ -327,12 +339,12 @@ impl LlmClient {
             if (200..300).contains(&status) {
                 let bytes = match bytes {
                     Ok(b) => b,
-                    Err(detail) => {
+                    Err(e) => {
                         return finish(
                             done,
                             Outcome::HttpError {
                                 status: Some(status),
-                                detail,
+                                detail: e.to_string(),
                             },
                         );
                     }
@@ -543,13 +555,11 @@ impl LlmClient {
         let limit = self.inner.config.max_response_bytes;
         let body = match resp.into_body().with_config().limit(limit).read_to_vec() {
             Ok(b) => Ok(b),
-            Err(ureq::Error::BodyExceedsLimit(_)) => Err(format!(
-                "response body exceeds max_response_bytes ({limit} bytes)"
-            )),
+            Err(ureq::Error::BodyExceedsLimit(_)) => Err(BodyError::TooLarge(limit)),
             Err(e) => match transport_error(e) {
                 Attempt::Timeout => return Attempt::Timeout,
-                Attempt::Failed(d) => Err(format!("reading the response body: {d}")),
-                Attempt::Response { .. } => Err("reading the response body failed".into()),
+                Attempt::Failed(d) => Err(BodyError::Read(d)),
+                Attempt::Response { .. } => Err(BodyError::Failed),
             },
         };
         Attempt::Response {
@@ -602,7 +612,7 @@ impl LlmClient {
         };
         let reply = match reply {
             Ok(r) => r,
-            Err(what) => return not_chat(what),
+            Err(what) => return not_chat(what.to_string()),
         };
         let mut text = reply.text;
         if self.prefilled(req) && reply.has_text {
@@ -667,16 +677,31 @@ fn u64_at(v: &Value, key: &str) -> Option<u64> {
     v.get(key).and_then(Value::as_u64)
 }
 
-fn openai_reply(v: &Value) -> Result<Reply, String> {
+/// What a 2xx body lacks to be a reply of its protocol.
+#[derive(Debug, thiserror::Error)]
+enum ReplyError {
+    #[error("no choices[0]")]
+    NoChoice,
+    #[error("no choices[0].message object")]
+    NoMessage,
+    #[error("choices[0].message.content is not a string")]
+    ContentNotText,
+    #[error("type is not \"message\"")]
+    NotMessage,
+    #[error("no content array")]
+    NoContent,
+}
+
+fn openai_reply(v: &Value) -> Result<Reply, ReplyError> {
     let choice = v
         .get("choices")
         .and_then(Value::as_array)
         .and_then(|c| c.first())
-        .ok_or("no choices[0]")?;
+        .ok_or(ReplyError::NoChoice)?;
     let message = choice
         .get("message")
         .filter(|m| m.is_object())
-        .ok_or("no choices[0].message object")?;
+        .ok_or(ReplyError::NoMessage)?;
     let (text, has_text) = match message.get("content") {
         None | Some(Value::Null) => (String::new(), false),
         Some(Value::String(s)) => (s.clone(), true),
@@ -688,7 +713,7 @@ fn openai_reply(v: &Value) -> Result<Reply, String> {
                 .collect();
             (t, true)
         }
-        Some(_) => return Err("choices[0].message.content is not a string".into()),
+        Some(_) => return Err(ReplyError::ContentNotText),
     };
     let finish = choice.get("finish_reason").and_then(Value::as_str);
     let refusal = match message.get("refusal") {
@@ -716,14 +741,14 @@ fn openai_reply(v: &Value) -> Result<Reply, String> {
     })
 }
 
-fn anthropic_reply(v: &Value) -> Result<Reply, String> {
+fn anthropic_reply(v: &Value) -> Result<Reply, ReplyError> {
     if v.get("type").and_then(Value::as_str) != Some("message") {
-        return Err("type is not \"message\"".into());
+        return Err(ReplyError::NotMessage);
     }
     let blocks = v
         .get("content")
         .and_then(Value::as_array)
-        .ok_or("no content array")?;
+        .ok_or(ReplyError::NoContent)?;
     let mut text = String::new();
     let mut has_text = false;
     for b in blocks {

@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::endpoint::Endpoint;
+
 /// The wire protocol of the endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -103,9 +105,11 @@ pub struct BudgetConfig {
     pub per_day: Option<Limit>,
 }
 
-/// One LLM endpoint and how to call it.
+/// One LLM endpoint and how to call it, complete. Configuration files write it as an
+/// [`Endpoint`] table (the same keys), which [`Endpoint::resolve`] turns into this with the
+/// environment's overrides applied; it reads and writes as that table.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "Endpoint", into = "Endpoint")]
 pub struct LlmConfig {
     /// Wire protocol.
     pub protocol: Protocol,
@@ -117,82 +121,45 @@ pub struct LlmConfig {
     pub model: String,
     /// Name of the environment variable holding the API key. Optional: local servers need
     /// none, and an unset or empty variable sends no key (see [`crate::LlmClient::warnings`]).
-    #[serde(default)]
     pub api_key_env: Option<String>,
     /// How the key is sent; default `bearer` for `openai`, `x_api_key` for `anthropic`.
-    #[serde(default)]
     pub auth: Option<AuthStyle>,
     /// Extra headers sent with every request; they override the automatic ones (e.g.
     /// `anthropic-version`, sent as `2023-06-01` unless set here).
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Deadline of one [`crate::LlmClient::complete`] call in milliseconds, covering the wait
-    /// for a concurrency slot, every attempt and every backoff.
-    #[serde(default = "default_timeout_ms")]
+    /// for a concurrency slot, every attempt and every backoff. Default 10,000.
     pub timeout_ms: u64,
-    /// Retries after the first attempt, on HTTP 429 and 5xx only (at most 10).
-    #[serde(default = "default_max_retries")]
+    /// Retries after the first attempt, on HTTP 429 and 5xx only (at most 10). Default 2.
     pub max_retries: u32,
     /// Base of the exponential backoff in milliseconds (attempt n waits about
-    /// `backoff_ms * 2^(n-1)`, with jitter).
-    #[serde(default = "default_backoff_ms")]
+    /// `backoff_ms * 2^(n-1)`, with jitter). Default 250.
     pub backoff_ms: u64,
     /// Cap on one backoff wait, and on an honoured `Retry-After` (a longer `Retry-After` ends
-    /// the retries), in milliseconds (at most 60,000).
-    #[serde(default = "default_max_backoff_ms")]
+    /// the retries), in milliseconds (at most 60,000). Default 4,000.
     pub max_backoff_ms: u64,
-    /// Most calls in flight at once across all threads sharing this client.
-    #[serde(default = "default_concurrency")]
+    /// Most calls in flight at once across all threads sharing this client. Default 4.
     pub concurrency: usize,
     /// Output-token limit of a request (a [`crate::ChatRequest`] may lower or raise it).
-    #[serde(default = "default_max_tokens")]
+    /// Default 512.
     pub max_tokens: u32,
     /// Sampling temperature (default 0, for repeatable answers).
-    #[serde(default)]
     pub temperature: f64,
     /// How a JSON answer is asked for; default `json_schema` for `openai`, `none` for
     /// `anthropic`.
-    #[serde(default)]
     pub structured: Option<Structured>,
     /// `openai` only: the name of the output-token limit field.
-    #[serde(default)]
     pub max_tokens_field: MaxTokensField,
     /// `anthropic` only: when a schema is asked for, end the messages with an assistant turn
     /// `{` so the reply continues a JSON object (not every Claude model accepts a prefill).
-    #[serde(default)]
     pub prefill_json: bool,
     /// Price table, keyed by model name (the server-reported name is tried first, then
     /// `model`).
-    #[serde(default)]
     pub prices: BTreeMap<String, Price>,
     /// Token and cost budgets.
-    #[serde(default)]
     pub budget: BudgetConfig,
     /// Largest response body read, in bytes (default 1 MiB); a larger one is an HTTP error.
-    #[serde(default = "default_max_response_bytes")]
     pub max_response_bytes: u64,
-}
-
-fn default_timeout_ms() -> u64 {
-    10_000
-}
-fn default_max_retries() -> u32 {
-    2
-}
-fn default_backoff_ms() -> u64 {
-    250
-}
-fn default_max_backoff_ms() -> u64 {
-    4_000
-}
-fn default_concurrency() -> usize {
-    4
-}
-fn default_max_tokens() -> u32 {
-    512
-}
-fn default_max_response_bytes() -> u64 {
-    1 << 20
 }
 
 /// Most retries accepted in a configuration.
@@ -203,27 +170,7 @@ pub const MAX_BACKOFF_LIMIT_MS: u64 = 60_000;
 impl LlmConfig {
     /// A configuration with every optional field at its default.
     pub fn new(protocol: Protocol, base_url: impl Into<String>, model: impl Into<String>) -> Self {
-        LlmConfig {
-            protocol,
-            base_url: base_url.into(),
-            model: model.into(),
-            api_key_env: None,
-            auth: None,
-            headers: BTreeMap::new(),
-            timeout_ms: default_timeout_ms(),
-            max_retries: default_max_retries(),
-            backoff_ms: default_backoff_ms(),
-            max_backoff_ms: default_max_backoff_ms(),
-            concurrency: default_concurrency(),
-            max_tokens: default_max_tokens(),
-            temperature: 0.0,
-            structured: None,
-            max_tokens_field: MaxTokensField::default(),
-            prefill_json: false,
-            prices: BTreeMap::new(),
-            budget: BudgetConfig::default(),
-            max_response_bytes: default_max_response_bytes(),
-        }
+        Endpoint::default().complete(protocol, base_url.into(), model.into())
     }
 
     /// The structured-output mode in effect (the protocol's default when unset).

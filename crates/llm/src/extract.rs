@@ -30,22 +30,62 @@ pub struct Extracted {
 }
 
 /// Why no object was recovered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ExtractError {
     /// No `{` in the text.
+    #[error("no JSON object in the reply")]
     NoObject,
     /// Objects were found but none parsed.
+    #[error("no candidate object parsed as JSON")]
     NotJson,
     /// An object parsed but did not match the schema (the first such failure).
-    Schema(String),
+    #[error("object does not match the schema: {0}")]
+    Schema(SchemaError),
 }
 
-impl std::fmt::Display for ExtractError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ExtractError::NoObject => f.write_str("no JSON object in the reply"),
-            ExtractError::NotJson => f.write_str("no candidate object parsed as JSON"),
-            ExtractError::Schema(s) => write!(f, "object does not match the schema: {s}"),
+/// Where a value fails the schema and how; the path names the place (`$.evidence[0]`),
+/// never the value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}: {mismatch}")]
+pub struct SchemaError {
+    /// The value's path from the root `$`.
+    pub path: String,
+    /// What is wrong with it.
+    pub mismatch: Mismatch,
+}
+
+/// How a value fails a schema keyword.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Mismatch {
+    /// `type`: the value is of another type (the keyword's value).
+    #[error("expected type {0}")]
+    Type(Value),
+    /// `enum`.
+    #[error("value not in enum")]
+    NotInEnum,
+    /// `minimum`.
+    #[error("below minimum {0}")]
+    BelowMinimum(f64),
+    /// `maximum`.
+    #[error("above maximum {0}")]
+    AboveMaximum(f64),
+    /// `maxLength`, in characters.
+    #[error("longer than maxLength {0}")]
+    TooLong(u64),
+    /// `required`: the property's name.
+    #[error("missing required property `{0}`")]
+    MissingProperty(String),
+    /// `additionalProperties: false`: how many properties the schema does not name.
+    #[error("{0} property(ies) not in the schema")]
+    ExtraProperties(usize),
+}
+
+impl Mismatch {
+    fn at(self, path: &str) -> SchemaError {
+        SchemaError {
+            path: path.to_string(),
+            mismatch: self,
         }
     }
 }
@@ -57,7 +97,7 @@ pub fn extract_object(text: &str, schema: Option<&Value>) -> Result<Extracted, E
     // A candidate inside an object that already parsed is part of it (a nested object), not
     // an answer of its own: an inner object must not pass where its enclosing one failed.
     let mut skip_until = 0usize;
-    let mut first_schema_err: Option<String> = None;
+    let mut first_schema_err: Option<SchemaError> = None;
     for (start, _) in text.match_indices('{') {
         if start < skip_until {
             continue;
@@ -251,7 +291,7 @@ fn strip_trailing_comma(out: &mut String) {
 }
 
 /// Check `value` against the supported subset of `schema`; the error names the path.
-pub fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), String> {
+pub fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), SchemaError> {
     let Some(schema) = schema.as_object() else {
         return Ok(());
     };
@@ -265,24 +305,24 @@ pub fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), String>
             _ => true,
         };
         if !ok {
-            return Err(format!("{path}: expected type {t}"));
+            return Err(Mismatch::Type(t.clone()).at(path));
         }
     }
     if let Some(Value::Array(allowed)) = schema.get("enum")
         && !allowed.contains(value)
     {
-        return Err(format!("{path}: value not in enum"));
+        return Err(Mismatch::NotInEnum.at(path));
     }
     if let Some(n) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
             && n < min
         {
-            return Err(format!("{path}: below minimum {min}"));
+            return Err(Mismatch::BelowMinimum(min).at(path));
         }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && n > max
         {
-            return Err(format!("{path}: above maximum {max}"));
+            return Err(Mismatch::AboveMaximum(max).at(path));
         }
     }
     if let (Some(s), Some(max)) = (
@@ -290,7 +330,7 @@ pub fn validate(value: &Value, schema: &Value, path: &str) -> Result<(), String>
         schema.get("maxLength").and_then(Value::as_u64),
     ) && s.chars().count() as u64 > max
     {
-        return Err(format!("{path}: longer than maxLength {max}"));
+        return Err(Mismatch::TooLong(max).at(path));
     }
     if let Value::Object(obj) = value {
         validate_object(obj, schema, path)?;
@@ -307,11 +347,11 @@ fn validate_object(
     obj: &Map<String, Value>,
     schema: &Map<String, Value>,
     path: &str,
-) -> Result<(), String> {
+) -> Result<(), SchemaError> {
     if let Some(Value::Array(req)) = schema.get("required") {
         for key in req.iter().filter_map(Value::as_str) {
             if !obj.contains_key(key) {
-                return Err(format!("{path}: missing required property `{key}`"));
+                return Err(Mismatch::MissingProperty(key.to_string()).at(path));
             }
         }
     }
@@ -329,7 +369,7 @@ fn validate_object(
             .filter(|k| !props.is_some_and(|p| p.contains_key(k.as_str())))
             .count();
         if extra > 0 {
-            return Err(format!("{path}: {extra} property(ies) not in the schema"));
+            return Err(Mismatch::ExtraProperties(extra).at(path));
         }
     }
     Ok(())
@@ -499,7 +539,7 @@ mod tests {
             ),
         ] {
             match extract_object(t, Some(&s)) {
-                Err(ExtractError::Schema(e)) => assert!(e.contains(needle), "{t}: {e}"),
+                Err(ExtractError::Schema(e)) => assert!(e.to_string().contains(needle), "{t}: {e}"),
                 other => panic!("{t}: {other:?}"),
             }
         }

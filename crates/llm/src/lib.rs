@@ -11,6 +11,11 @@
 //!   budgets per sliding minute and per UTC day checked before each call.
 //! - **Structured output:** `response_format` JSON schema where the server supports it, and
 //!   always tolerant extraction, repair and a schema check of the reply ([`extract`]).
+//! - **Endpoints:** an [`Endpoint`] is the `llm` table of a layer's options; its one
+//!   resolution applies the `base_url_env` / `model_env` overrides and checks the result
+//!   ([`endpoint`]).
+//! - **Redaction:** [`redact_copied`] replaces text a model copied from its input by span
+//!   references before an answer reaches a report ([`redact`]).
 //! - **Outcomes:** [`LlmClient::complete`] returns a [`Completion`] whose [`Outcome`] is one of
 //!   ok, refused, unparseable, empty, truncated, timeout, HTTP error or budget exhausted. It
 //!   never returns a `Result`: no failure can be defaulted into an answer.
@@ -51,13 +56,17 @@
 mod budget;
 mod client;
 pub mod config;
+pub mod endpoint;
 pub mod extract;
 pub mod fake;
 mod outcome;
+pub mod redact;
 
 pub use client::{ANTHROPIC_VERSION, ChatRequest, LlmClient, Message, Role};
 pub use config::{
     AuthStyle, BudgetConfig, Limit, LlmConfig, LlmConfigError, MaxTokensField, Price, Protocol,
     Structured,
 };
+pub use endpoint::{Endpoint, EndpointEnv, EndpointError};
 pub use outcome::{BudgetResource, BudgetWindow, Completion, Outcome, OutcomeKind, Usage};
+pub use redact::{MIN_COPY, redact_copied, redact_with_history};

@@ -341,11 +341,10 @@ pub fn generate(
                     .add(attack, skip);
                 match result {
                     Ok(v) => {
-                        v.validate()
-                            .map_err(|message| RedteamError::InvalidVariant {
-                                id: v.id.clone(),
-                                message,
-                            })?;
+                        v.validate().map_err(|error| RedteamError::InvalidVariant {
+                            id: v.id.clone(),
+                            error,
+                        })?;
                         if !ids.insert(v.id.clone()) {
                             return Err(RedteamError::DuplicateId(v.id));
                         }

@@ -68,11 +68,11 @@ pub enum RedteamError {
     #[error("duplicate variant id `{0}`: give each dataset once, under a distinct name")]
     DuplicateId(String),
     /// A variant broke a record invariant (a bug in a transform).
-    #[error("variant {id} is not a valid record: {message}")]
+    #[error("variant {id} is not a valid record: {error}")]
     InvalidVariant {
         /// The variant's id.
         id: String,
         /// The broken invariant.
-        message: String,
+        error: rampart_datasets::RecordError,
     },
 }

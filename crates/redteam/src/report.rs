@@ -112,8 +112,9 @@ pub struct ReportPipeline {
     pub config: String,
     /// What it scores.
     pub scope: Scope,
-    /// The pipeline, or why there is none.
-    pub pipeline: Result<NamedPipeline, String>,
+    /// The pipeline, or why there is none (its configuration could not be read or built,
+    /// or the endpoint it needs is not there).
+    pub pipeline: Result<NamedPipeline, Box<dyn std::error::Error + Send + Sync>>,
 }
 
 /// The variants to score, with the skips of their generation.
@@ -357,7 +358,7 @@ pub fn score(
             config: p.config.clone(),
             status: match &p.pipeline {
                 Ok(_) => PipelineStatus::Ok,
-                Err(why) => PipelineStatus::NotConfigured(one_line(why)),
+                Err(why) => PipelineStatus::NotConfigured(one_line(&why.to_string())),
             },
         });
         let Ok(pipeline) = &p.pipeline else {

@@ -28,8 +28,8 @@
 //! `timeout`.
 
 use crate::evaluator::{Assessment, Evaluator, EvaluatorError, PeerView, RelateInput};
-use crate::llm::{LlmEvaluator, LlmEvaluatorOptions};
-use crate::local::{LocalEvaluator, LocalOptions};
+use crate::llm::{LlmEvaluator, LlmEvaluatorError, LlmEvaluatorOptions};
+use crate::local::{LocalError, LocalEvaluator, LocalOptions};
 use crate::model::normalize_violations;
 use crate::{
     Backend, CircleConsensus, EvaluatorRun, LayerAssessment, Neutrosophic, RelationalCost,
@@ -89,45 +89,71 @@ fn default_dissent() -> f64 {
     0.3
 }
 
+/// Why a circle cannot be built; the message names the member.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CircleError {
+    /// Too few or too many members: how many there are.
+    #[error("a circle needs {MIN_MEMBERS} to {MAX_MEMBERS} members, got {0}")]
+    Members(usize),
+    /// `dissent` outside (0, 1].
+    #[error("dissent must be in (0, 1], got {0}")]
+    Dissent(f64),
+    /// A member without a name: its index.
+    #[error("members[{0}]: name must not be empty")]
+    EmptyName(usize),
+    /// Two members share a name.
+    #[error("member names must be unique: {0:?} repeats")]
+    DuplicateName(String),
+    /// A local member with an llm table.
+    #[error("member {0:?}: a local member takes no llm table")]
+    LocalWithLlm(String),
+    /// An llm member without its table.
+    #[error("member {0:?}: backend = \"llm\" needs an llm table")]
+    LlmWithoutTable(String),
+    /// A member whose backend is the circle.
+    #[error("member {0:?}: a member's backend is local or llm, not circle")]
+    NestedCircle(String),
+    /// An llm member could not be built.
+    #[error("member {member:?}: {error}")]
+    Llm {
+        /// The member.
+        member: String,
+        /// Why.
+        error: LlmEvaluatorError,
+    },
+    /// A local member could not be built.
+    #[error("member {member:?}: local: {error}")]
+    Local {
+        /// The member.
+        member: String,
+        /// Why.
+        error: LocalError,
+    },
+}
+
 impl CircleOptions {
     /// Checks the member count, names, backends and the threshold.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CircleError> {
         let n = self.members.len();
         if !(MIN_MEMBERS..=MAX_MEMBERS).contains(&n) {
-            return Err(format!(
-                "a circle needs {MIN_MEMBERS} to {MAX_MEMBERS} members, got {n}"
-            ));
+            return Err(CircleError::Members(n));
         }
         if !(self.dissent.is_finite() && self.dissent > 0.0 && self.dissent <= 1.0) {
-            return Err(format!("dissent must be in (0, 1], got {}", self.dissent));
+            return Err(CircleError::Dissent(self.dissent));
         }
         for (i, m) in self.members.iter().enumerate() {
             if m.name.is_empty() {
-                return Err(format!("members[{i}]: name must not be empty"));
+                return Err(CircleError::EmptyName(i));
             }
             if self.members[..i].iter().any(|o| o.name == m.name) {
-                return Err(format!("member names must be unique: {:?} repeats", m.name));
+                return Err(CircleError::DuplicateName(m.name.clone()));
             }
             match (m.backend, &m.llm) {
                 (Backend::Local, None) | (Backend::Llm, Some(_)) => {}
-                (Backend::Local, Some(_)) => {
-                    return Err(format!(
-                        "member {:?}: a local member takes no llm table",
-                        m.name
-                    ));
-                }
-                (Backend::Llm, None) => {
-                    return Err(format!(
-                        "member {:?}: backend = \"llm\" needs an llm table",
-                        m.name
-                    ));
-                }
-                (Backend::Circle, _) => {
-                    return Err(format!(
-                        "member {:?}: a member's backend is local or llm, not circle",
-                        m.name
-                    ));
-                }
+                (Backend::Local, Some(_)) => return Err(CircleError::LocalWithLlm(m.name.clone())),
+                (Backend::Llm, None) => return Err(CircleError::LlmWithoutTable(m.name.clone())),
+                (Backend::Circle, _) => return Err(CircleError::NestedCircle(m.name.clone())),
             }
         }
         Ok(())
@@ -146,7 +172,7 @@ pub struct Circle {
 #[derive(Debug)]
 pub struct CircleRun {
     /// The consensus assessment, or why the circle failed.
-    pub result: Result<Assessment, String>,
+    pub result: Result<Assessment, TooFewMembers>,
     /// Per member.
     pub runs: Vec<EvaluatorRun>,
     /// The consensus, when the circle reached one.
@@ -244,19 +270,26 @@ fn covers(input: &RelateInput<'_>, a: Assessment) -> Result<Assessment, Evaluato
 
 impl Circle {
     /// Builds the circle and its members; local members use `local`.
-    pub fn new(opts: CircleOptions, local: &LocalOptions) -> Result<Self, String> {
+    pub fn new(opts: CircleOptions, local: &LocalOptions) -> Result<Self, CircleError> {
         opts.validate()?;
         let mut members: Vec<Box<dyn Evaluator>> = Vec::with_capacity(opts.members.len());
         let mut reads = Vec::new();
         for m in opts.members {
             let name = m.name.clone();
             let ev: Box<dyn Evaluator> = match (m.backend, m.llm) {
-                (Backend::Llm, Some(o)) => Box::new(
-                    LlmEvaluator::new(m.name, o).map_err(|e| format!("member {name:?}: {e}"))?,
-                ),
+                (Backend::Llm, Some(o)) => Box::new(LlmEvaluator::new(m.name, o).map_err(
+                    |error| CircleError::Llm {
+                        member: name,
+                        error,
+                    },
+                )?),
                 _ => {
-                    let l = LocalEvaluator::new(m.name, local.clone())
-                        .map_err(|e| format!("member {name:?}: local: {e}"))?;
+                    let l = LocalEvaluator::new(m.name, local.clone()).map_err(|error| {
+                        CircleError::Local {
+                            member: name,
+                            error,
+                        }
+                    })?;
                     reads.extend(l.options().reads());
                     Box::new(l)
                 }
@@ -422,9 +455,27 @@ impl Circle {
     }
 }
 
+/// The circle stopped: fewer than [`MIN_ACTIVE`] members were still active after a round.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "circle: {active} of {members} members active after round {round}, {MIN_ACTIVE} needed \
+     ({})",
+    .lost.join(", ")
+)]
+pub struct TooFewMembers {
+    /// Members still active.
+    pub active: usize,
+    /// Members of the circle.
+    pub members: usize,
+    /// The round after which it stopped.
+    pub round: u8,
+    /// Each member that lost its vote: `NAME OUTCOME in round N`.
+    pub lost: Vec<String>,
+}
+
 /// Why the circle cannot go on after `round`, when fewer than [`MIN_ACTIVE`] members are
 /// active.
-fn too_few(st: &[State<'_>], round: u8) -> Option<String> {
+fn too_few(st: &[State<'_>], round: u8) -> Option<TooFewMembers> {
     let active = st.iter().filter(|s| s.active()).count();
     if active >= MIN_ACTIVE {
         return None;
@@ -436,14 +487,15 @@ fn too_few(st: &[State<'_>], round: u8) -> Option<String> {
             Some(format!("{} {o} in round {r}", s.ev.name()))
         })
         .collect();
-    Some(format!(
-        "circle: {active} of {} members active after round {round}, {MIN_ACTIVE} needed ({})",
-        st.len(),
-        lost.join(", ")
-    ))
+    Some(TooFewMembers {
+        active,
+        members: st.len(),
+        round,
+        lost,
+    })
 }
 
-fn failed(st: &[State<'_>], reason: String) -> CircleRun {
+fn failed(st: &[State<'_>], reason: TooFewMembers) -> CircleRun {
     CircleRun {
         result: Err(reason),
         runs: st.iter().map(State::run).collect(),
@@ -530,6 +582,7 @@ mod tests {
 
     fn build(members: Vec<MemberOptions>, dissent: f64) -> Result<Circle, String> {
         Circle::new(CircleOptions { members, dissent }, &LocalOptions::default())
+            .map_err(|e| e.to_string())
     }
 
     #[test]

@@ -2,11 +2,11 @@
 //! configured backend, computes the balance, exchange type and label, and BLOCKs the labels
 //! the configuration names (escalate only, like every layer).
 
-use crate::circle::{Circle, CircleOptions, CircleRun};
+use crate::circle::{Circle, CircleError, CircleOptions, CircleRun};
 use crate::evaluator::{Assessment, Evaluator, EvaluatorError, LayerText, RelateInput};
-use crate::llm::{LlmEvaluator, LlmEvaluatorOptions};
-use crate::local::{LocalEvaluator, LocalOptions};
-use crate::model::{self, ModelParams};
+use crate::llm::{LlmEvaluator, LlmEvaluatorError, LlmEvaluatorOptions};
+use crate::local::{LocalError, LocalEvaluator, LocalOptions};
+use crate::model::{self, ModelParams, ParamsError};
 use crate::{
     Backend, EvaluatorRun, PromptLayer, RELATIONAL_KIND, RelationalCost, RelationalLabel,
     RelationalReport, RelationalStatus,
@@ -107,19 +107,32 @@ pub struct RelationalLayer {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RelationalError {
-    /// The options are invalid.
-    #[error("{0}")]
-    Options(String),
+    /// The model's parameters are out of range.
+    #[error(transparent)]
+    Model(#[from] ParamsError),
+    /// The local backend's options are invalid.
+    #[error("local: {0}")]
+    Local(LocalError),
+    /// `backend = "llm"` without its table.
+    #[error("backend = \"llm\" needs an [llm] table")]
+    NoLlmTable,
+    /// The llm backend could not be built.
+    #[error(transparent)]
+    Llm(#[from] LlmEvaluatorError),
+    /// `backend = "circle"` without its table.
+    #[error("backend = \"circle\" needs a [circle] table")]
+    NoCircleTable,
+    /// The circle could not be built.
+    #[error(transparent)]
+    Circle(#[from] CircleError),
 }
 
 impl RelationalLayer {
     /// Builds the layer and its backend.
     pub fn new(opts: RelationalOptions) -> Result<Self, RelationalError> {
-        opts.model.validate().map_err(RelationalError::Options)?;
-        let local = || {
-            LocalEvaluator::new("local", opts.local.clone())
-                .map_err(|e| RelationalError::Options(format!("local: {e}")))
-        };
+        opts.model.validate()?;
+        let local =
+            || LocalEvaluator::new("local", opts.local.clone()).map_err(RelationalError::Local);
         let (engine, reads) = match opts.backend {
             Backend::Local => {
                 let l = local()?;
@@ -127,17 +140,13 @@ impl RelationalLayer {
                 (Engine::Single(Arc::new(l)), reads)
             }
             Backend::Llm => {
-                let o = opts.llm.clone().ok_or_else(|| {
-                    RelationalError::Options("backend = \"llm\" needs an [llm] table".into())
-                })?;
-                let e = LlmEvaluator::new("llm", o).map_err(RelationalError::Options)?;
+                let o = opts.llm.clone().ok_or(RelationalError::NoLlmTable)?;
+                let e = LlmEvaluator::new("llm", o)?;
                 (Engine::Single(Arc::new(e)), Vec::new())
             }
             Backend::Circle => {
-                let o = opts.circle.clone().ok_or_else(|| {
-                    RelationalError::Options("backend = \"circle\" needs a [circle] table".into())
-                })?;
-                let c = Circle::new(o, &opts.local).map_err(RelationalError::Options)?;
+                let o = opts.circle.clone().ok_or(RelationalError::NoCircleTable)?;
+                let c = Circle::new(o, &opts.local)?;
                 let reads = c.reads();
                 (Engine::Circle(c), reads)
             }
@@ -194,7 +203,7 @@ impl RelationalLayer {
                     runs,
                     consensus,
                 } = c.run(input);
-                (result, runs, consensus)
+                (result.map_err(|e| e.to_string()), runs, consensus)
             }
         };
         let mut cost = RelationalCost::default();

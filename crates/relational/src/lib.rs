@@ -8,6 +8,9 @@
 //! - **Backends** behind one trait ([`Evaluator`]): `local` (offline, the default) derives
 //!   the triples from Rampart's own layers; `llm` asks a model per layer; `circle` (the
 //!   Fire Circle) asks several evaluators in three rounds and keeps the most alarmed view.
+//! - **Relating outside a scan** ([`relate`], [`batch`]): layered prompts, a configuration
+//!   given its relational layer, batch records, what `rampart relate` and `POST /v1/relate`
+//!   run.
 //! - **Layer** ([`RelationalFactory`]): `[[layers]] kind = "relational"` BLOCKs the labels
 //!   the configuration names; the decision carries the report.
 //!
@@ -47,6 +50,7 @@
 //! assert_eq!(out.action, Action::Block);
 //! ```
 
+pub mod batch;
 pub mod circle;
 pub mod evaluator;
 mod layer;
@@ -57,6 +61,8 @@ pub mod prompt;
 pub mod relate;
 mod report;
 
+pub use batch::{RecordError, Refused, RelateRecord, RelateSetup, Relator, SetupError};
+pub use circle::{CircleError, TooFewMembers};
 pub use evaluator::{
     Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
     implied_patterns,
@@ -65,8 +71,9 @@ pub use layer::{
     BORDERLINE_ID, EXTRACTIVE_ID, MANIPULATIVE_ID, OtherRoles, RelationalError, RelationalFactory,
     RelationalLayer, RelationalOptions,
 };
-pub use local::{LocalEvaluator, LocalOptions, ScoreSource};
-pub use model::{Judgement, LayerWeights, ModelParams, Saturation};
+pub use llm::LlmEvaluatorError;
+pub use local::{LocalError, LocalEvaluator, LocalOptions, ScoreSource};
+pub use model::{Judgement, LayerWeights, ModelParams, ParamsError, Saturation};
 pub use relate::{
     AttachError, PromptError, PromptSegment, RelateOutcome, attach_relational_layer, layer_backend,
     layered_request, local_defaults_for, prompt_request, prompt_role, relational_layer_for,

@@ -7,7 +7,7 @@
 //!   data ([`crate::prompt`]). The answer is a JSON object checked against a schema; its
 //!   numbers go through [`Neutrosophic::checked`]; its violation names become
 //!   [`TrustViolation`]s of the user layer (a trusted layer is never accused of violating
-//!   itself); its reasoning is redacted ([`rampart_judge::redact_copied`]) and capped.
+//!   itself); its reasoning is redacted ([`rampart_llm::redact_copied`]) and capped.
 //! - **Circle rounds** ([`Evaluator::observe`], [`Evaluator::conclude`]): round 2 shows the
 //!   model the peers' round-1 numbers and violation names (never their reasoning) and asks
 //!   for pattern names; round 3 asks each layer's final triple given the agreed patterns.
@@ -28,8 +28,10 @@ use crate::evaluator::{
 use crate::model::normalize_violations;
 use crate::prompt::{self, AnswerError, Round3, Shown};
 use crate::{Backend, LayerAssessment, Neutrosophic, RelationalCost, TrustViolation};
-use rampart_judge::redact_copied;
-use rampart_llm::{ChatRequest, Completion, LlmClient, LlmConfig, Message, Outcome};
+use rampart_llm::{
+    ChatRequest, Completion, Endpoint, EndpointEnv, EndpointError, LlmClient, Message, Outcome,
+    redact_copied,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -142,14 +144,14 @@ impl OutcomeMap {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmEvaluatorOptions {
-    /// The model endpoint: a `rampart_llm::LlmConfig` table. `base_url` and `model` may be
-    /// left out when `base_url_env` / `model_env` name variables that are set.
-    pub llm: toml::Table,
+    /// The model endpoint. `base_url` and `model` may be left out when `base_url_env` /
+    /// `model_env` name variables that are set.
+    pub llm: Endpoint,
     /// An environment variable that, when set and not empty, replaces `llm.base_url`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_url_env: Option<String>,
     /// An environment variable that, when set and not empty, replaces `llm.model`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_env: Option<String>,
     /// Most characters of each prompt layer shown to the model (cut at a character
     /// boundary; the prompt says when it was). Default 6000.
@@ -189,7 +191,7 @@ fn default_max_tokens() -> u32 {
 
 impl LlmEvaluatorOptions {
     /// Options for the endpoint `llm` with every default.
-    pub fn new(llm: toml::Table) -> Self {
+    pub fn new(llm: Endpoint) -> Self {
         Self {
             llm,
             base_url_env: None,
@@ -201,34 +203,41 @@ impl LlmEvaluatorOptions {
         }
     }
 
-    /// The endpoint configuration from the `llm` table, with `base_url_env` / `model_env`
-    /// applied.
-    pub fn llm_config(&self) -> Result<LlmConfig, String> {
-        let mut table = self.llm.clone();
-        for (key, env) in [("base_url", &self.base_url_env), ("model", &self.model_env)] {
-            if let Some(v) = env
-                .as_deref()
-                .and_then(|name| std::env::var(name).ok())
-                .filter(|v| !v.is_empty())
-            {
-                table.insert(key.into(), toml::Value::String(v));
-            }
+    /// The variables that override the endpoint's `base_url` and `model`.
+    pub fn endpoint_env(&self) -> EndpointEnv<'_> {
+        EndpointEnv {
+            base_url_env: self.base_url_env.as_deref(),
+            model_env: self.model_env.as_deref(),
         }
-        toml::Value::Table(table)
-            .try_into()
-            .map_err(|e: toml::de::Error| format!("llm: {}", e.message().trim()))
     }
 
     /// Checks the limits.
-    pub fn validate(&self) -> Result<(), String> {
-        if self.max_chars == 0 {
-            return Err("max_chars must be > 0".into());
-        }
-        if self.max_tokens == 0 {
-            return Err("max_tokens must be > 0".into());
+    pub fn validate(&self) -> Result<(), LlmEvaluatorError> {
+        for (key, zero) in [
+            ("max_chars", self.max_chars == 0),
+            ("max_tokens", self.max_tokens == 0),
+        ] {
+            if zero {
+                return Err(LlmEvaluatorError::Zero(key));
+            }
         }
         Ok(())
     }
+}
+
+/// Why an llm evaluator could not be built.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LlmEvaluatorError {
+    /// The evaluator has no name.
+    #[error("the evaluator's name must not be empty")]
+    EmptyName,
+    /// A limit is 0: its key.
+    #[error("{0} must be > 0")]
+    Zero(&'static str),
+    /// The endpoint, with its environment overrides, cannot be used.
+    #[error("llm: {0}")]
+    Endpoint(EndpointError),
 }
 
 /// An evaluator backed by an LLM. Built once, shared across threads.
@@ -260,13 +269,20 @@ enum Mapped<T> {
 
 impl LlmEvaluator {
     /// Builds the evaluator: checks the options and builds the client.
-    pub fn new(name: impl Into<String>, opts: LlmEvaluatorOptions) -> Result<Self, String> {
+    pub fn new(
+        name: impl Into<String>,
+        opts: LlmEvaluatorOptions,
+    ) -> Result<Self, LlmEvaluatorError> {
         let name = name.into();
         if name.is_empty() {
-            return Err("the evaluator's name must not be empty".into());
+            return Err(LlmEvaluatorError::EmptyName);
         }
         opts.validate()?;
-        let client = LlmClient::new(opts.llm_config()?).map_err(|e| format!("llm: {e}"))?;
+        let config = opts
+            .llm
+            .resolve(opts.endpoint_env())
+            .map_err(LlmEvaluatorError::Endpoint)?;
+        let client = LlmClient::new(config).map_err(|e| LlmEvaluatorError::Endpoint(e.into()))?;
         Ok(Self { name, opts, client })
     }
 
@@ -398,7 +414,8 @@ impl LlmEvaluator {
         let mut violations = Vec::new();
         let mut mapped: Vec<String> = Vec::new();
         for (l, s) in input.layers.iter().zip(&shown) {
-            let nonce = prompt::nonce(&texts).map_err(|e| self.error("failed", e, &cost))?;
+            let nonce =
+                prompt::nonce(&texts).map_err(|e| self.error("failed", e.to_string(), &cost))?;
             let r3 = round3.map(|(own, patterns)| Round3 {
                 patterns,
                 first: own
@@ -536,7 +553,8 @@ impl Evaluator for LlmEvaluator {
             .collect();
         let texts = segment_texts(input);
         let mut cost = RelationalCost::default();
-        let nonce = prompt::nonce(&texts).map_err(|e| self.error("failed", e, &cost))?;
+        let nonce =
+            prompt::nonce(&texts).map_err(|e| self.error("failed", e.to_string(), &cost))?;
         let answer = self.call(
             prompt::observe_system(),
             vec![Message::user(prompt::observe_user(
@@ -640,7 +658,7 @@ mod tests {
 
     #[test]
     fn bad_options_do_not_build() {
-        let llm: toml::Table = toml::from_str(
+        let llm: Endpoint = toml::from_str(
             "protocol = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"",
         )
         .unwrap();
@@ -648,15 +666,26 @@ mod tests {
         assert!(LlmEvaluator::new("a", o.clone()).is_ok());
         assert!(LlmEvaluator::new("", o.clone()).is_err());
         o.max_chars = 0;
-        assert!(LlmEvaluator::new("a", o).unwrap_err().contains("max_chars"));
+        assert!(
+            LlmEvaluator::new("a", o)
+                .unwrap_err()
+                .to_string()
+                .contains("max_chars")
+        );
         let mut o = LlmEvaluatorOptions::new(llm);
         o.max_tokens = 0;
         assert!(
             LlmEvaluator::new("a", o)
                 .unwrap_err()
+                .to_string()
                 .contains("max_tokens")
         );
-        let o = LlmEvaluatorOptions::new(toml::Table::new());
-        assert!(LlmEvaluator::new("a", o).unwrap_err().starts_with("llm:"));
+        let o = LlmEvaluatorOptions::new(Endpoint::default());
+        assert!(
+            LlmEvaluator::new("a", o)
+                .unwrap_err()
+                .to_string()
+                .starts_with("llm:")
+        );
     }
 }

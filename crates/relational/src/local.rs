@@ -153,41 +153,117 @@ impl Default for LocalOptions {
     }
 }
 
+/// Local options that cannot be used; the message names the key.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalError {
+    /// A score source's knots are not a monotone map of [0, 1].
+    #[error("scores.{layer}: knots {problem}")]
+    Knots {
+        /// The score source's layer.
+        layer: String,
+        /// What is wrong with them.
+        problem: KnotsError,
+    },
+    /// A score source's band is not an interval of [0, 1].
+    #[error("scores.{layer}: band [{lo}, {hi}] must satisfy 0 <= low < high <= 1")]
+    Band {
+        /// The score source's layer.
+        layer: String,
+        /// The band's low end.
+        lo: f64,
+        /// The band's high end.
+        hi: f64,
+    },
+    /// `rule_falsehood` is not three non-decreasing values in [0, 1].
+    #[error("rule_falsehood must be three non-decreasing values in [0, 1], got {0:?}")]
+    RuleFalsehood([f64; 3]),
+    /// `violation_points` outside 1..=3.
+    #[error("violation_points must be 1, 2 or 3, got {0}")]
+    ViolationPoints(u8),
+    /// A weight outside [0, 1].
+    #[error("{key} must be in [0, 1], got {value}")]
+    OutOfRange {
+        /// The key.
+        key: &'static str,
+        /// The configured value.
+        value: f64,
+    },
+    /// The embedded voice pack does not build.
+    #[error(transparent)]
+    Voice(#[from] VoicePackError),
+}
+
+/// What is wrong with a score source's knots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KnotsError {
+    /// Fewer than two points.
+    #[error("need at least two points")]
+    TooFew,
+    /// The first point is not at score 0 or the last not at score 1.
+    #[error("must start at score 0 and end at score 1")]
+    Ends,
+    /// The scores do not increase.
+    #[error("scores must increase")]
+    ScoresNotIncreasing,
+    /// The falsehood decreases.
+    #[error("falsehood must not decrease")]
+    FalsehoodDecreasing,
+    /// A falsehood outside [0, 1].
+    #[error("falsehood must be in [0, 1]")]
+    FalsehoodRange,
+}
+
+/// The embedded voice pack does not build (a defect of the build, never of a configuration).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VoicePackError {
+    /// The pack does not parse.
+    #[error("voice pack: {0}")]
+    Parse(rampart_rules::PackErrors),
+    /// A rule does not compile.
+    #[error(
+        "voice pack: {}",
+        .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+    )]
+    Compile(Vec<rampart_rules::CompileError>),
+}
+
 impl LocalOptions {
     /// Checks the knots, bands and weights.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LocalError> {
         for s in &self.scores {
-            check_knots(&s.knots).map_err(|e| format!("scores.{}: knots {e}", s.layer))?;
+            check_knots(&s.knots).map_err(|problem| LocalError::Knots {
+                layer: s.layer.clone(),
+                problem,
+            })?;
             if let Some([lo, hi]) = s.band
                 && !(0.0..=1.0).contains(&lo) | !(0.0..=1.0).contains(&hi) | (lo >= hi)
             {
-                return Err(format!(
-                    "scores.{}: band [{lo}, {hi}] must satisfy 0 <= low < high <= 1",
-                    s.layer
-                ));
+                return Err(LocalError::Band {
+                    layer: s.layer.clone(),
+                    lo,
+                    hi,
+                });
             }
         }
         let r = self.rule_falsehood;
         if !(r.iter().all(|x| (0.0..=1.0).contains(x)) && r[0] <= r[1] && r[1] <= r[2]) {
-            return Err(format!(
-                "rule_falsehood must be three non-decreasing values in [0, 1], got {r:?}"
-            ));
+            return Err(LocalError::RuleFalsehood(r));
         }
         if !(1..=3).contains(&self.violation_points) {
-            return Err(format!(
-                "violation_points must be 1, 2 or 3, got {}",
-                self.violation_points
-            ));
+            return Err(LocalError::ViolationPoints(self.violation_points));
         }
-        for (name, v) in [
+        for (key, value) in [
             ("ambiguity_peak", self.ambiguity_peak),
             ("disagreement", self.disagreement),
             ("window_gap", self.window_gap),
             ("needs_judgement", self.needs_judgement),
             ("deferred", self.deferred),
         ] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("{name} must be in [0, 1], got {v}"));
+            if !(0.0..=1.0).contains(&value) {
+                return Err(LocalError::OutOfRange { key, value });
             }
         }
         Ok(())
@@ -207,23 +283,23 @@ impl LocalOptions {
     }
 }
 
-fn check_knots(k: &[[f64; 2]]) -> Result<(), String> {
+fn check_knots(k: &[[f64; 2]]) -> Result<(), KnotsError> {
     if k.len() < 2 {
-        return Err("need at least two points".into());
+        return Err(KnotsError::TooFew);
     }
     if k[0][0] != 0.0 || k[k.len() - 1][0] != 1.0 {
-        return Err("must start at score 0 and end at score 1".into());
+        return Err(KnotsError::Ends);
     }
     for w in k.windows(2) {
         if w[1][0] <= w[0][0] {
-            return Err("scores must increase".into());
+            return Err(KnotsError::ScoresNotIncreasing);
         }
         if w[1][1] < w[0][1] {
-            return Err("falsehood must not decrease".into());
+            return Err(KnotsError::FalsehoodDecreasing);
         }
     }
     if k.iter().any(|p| !(0.0..=1.0).contains(&p[1])) {
-        return Err("falsehood must be in [0, 1]".into());
+        return Err(KnotsError::FalsehoodRange);
     }
     Ok(())
 }
@@ -258,18 +334,18 @@ pub struct LocalEvaluator {
 }
 
 /// Compiles the embedded voice pack.
-pub fn voice_matcher() -> Result<Matcher, String> {
+pub fn voice_matcher() -> Result<Matcher, VoicePackError> {
     let pack = RulePack::parse(VOICE_PACK_SRC, "relational/rules/voice.toml")
-        .map_err(|e| format!("voice pack: {e}"))?;
-    MatcherBuilder::new().add_pack(pack).build().map_err(|e| {
-        let msgs: Vec<String> = e.iter().map(|x| x.to_string()).collect();
-        format!("voice pack: {}", msgs.join("; "))
-    })
+        .map_err(VoicePackError::Parse)?;
+    MatcherBuilder::new()
+        .add_pack(pack)
+        .build()
+        .map_err(VoicePackError::Compile)
 }
 
 impl LocalEvaluator {
     /// An evaluator named `name` with checked options.
-    pub fn new(name: impl Into<String>, opts: LocalOptions) -> Result<Self, String> {
+    pub fn new(name: impl Into<String>, opts: LocalOptions) -> Result<Self, LocalError> {
         opts.validate()?;
         let voice = if opts.voice {
             Some(Arc::new(voice_matcher()?))
@@ -510,7 +586,12 @@ mod tests {
             rule_falsehood: [0.5, 0.4, 0.9],
             ..LocalOptions::default()
         };
-        assert!(o.validate().unwrap_err().contains("rule_falsehood"));
+        assert!(
+            o.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("rule_falsehood")
+        );
         let o = LocalOptions {
             violation_points: 0,
             ..LocalOptions::default()

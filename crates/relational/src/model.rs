@@ -118,26 +118,69 @@ impl Default for ModelParams {
     }
 }
 
+/// A [`ModelParams`] value out of its range; the message names the key.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParamsError {
+    /// A layer weight that is not a positive number.
+    #[error("{key} must be a positive number, got {value}")]
+    Weight {
+        /// `weights.system`, `weights.application` or `weights.user`.
+        key: &'static str,
+        /// The configured value.
+        value: f64,
+    },
+    /// Weights that increase down the layers.
+    #[error(
+        "weights must not increase down the layers (system >= application >= user), got \
+         {system} / {application} / {user}"
+    )]
+    WeightOrder {
+        /// `weights.system`.
+        system: f64,
+        /// `weights.application`.
+        application: f64,
+        /// `weights.user`.
+        user: f64,
+    },
+    /// A parameter outside its range.
+    #[error("{key} must be in [{lo}, {hi}], got {value}")]
+    OutOfRange {
+        /// The key.
+        key: &'static str,
+        /// The configured value.
+        value: f64,
+        /// The least value accepted.
+        lo: f64,
+        /// The greatest value accepted.
+        hi: f64,
+    },
+    /// `saturation.ratio` under 1.
+    #[error("saturation.ratio must be >= 1, got {0}")]
+    SaturationRatio(f64),
+}
+
 impl ModelParams {
     /// Checks every parameter is in range.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ParamsError> {
         let w = &self.weights;
-        for (name, v) in [
+        for (key, value) in [
             ("weights.system", w.system),
             ("weights.application", w.application),
             ("weights.user", w.user),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(format!("{name} must be a positive number, got {v}"));
+            if !(value.is_finite() && value > 0.0) {
+                return Err(ParamsError::Weight { key, value });
             }
         }
         if !(w.system >= w.application && w.application >= w.user) {
-            return Err(format!(
-                "weights must not increase down the layers (system >= application >= user), got {} / {} / {}",
-                w.system, w.application, w.user
-            ));
+            return Err(ParamsError::WeightOrder {
+                system: w.system,
+                application: w.application,
+                user: w.user,
+            });
         }
-        for (name, v, lo, hi) in [
+        for (key, value, lo, hi) in [
             (
                 "indeterminacy_tolerance",
                 self.indeterminacy_tolerance,
@@ -153,14 +196,14 @@ impl ModelParams {
             ("violation_ceiling", self.violation_ceiling, -1.0, -0.2),
             ("extractive_falsehood", self.extractive_falsehood, 0.0, 1.0),
         ] {
-            if !(v.is_finite() && (lo..=hi).contains(&v)) {
-                return Err(format!("{name} must be in [{lo}, {hi}], got {v}"));
+            if !(value.is_finite() && (lo..=hi).contains(&value)) {
+                return Err(ParamsError::OutOfRange { key, value, lo, hi });
             }
         }
         if let Some(s) = &self.saturation
             && !(s.ratio.is_finite() && s.ratio >= 1.0)
         {
-            return Err(format!("saturation.ratio must be >= 1, got {}", s.ratio));
+            return Err(ParamsError::SaturationRatio(s.ratio));
         }
         Ok(())
     }
@@ -467,12 +510,22 @@ mod tests {
         assert!(ModelParams::default().validate().is_ok());
         let mut p = ModelParams::default();
         p.weights.user = 5.0;
-        assert!(p.validate().unwrap_err().contains("must not increase"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("must not increase")
+        );
         let p = ModelParams {
             violation_ceiling: 0.4,
             ..ModelParams::default()
         };
-        assert!(p.validate().unwrap_err().contains("violation_ceiling"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("violation_ceiling")
+        );
     }
 
     #[test]

@@ -216,17 +216,29 @@ pub fn patterns_schema() -> Value {
     })
 }
 
+/// Why no fence nonce could be drawn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NonceError {
+    /// The operating system gave no randomness.
+    #[error("no random source for the fence: {0}")]
+    Random(getrandom::Error),
+    /// Every draw occurred in the input.
+    #[error("could not draw a fence nonce absent from the input")]
+    InInput,
+}
+
 /// A fresh fence nonce (32 hex digits) that occurs in none of `texts`.
-pub fn nonce(texts: &[&str]) -> Result<String, String> {
+pub fn nonce(texts: &[&str]) -> Result<String, NonceError> {
     for _ in 0..4 {
         let mut b = [0u8; 16];
-        getrandom::fill(&mut b).map_err(|e| format!("no random source for the fence: {e}"))?;
+        getrandom::fill(&mut b).map_err(NonceError::Random)?;
         let n: String = b.iter().map(|x| format!("{x:02x}")).collect();
         if !texts.iter().any(|t| t.to_ascii_lowercase().contains(&n)) {
             return Ok(n);
         }
     }
-    Err("could not draw a fence nonce absent from the input".into())
+    Err(NonceError::InInput)
 }
 
 /// One prompt layer as the model sees it: its segments joined by newlines, cut to

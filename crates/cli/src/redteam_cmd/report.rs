@@ -197,8 +197,8 @@ fn reachable(url: &str) -> Result<(), String> {
     Err(last)
 }
 
-/// The judge layer's endpoint: --judge-url, else the variable its `base_url_env` names,
-/// else its `llm.base_url`.
+/// The judge layer's endpoint: --judge-url (which then replaces the file's), else the
+/// variable its `base_url_env` names, else its `llm.base_url`.
 fn judge_endpoint(
     config: &mut rampart_core::PipelineConfig,
     url: Option<&str>,
@@ -208,32 +208,18 @@ fn judge_endpoint(
         .iter_mut()
         .find(|l| l.kind == rampart_judge::JUDGE_KIND)
         .ok_or("the configuration has no judge layer")?;
+    let mut opts: rampart_judge::JudgeOptions =
+        rampart_core::layer_options(rampart_judge::JUDGE_KIND, &layer.options)
+            .map_err(|e| e.to_string())?;
     if let Some(url) = url {
-        layer.options.remove("base_url_env");
-        let llm = layer
-            .options
-            .entry("llm")
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let Some(t) = llm.as_table_mut() {
-            t.insert("base_url".to_owned(), toml::Value::String(url.to_owned()));
-        }
+        opts.llm.base_url = Some(url.to_owned());
+        opts.base_url_env = None;
+        layer.options = toml::Table::try_from(&opts).map_err(|e| e.to_string())?;
         return Ok(url.to_owned());
     }
-    let from_env = layer
-        .options
-        .get("base_url_env")
-        .and_then(toml::Value::as_str)
-        .and_then(|v| std::env::var(v).ok())
-        .filter(|v| !v.is_empty());
-    from_env
-        .or_else(|| {
-            layer
-                .options
-                .get("llm")
-                .and_then(|l| l.get("base_url"))
-                .and_then(toml::Value::as_str)
-                .map(str::to_owned)
-        })
+    opts.llm
+        .with_overrides(opts.endpoint_env(), |name| std::env::var(name).ok())
+        .base_url
         .ok_or_else(|| "no judge endpoint: give --judge-url or set RAMPART_JUDGE_URL".to_owned())
 }
 
@@ -244,7 +230,7 @@ fn build(which: PipelineArg, args: &ReportArgs) -> ReportPipeline {
         || "embedded:configs/rules+linear.toml".to_owned(),
         |p| p.display().to_string(),
     );
-    let pipeline = (|| -> Result<NamedPipeline, String> {
+    let pipeline = (|| -> Result<NamedPipeline, Box<dyn std::error::Error + Send + Sync>> {
         let mut cfg = PipelineArgs {
             config: file.clone(),
             rules: Vec::new(),
@@ -257,8 +243,7 @@ fn build(which: PipelineArg, args: &ReportArgs) -> ReportPipeline {
             let url = judge_endpoint(&mut cfg, args.judge_url.as_deref())?;
             reachable(&url)?;
         }
-        let p = rampart_core::Pipeline::from_config_with(cfg, &rampart::registry())
-            .map_err(|e| e.to_string())?;
+        let p = rampart_core::Pipeline::from_config_with(cfg, &rampart::registry())?;
         Ok(NamedPipeline::new(which.name(), p))
     })();
     ReportPipeline {

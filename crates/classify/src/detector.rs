@@ -271,66 +271,81 @@ impl Detector for LinearDetector {
             spans: top_spans(spans),
             ..Detection::default()
         };
-        let [lo, hi] = self.band;
         for b in &segs {
-            let seg = &input.segments[b.pos];
-            let v = &seg.normalized.views[b.view];
-            let threshold = self.thresholds.get(seg.role, self.threshold);
-            let finding = |id: &str, strength, points, severity, counted, why: String| Finding {
-                layer: LINEAR_KIND.into(),
-                rule_id: id.into(),
-                category: Category::Other,
-                strength,
-                points,
-                severity,
-                segment: seg.index,
-                role: seg.role,
-                counted,
-                span: b.span,
-                view: v.kind,
-                via: v.decode_chain.clone(),
-                rationale: why,
-            };
-            let p = b.p;
-            let place = b.place(seg.text.len());
-            if p >= threshold {
-                det.findings.push(finding(
-                    HIT_ID,
-                    Strength::Strong,
-                    3,
-                    RiskClass::HighRisk,
-                    true,
-                    format!(
-                        "linear classifier: calibrated probability {p:.3} >= threshold \
-                         {threshold:.3} ({} segment; {place}; view {})",
-                        seg.role,
-                        v.kind.name()
-                    ),
-                ));
-                det.risk = Some(RiskClass::HighRisk);
-            } else if std::ptr::eq(b, top)
-                && p >= lo
-                && p < hi
-                && feature_count(&self.model.header().features, &b.text) >= MIN_AMBIGUOUS_FEATURES
-            {
-                det.findings.push(finding(
-                    AMBIGUOUS_ID,
-                    Strength::Weak,
-                    0,
-                    RiskClass::MediumRisk,
-                    false,
-                    format!(
-                        "linear classifier: calibrated probability {p:.3} in the ambiguous band \
-                         [{lo}, {hi}) ({place}; view {}), below the threshold {threshold:.3}",
-                        v.kind.name(),
-                    ),
-                ));
-                if self.ambiguous_risk == AmbiguousRisk::Medium {
-                    det.risk = Some(RiskClass::MediumRisk);
-                }
-            }
+            self.segment_finding(input, b, std::ptr::eq(b, top), &mut det);
         }
         Ok(det)
+    }
+}
+
+impl LinearDetector {
+    /// The finding of a segment's best score, if any: a hit at or over the threshold (of
+    /// the segment's role), or, for the top segment (`top`) only, an uncounted finding in
+    /// the ambiguous band.
+    fn segment_finding(
+        &self,
+        input: &ScanInput<'_>,
+        b: &SegmentBest,
+        top: bool,
+        det: &mut Detection,
+    ) {
+        let [lo, hi] = self.band;
+        let seg = &input.segments[b.pos];
+        let v = &seg.normalized.views[b.view];
+        let threshold = self.thresholds.get(seg.role, self.threshold);
+        let finding = |id: &str, strength, points, severity, counted, why: String| Finding {
+            layer: LINEAR_KIND.into(),
+            rule_id: id.into(),
+            category: Category::Other,
+            strength,
+            points,
+            severity,
+            segment: seg.index,
+            role: seg.role,
+            counted,
+            span: b.span,
+            view: v.kind,
+            via: v.decode_chain.clone(),
+            rationale: why,
+        };
+        let p = b.p;
+        let place = b.place(seg.text.len());
+        if p >= threshold {
+            det.findings.push(finding(
+                HIT_ID,
+                Strength::Strong,
+                3,
+                RiskClass::HighRisk,
+                true,
+                format!(
+                    "linear classifier: calibrated probability {p:.3} >= threshold \
+                     {threshold:.3} ({} segment; {place}; view {})",
+                    seg.role,
+                    v.kind.name()
+                ),
+            ));
+            det.risk = Some(RiskClass::HighRisk);
+        } else if top
+            && p >= lo
+            && p < hi
+            && feature_count(&self.model.header().features, &b.text) >= MIN_AMBIGUOUS_FEATURES
+        {
+            det.findings.push(finding(
+                AMBIGUOUS_ID,
+                Strength::Weak,
+                0,
+                RiskClass::MediumRisk,
+                false,
+                format!(
+                    "linear classifier: calibrated probability {p:.3} in the ambiguous band \
+                     [{lo}, {hi}) ({place}; view {}), below the threshold {threshold:.3}",
+                    v.kind.name(),
+                ),
+            ));
+            if self.ambiguous_risk == AmbiguousRisk::Medium {
+                det.risk = Some(RiskClass::MediumRisk);
+            }
+        }
     }
 }
 
@@ -399,9 +414,33 @@ impl LinearDetector {
         seg: &rampart_core::SegmentInput<'_>,
         spans: &mut Vec<SpanScore>,
     ) -> Result<Option<SegmentBest>, DetectorError> {
-        let Some(whole) = max_margin(&self.model, &seg.normalized) else {
+        let Some(mut best) = self.whole_best(input, seg, spans) else {
             return Ok(None);
         };
+        let views = &seg.normalized.views;
+        let mut scored = 0usize;
+        for (i, view) in views.iter().enumerate() {
+            // Same text up to ASCII case, same features (as in `max_margin`).
+            if views[..i]
+                .iter()
+                .any(|p| p.text.eq_ignore_ascii_case(&view.text))
+            {
+                continue;
+            }
+            self.score_windows(input, seg, i, &mut scored, &mut best, spans)?;
+        }
+        Ok(Some(best))
+    }
+
+    /// The segment's score as a whole: the highest margin over its views (pushed to
+    /// `spans`); `None` when it has no view.
+    fn whole_best(
+        &self,
+        input: &ScanInput<'_>,
+        seg: &rampart_core::SegmentInput<'_>,
+        spans: &mut Vec<SpanScore>,
+    ) -> Option<SegmentBest> {
+        let whole = max_margin(&self.model, &seg.normalized)?;
         let cal = self.model.header().calibration;
         let pos = input
             .segments
@@ -413,7 +452,7 @@ impl LinearDetector {
             end: seg.text.len(),
         };
         let v = &seg.normalized.views[whole.view];
-        let mut best = SegmentBest {
+        let best = SegmentBest {
             pos,
             view: whole.view,
             p: cal.apply(whole.margin),
@@ -426,53 +465,58 @@ impl LinearDetector {
             span: whole_span,
             score: best.p,
         });
-        let views = &seg.normalized.views;
-        let mut scored = 0usize;
-        for (i, view) in views.iter().enumerate() {
-            // Same text up to ASCII case, same features (as in `max_margin`).
-            if views[..i]
-                .iter()
-                .any(|p| p.text.eq_ignore_ascii_case(&view.text))
+        Some(best)
+    }
+
+    /// Scores every window of view `i` of the segment, pushing each to `spans` and keeping
+    /// the highest in `best`; `scored` counts the windows of the segment, for the clock.
+    fn score_windows(
+        &self,
+        input: &ScanInput<'_>,
+        seg: &rampart_core::SegmentInput<'_>,
+        i: usize,
+        scored: &mut usize,
+        best: &mut SegmentBest,
+        spans: &mut Vec<SpanScore>,
+    ) -> Result<(), DetectorError> {
+        let cal = self.model.header().calibration;
+        let view = &seg.normalized.views[i];
+        let computed;
+        let windows = if view.kind == ViewKind::Raw && view.text == seg.text {
+            &seg.windows
+        } else {
+            computed = input.localize.windows(&view.text);
+            &computed
+        };
+        for w in windows {
+            *scored += 1;
+            if scored.is_multiple_of(WINDOWS_PER_CLOCK_READ)
+                && std::time::Instant::now() > input.deadline
             {
-                continue;
+                return Err(DetectorError::Timeout);
             }
-            let computed;
-            let windows = if view.kind == ViewKind::Raw && view.text == seg.text {
-                &seg.windows
-            } else {
-                computed = input.localize.windows(&view.text);
-                &computed
+            let Some(text) = view.text.get(w.clone()) else {
+                continue;
             };
-            for w in windows {
-                scored += 1;
-                if scored.is_multiple_of(WINDOWS_PER_CLOCK_READ)
-                    && std::time::Instant::now() > input.deadline
-                {
-                    return Err(DetectorError::Timeout);
-                }
-                let Some(text) = view.text.get(w.clone()) else {
-                    continue;
-                };
-                let p = self.window_score(cal.apply(self.model.margin(text)), seg.role);
-                let span = Span::from(view.to_original(w.clone()));
-                spans.push(SpanScore {
-                    segment: seg.index,
+            let p = self.window_score(cal.apply(self.model.margin(text)), seg.role);
+            let span = Span::from(view.to_original(w.clone()));
+            spans.push(SpanScore {
+                segment: seg.index,
+                span,
+                score: p,
+            });
+            if p > best.p {
+                *best = SegmentBest {
+                    pos: best.pos,
+                    view: i,
+                    p,
                     span,
-                    score: p,
-                });
-                if p > best.p {
-                    best = SegmentBest {
-                        pos,
-                        view: i,
-                        p,
-                        span,
-                        window: true,
-                        text: text.to_string(),
-                    };
-                }
+                    window: true,
+                    text: text.to_string(),
+                };
             }
         }
-        Ok(Some(best))
+        Ok(())
     }
 }
 

@@ -175,6 +175,43 @@ pub fn train(
     opts: &TrainOptions,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Trained, TrainError> {
+    check_options(opts)?;
+    let (tc, vc) = class_counts(train, valid)?;
+    let normalizer = Normalizer::default();
+    let texts = folded_texts(&normalizer, train, progress);
+    let fit = fit_sgd(&texts, tc, opts, progress);
+    let header = ModelHeader {
+        name: opts.name.clone(),
+        features: opts.features,
+        bias: fit.bias,
+        calibration: Calibration::IDENTITY,
+        threshold: 0.5,
+        target_fpr: opts.target_fpr,
+        validation_fpr: 0.0,
+        provenance: Provenance {
+            train: opts.train_names.clone(),
+            valid: opts.valid_names.clone(),
+            seed: opts.seed,
+            epochs: opts.epochs,
+            l2: opts.l2,
+            learning_rate: opts.learning_rate,
+            train_counts: tc,
+            valid_counts: vc,
+        },
+    };
+    let mut model = LinearModel::new(header, fit.w)
+        .map_err(|e| TrainError::Options(format!("training diverged: {e}")))?;
+    let margins = validation_margins(&normalizer, &model, valid, progress);
+    let validation = calibrate(&mut model, &margins, opts.target_fpr)?;
+    Ok(Trained {
+        model,
+        validation,
+        epoch_loss: fit.epoch_loss,
+    })
+}
+
+/// Checks the options that the feature configuration does not check itself.
+fn check_options(opts: &TrainOptions) -> Result<(), TrainError> {
     opts.features.validate().map_err(TrainError::Features)?;
     if opts.epochs == 0 {
         return Err(TrainError::Options("epochs must be at least 1".into()));
@@ -189,6 +226,15 @@ pub fn train(
     if !(opts.target_fpr > 0.0 && opts.target_fpr < 1.0) {
         return Err(TrainError::Options("target FPR must be in (0, 1)".into()));
     }
+    Ok(())
+}
+
+/// The (attack, benign) counts of the training and the validation data; both classes must
+/// be in both.
+fn class_counts(
+    train: &[Example],
+    valid: &[Example],
+) -> Result<([usize; 2], [usize; 2]), TrainError> {
     let count = |xs: &[Example]| {
         let a = xs.iter().filter(|e| e.attack).count();
         [a, xs.len() - a]
@@ -206,9 +252,15 @@ pub fn train(
             vc[0], vc[1]
         )));
     }
+    Ok((tc, vc))
+}
 
-    // The training text of an example is its folded view (what most rules read too).
-    let normalizer = Normalizer::default();
+/// The training text of each example: its folded view (what most rules read too).
+fn folded_texts(
+    normalizer: &Normalizer,
+    train: &[Example],
+    progress: &mut dyn FnMut(Progress),
+) -> Vec<(String, bool)> {
     let total = train.len();
     let mut texts: Vec<(String, bool)> = Vec::with_capacity(total);
     for (i, e) in train.iter().enumerate() {
@@ -225,11 +277,68 @@ pub fn train(
             });
         }
     }
+    texts
+}
 
+/// What SGD learned: the weights, the bias, and the mean loss of each epoch.
+struct Fit {
+    w: Vec<f32>,
+    bias: f32,
+    epoch_loss: Vec<f64>,
+}
+
+/// AdaGrad state of a run: the weights and bias with their sums of squared gradients.
+struct AdaGrad {
+    w: Vec<f32>,
+    g2: Vec<f32>,
+    bias: f32,
+    bias_g2: f32,
+    lr: f32,
+    l2: f32,
+}
+
+impl AdaGrad {
+    /// The margin of an example with features `feats`.
+    fn margin(&self, feats: &[(u32, f32)]) -> f32 {
+        let mut m = self.bias;
+        for &(b, v) in feats {
+            m += self.w[b as usize] * v;
+        }
+        m
+    }
+
+    /// One update with the loss gradient `g` (already class-weighted) at the margin.
+    fn step(&mut self, feats: &[(u32, f32)], g: f32) {
+        let lr = self.lr;
+        for &(b, v) in feats {
+            let j = b as usize;
+            let grad = g * v + self.l2 * self.w[j];
+            self.g2[j] += grad * grad;
+            self.w[j] -= lr * grad / (self.g2[j].sqrt() + 1e-8);
+        }
+        self.bias_g2 += g * g;
+        self.bias -= lr * g / (self.bias_g2.sqrt() + 1e-8);
+    }
+}
+
+/// Seeded SGD (AdaGrad, L2 on the touched weights) over `texts`, `opts.epochs` passes;
+/// `tc` is the training (attack, benign) counts, for class balancing.
+fn fit_sgd(
+    texts: &[(String, bool)],
+    tc: [usize; 2],
+    opts: &TrainOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Fit {
     let cfg = opts.features;
-    let mut w = vec![0.0f32; cfg.buckets()];
-    let mut g2 = vec![0.0f32; cfg.buckets()];
-    let (mut bias, mut bias_g2) = (0.0f32, 0.0f32);
+    let total = texts.len();
+    let mut ada = AdaGrad {
+        w: vec![0.0f32; cfg.buckets()],
+        g2: vec![0.0f32; cfg.buckets()],
+        bias: 0.0,
+        bias_g2: 0.0,
+        lr: opts.learning_rate,
+        l2: opts.l2,
+    };
     // Class weights: each class carries half of the total weight when balancing.
     let cw = if opts.balance_classes {
         let n = total as f32;
@@ -241,7 +350,6 @@ pub fn train(
     let mut order: Vec<usize> = (0..total).collect();
     let mut feats: Vec<(u32, f32)> = Vec::new();
     let mut epoch_loss = Vec::new();
-    let lr = opts.learning_rate;
     for epoch in 1..=opts.epochs {
         rng.shuffle(&mut order);
         let mut loss = 0.0f64;
@@ -249,23 +357,11 @@ pub fn train(
             let (text, attack) = &texts[i];
             feats.clear();
             with_features(&cfg, text, |b, v| feats.push((b, v)));
-            let mut m = bias;
-            for &(b, v) in &feats {
-                m += w[b as usize] * v;
-            }
-            let p = sigmoid(m);
+            let p = sigmoid(ada.margin(&feats));
             let y = if *attack { 1.0 } else { 0.0 };
             let c = cw[usize::from(!*attack)];
             loss += f64::from(c) * log_loss(p, *attack);
-            let g = (p - y) * c;
-            for &(b, v) in &feats {
-                let j = b as usize;
-                let grad = g * v + opts.l2 * w[j];
-                g2[j] += grad * grad;
-                w[j] -= lr * grad / (g2[j].sqrt() + 1e-8);
-            }
-            bias_g2 += g * g;
-            bias -= lr * g / (bias_g2.sqrt() + 1e-8);
+            ada.step(&feats, (p - y) * c);
             if k % 256 == 0 {
                 progress(Progress {
                     phase: Phase::Epoch(epoch),
@@ -276,35 +372,25 @@ pub fn train(
         }
         epoch_loss.push(loss / total as f64);
     }
+    Fit {
+        w: ada.w,
+        bias: ada.bias,
+        epoch_loss,
+    }
+}
 
-    let header = ModelHeader {
-        name: opts.name.clone(),
-        features: cfg,
-        bias,
-        calibration: Calibration::IDENTITY,
-        threshold: 0.5,
-        target_fpr: opts.target_fpr,
-        validation_fpr: 0.0,
-        provenance: Provenance {
-            train: opts.train_names.clone(),
-            valid: opts.valid_names.clone(),
-            seed: opts.seed,
-            epochs: opts.epochs,
-            l2: opts.l2,
-            learning_rate: opts.learning_rate,
-            train_counts: tc,
-            valid_counts: vc,
-        },
-    };
-    let mut model = LinearModel::new(header, w)
-        .map_err(|e| TrainError::Options(format!("training diverged: {e}")))?;
-
-    // Validation margins, scored like the detector: max over every normalized view.
+/// Validation margins, scored like the detector: max over every normalized view.
+fn validation_margins(
+    normalizer: &Normalizer,
+    model: &LinearModel,
+    valid: &[Example],
+    progress: &mut dyn FnMut(Progress),
+) -> Vec<(f32, bool)> {
     let mut margins = Vec::with_capacity(valid.len());
     for (i, e) in valid.iter().enumerate() {
         let n = normalizer.normalize(&e.text);
         margins.push((
-            max_margin(&model, &n).map_or(model.header().bias, |m| m.margin),
+            max_margin(model, &n).map_or(model.header().bias, |m| m.margin),
             e.attack,
         ));
         if i % 256 == 0 {
@@ -315,22 +401,28 @@ pub fn train(
             });
         }
     }
-    let calibration = fit_platt(&margins)?;
+    margins
+}
+
+/// Fits the calibration to the validation margins, picks the threshold for `target_fpr` on
+/// the benign ones, sets both on the model and reports the validation metrics.
+fn calibrate(
+    model: &mut LinearModel,
+    margins: &[(f32, bool)],
+    target_fpr: f32,
+) -> Result<ValidationReport, TrainError> {
+    let calibration = fit_platt(margins)?;
     let probs: Vec<(f32, bool)> = margins
         .iter()
         .map(|&(m, y)| (calibration.apply(m), y))
         .collect();
     let benign: Vec<f32> = probs.iter().filter(|p| !p.1).map(|p| p.0).collect();
-    let threshold = threshold_for_fpr(&benign, opts.target_fpr);
+    let threshold = threshold_for_fpr(&benign, target_fpr);
     let report = evaluate(&probs, threshold);
     model
-        .set_decision(calibration, threshold, opts.target_fpr, report.fpr as f32)
+        .set_decision(calibration, threshold, target_fpr, report.fpr as f32)
         .map_err(|e| TrainError::Calibration(e.to_string()))?;
-    Ok(Trained {
-        model,
-        validation: report,
-        epoch_loss,
-    })
+    Ok(report)
 }
 
 fn log_loss(p: f32, attack: bool) -> f64 {

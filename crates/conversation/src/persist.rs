@@ -233,6 +233,136 @@ fn identify(conn: &Connection, path: &Path) -> Result<(i32, i64, i64), PersistEr
     Ok((app, version, tables))
 }
 
+/// Writes the store's changed nodes with their lineages, and deletes its removed ones.
+fn write_nodes(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    c: &StoreChanges,
+    stats: &mut FlushStats,
+) -> Result<(), PersistError> {
+    let e = || sq(path, PersistOp::Flush);
+    let mut put_node = tx
+        .prepare_cached(
+            "INSERT OR REPLACE INTO nodes (key, parent, turn, observed_risk, \
+             observed_action, observed_refusal, created, last_seen) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(e())?;
+    let mut put_lineage = tx
+        .prepare_cached(
+            "INSERT OR REPLACE INTO lineages (anchor, blocks, sanitizes, refusals, \
+             rephrasings_after_block, peak_risk, blocked, hints) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(e())?;
+    let mut del_node = tx
+        .prepare_cached("DELETE FROM nodes WHERE key = ?1")
+        .map_err(e())?;
+    let mut del_lineage = tx
+        .prepare_cached("DELETE FROM lineages WHERE anchor = ?1")
+        .map_err(e())?;
+    for n in &c.nodes {
+        let o = n.observed.as_ref();
+        put_node
+            .execute(params![
+                &n.key.0[..],
+                n.parent.as_ref().map(|p| &p.0[..]),
+                n.turn,
+                o.map(|t| f64::from(t.risk)),
+                o.map(|t| action_code(t.action)),
+                o.map(|t| t.refusal),
+                time_to_sql(n.created),
+                time_to_sql(n.last_seen),
+            ])
+            .map_err(e())?;
+        match &n.lineage {
+            Some(l) => {
+                put_lineage
+                    .execute(params![
+                        &n.key.0[..],
+                        l.evidence.blocks,
+                        l.evidence.sanitizes,
+                        l.evidence.refusals,
+                        l.evidence.rephrasings_after_block,
+                        f64::from(l.peak_risk),
+                        fingerprints_to_blob(&l.blocked),
+                        l.hints.concat(),
+                    ])
+                    .map_err(e())?;
+            }
+            None => {
+                if !c.full {
+                    del_lineage.execute([&n.key.0[..]]).map_err(e())?;
+                }
+            }
+        }
+        stats.nodes_written += 1;
+    }
+    for k in &c.removed_nodes {
+        del_node.execute([&k.0[..]]).map_err(e())?;
+        del_lineage.execute([&k.0[..]]).map_err(e())?;
+        stats.nodes_deleted += 1;
+    }
+    Ok(())
+}
+
+/// Writes the store's changed hints and deletes its removed ones.
+fn write_hints(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    c: &StoreChanges,
+    stats: &mut FlushStats,
+) -> Result<(), PersistError> {
+    let e = || sq(path, PersistOp::Flush);
+    let mut put_hint = tx
+        .prepare_cached("INSERT OR REPLACE INTO hints (hint, anchor) VALUES (?1, ?2)")
+        .map_err(e())?;
+    let mut del_hint = tx
+        .prepare_cached("DELETE FROM hints WHERE hint = ?1")
+        .map_err(e())?;
+    for h in &c.hints {
+        put_hint
+            .execute(params![&h.hint[..], &h.anchor.0[..]])
+            .map_err(e())?;
+        stats.hints_written += 1;
+    }
+    for h in &c.removed_hints {
+        del_hint.execute([&h[..]]).map_err(e())?;
+        stats.hints_deleted += 1;
+    }
+    Ok(())
+}
+
+/// Writes the ledger's changes (a full snapshot replaces the table).
+fn write_ledger(
+    tx: &rusqlite::Transaction<'_>,
+    path: &Path,
+    c: &LedgerChanges,
+    stats: &mut FlushStats,
+) -> Result<(), PersistError> {
+    let e = || sq(path, PersistOp::Flush);
+    if c.full {
+        tx.execute_batch("DELETE FROM ledger;").map_err(e())?;
+        stats.ledger_full = true;
+    }
+    let mut put = tx
+        .prepare_cached("INSERT OR REPLACE INTO ledger (hash, last_seen) VALUES (?1, ?2)")
+        .map_err(e())?;
+    let mut del = tx
+        .prepare_cached("DELETE FROM ledger WHERE hash = ?1")
+        .map_err(e())?;
+    for r in &c.entries {
+        put.execute(params![&r.hash[..], time_to_sql(r.last_seen)])
+            .map_err(e())?;
+        stats.ledger_written += 1;
+    }
+    for h in &c.removed {
+        del.execute([&h[..]]).map_err(e())?;
+        stats.ledger_deleted += 1;
+    }
+    Ok(())
+}
+
 impl ConversationDb {
     /// Opens the database at `path`, creating the file (and its directory) and the tables
     /// if absent. Refuses a file that is not SQLite, an SQLite database of something else,
@@ -355,105 +485,11 @@ impl ConversationDb {
                     .map_err(e())?;
                 stats.store_full = true;
             }
-            let mut put_node = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO nodes (key, parent, turn, observed_risk, \
-                     observed_action, observed_refusal, created, last_seen) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(e())?;
-            let mut put_lineage = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO lineages (anchor, blocks, sanitizes, refusals, \
-                     rephrasings_after_block, peak_risk, blocked, hints) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )
-                .map_err(e())?;
-            let mut del_node = tx
-                .prepare_cached("DELETE FROM nodes WHERE key = ?1")
-                .map_err(e())?;
-            let mut del_lineage = tx
-                .prepare_cached("DELETE FROM lineages WHERE anchor = ?1")
-                .map_err(e())?;
-            for n in &c.nodes {
-                let o = n.observed.as_ref();
-                put_node
-                    .execute(params![
-                        &n.key.0[..],
-                        n.parent.as_ref().map(|p| &p.0[..]),
-                        n.turn,
-                        o.map(|t| f64::from(t.risk)),
-                        o.map(|t| action_code(t.action)),
-                        o.map(|t| t.refusal),
-                        time_to_sql(n.created),
-                        time_to_sql(n.last_seen),
-                    ])
-                    .map_err(e())?;
-                match &n.lineage {
-                    Some(l) => {
-                        put_lineage
-                            .execute(params![
-                                &n.key.0[..],
-                                l.evidence.blocks,
-                                l.evidence.sanitizes,
-                                l.evidence.refusals,
-                                l.evidence.rephrasings_after_block,
-                                f64::from(l.peak_risk),
-                                fingerprints_to_blob(&l.blocked),
-                                l.hints.concat(),
-                            ])
-                            .map_err(e())?;
-                    }
-                    None => {
-                        if !c.full {
-                            del_lineage.execute([&n.key.0[..]]).map_err(e())?;
-                        }
-                    }
-                }
-                stats.nodes_written += 1;
-            }
-            for k in &c.removed_nodes {
-                del_node.execute([&k.0[..]]).map_err(e())?;
-                del_lineage.execute([&k.0[..]]).map_err(e())?;
-                stats.nodes_deleted += 1;
-            }
-            let mut put_hint = tx
-                .prepare_cached("INSERT OR REPLACE INTO hints (hint, anchor) VALUES (?1, ?2)")
-                .map_err(e())?;
-            let mut del_hint = tx
-                .prepare_cached("DELETE FROM hints WHERE hint = ?1")
-                .map_err(e())?;
-            for h in &c.hints {
-                put_hint
-                    .execute(params![&h.hint[..], &h.anchor.0[..]])
-                    .map_err(e())?;
-                stats.hints_written += 1;
-            }
-            for h in &c.removed_hints {
-                del_hint.execute([&h[..]]).map_err(e())?;
-                stats.hints_deleted += 1;
-            }
+            write_nodes(&tx, &path, c, &mut stats)?;
+            write_hints(&tx, &path, c, &mut stats)?;
         }
         if let Some(c) = ledger {
-            if c.full {
-                tx.execute_batch("DELETE FROM ledger;").map_err(e())?;
-                stats.ledger_full = true;
-            }
-            let mut put = tx
-                .prepare_cached("INSERT OR REPLACE INTO ledger (hash, last_seen) VALUES (?1, ?2)")
-                .map_err(e())?;
-            let mut del = tx
-                .prepare_cached("DELETE FROM ledger WHERE hash = ?1")
-                .map_err(e())?;
-            for r in &c.entries {
-                put.execute(params![&r.hash[..], time_to_sql(r.last_seen)])
-                    .map_err(e())?;
-                stats.ledger_written += 1;
-            }
-            for h in &c.removed {
-                del.execute([&h[..]]).map_err(e())?;
-                stats.ledger_deleted += 1;
-            }
+            write_ledger(&tx, &path, c, &mut stats)?;
         }
         tx.commit().map_err(e())?;
         Ok(stats)

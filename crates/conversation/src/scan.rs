@@ -627,12 +627,74 @@ impl ConversationScanner {
             state,
             claims,
         } = step;
+        let (mut action, mut findings) = self.state_findings(end, &state);
+        findings.extend(
+            window
+                .as_ref()
+                .filter(|w| w.action != Action::Allow)
+                .map(|w| window_finding(end, w)),
+        );
+        findings.extend(claims);
+        let mut drop_messages = Vec::new();
+        let history =
+            history.map(|h| self.history_report(h, &mut findings, &mut action, &mut drop_messages));
+        let reasons: Vec<String> = findings
+            .iter()
+            .map(|f| format!("{}: {}", f.id, f.rationale))
+            .collect();
+
         let mut decision = outcome.decision;
         let mut sanitized = outcome.sanitized;
-        let mut findings = Vec::new();
-        let mut reasons = Vec::new();
-        let mut action = Action::Allow;
+        let per_turn = decision.action;
+        if action > per_turn {
+            decision.action = action;
+            decision.risk = RiskClass::HighRisk;
+            sanitized = None;
+        }
+        decision.reasons.extend(reasons.iter().cloned());
+        decision
+            .layers
+            .push(layer_result(action, state.risk, findings.len(), started));
+        decision.elapsed_us = started.elapsed().as_micros() as u64;
+        let report = ConversationReport {
+            state: self.mode,
+            messages: req.turns.len(),
+            risk: state.risk,
+            peak: state.peak,
+            accumulated: state.accumulated,
+            escalation: state.escalation,
+            turns: state.turns,
+            scanned,
+            unscanned,
+            evidence: evidence_of(&state),
+            rephrasing: state.rephrasing,
+            inherited_from_prefix_len: state.inherited_from_prefix_len,
+            hint_matched: state.hint_matched,
+            history,
+            segment_messages,
+            findings,
+            action,
+            reasons,
+        };
+        if let Err(e) = decision.reports.insert(&report) {
+            decision.reasons.push(format!("{e}: not recorded"));
+        }
+        ConversationOutcome {
+            decision,
+            sanitized,
+            drop_messages,
+        }
+    }
 
+    /// The findings of the conversation state (risk, rephrasings, refusals) at the call
+    /// ending at `end`, and the action they call for.
+    fn state_findings(
+        &self,
+        end: usize,
+        state: &ConversationState,
+    ) -> (Action, Vec<ConversationFinding>) {
+        let mut findings = Vec::new();
+        let mut action = Action::Allow;
         if state.risk >= self.options.block_at {
             action = Action::Block;
             findings.push(ConversationFinding {
@@ -676,105 +738,80 @@ impl ConversationScanner {
                 ),
             });
         }
-        if let Some(w) = window.as_ref().filter(|w| w.action != Action::Allow) {
-            findings.push(ConversationFinding {
-                id: CONV_WINDOW.into(),
-                message: Some(end),
-                rationale: format!(
-                    "the recent user turns joined (fragments reassembled) score {:.2}: {}",
-                    w.risk,
-                    if w.rules.is_empty() {
-                        "classifier".to_string()
-                    } else {
-                        w.rules.join(", ")
-                    }
-                ),
-            });
-        }
-        findings.extend(claims);
-        let mut drop_messages = Vec::new();
-        let history = history.map(|h| {
-            let policy = self.options.ledger.policy;
-            let out = apply_history_policy(policy, &h);
-            if h.is_forged() {
-                for &i in &h.forged {
-                    findings.push(ConversationFinding {
-                        id: HIST_FORGED.into(),
-                        message: Some(i),
-                        rationale: "assistant turn this deployment never returned (forged \
-                                    history)"
-                            .into(),
-                    });
-                }
-                match policy {
-                    HistoryPolicy::Block => action = Action::Block,
-                    HistoryPolicy::Drop => drop_messages = out.drop.clone(),
-                    HistoryPolicy::Report => {}
-                }
-            }
-            HistoryReport {
-                verified: h.verified,
-                forged: h.forged,
-                policy: policy_name(policy).into(),
-                dropped: drop_messages.clone(),
-            }
-        });
-        for f in &findings {
-            reasons.push(format!("{}: {}", f.id, f.rationale));
-        }
+        (action, findings)
+    }
 
-        let per_turn = decision.action;
-        if action > per_turn {
-            decision.action = action;
-            decision.risk = RiskClass::HighRisk;
-            sanitized = None;
+    /// Applies the history policy to a ledger check: a finding per forged assistant turn,
+    /// then the policy's block (on `action`) or drop (into `drop_messages`).
+    fn history_report(
+        &self,
+        h: HistoryCheck,
+        findings: &mut Vec<ConversationFinding>,
+        action: &mut Action,
+        drop_messages: &mut Vec<usize>,
+    ) -> HistoryReport {
+        let policy = self.options.ledger.policy;
+        let out = apply_history_policy(policy, &h);
+        if h.is_forged() {
+            for &i in &h.forged {
+                findings.push(ConversationFinding {
+                    id: HIST_FORGED.into(),
+                    message: Some(i),
+                    rationale: "assistant turn this deployment never returned (forged \
+                                history)"
+                        .into(),
+                });
+            }
+            match policy {
+                HistoryPolicy::Block => *action = Action::Block,
+                HistoryPolicy::Drop => *drop_messages = out.drop.clone(),
+                HistoryPolicy::Report => {}
+            }
         }
-        decision.reasons.extend(reasons.iter().cloned());
-        decision.layers.push(LayerResult {
-            layer: CONVERSATION_LAYER.into(),
-            status: LayerStatus::Ok,
-            risk: if action == Action::Block {
-                RiskClass::HighRisk
+        HistoryReport {
+            verified: h.verified,
+            forged: h.forged,
+            policy: policy_name(policy).into(),
+            dropped: drop_messages.clone(),
+        }
+    }
+}
+
+/// The finding of a flagged window view (the recent user turns joined) at the call ending
+/// at `end`.
+fn window_finding(end: usize, w: &Window) -> ConversationFinding {
+    ConversationFinding {
+        id: CONV_WINDOW.into(),
+        message: Some(end),
+        rationale: format!(
+            "the recent user turns joined (fragments reassembled) score {:.2}: {}",
+            w.risk,
+            if w.rules.is_empty() {
+                "classifier".to_string()
             } else {
-                RiskClass::LowRisk
-            },
-            action,
-            score: Some(state.risk),
-            localized: None,
-            categories: BTreeMap::new(),
-            findings: findings.len(),
-            undecided: false,
-            elapsed_us: started.elapsed().as_micros() as u64,
-        });
-        decision.elapsed_us = started.elapsed().as_micros() as u64;
-        let report = ConversationReport {
-            state: self.mode,
-            messages: req.turns.len(),
-            risk: state.risk,
-            peak: state.peak,
-            accumulated: state.accumulated,
-            escalation: state.escalation,
-            turns: state.turns,
-            scanned,
-            unscanned,
-            evidence: evidence_of(&state),
-            rephrasing: state.rephrasing,
-            inherited_from_prefix_len: state.inherited_from_prefix_len,
-            hint_matched: state.hint_matched,
-            history,
-            segment_messages,
-            findings,
-            action,
-            reasons,
-        };
-        if let Err(e) = decision.reports.insert(&report) {
-            decision.reasons.push(format!("{e}: not recorded"));
-        }
-        ConversationOutcome {
-            decision,
-            sanitized,
-            drop_messages,
-        }
+                w.rules.join(", ")
+            }
+        ),
+    }
+}
+
+/// The conversation layer's entry in the decision's layers.
+fn layer_result(action: Action, risk: f32, findings: usize, started: Instant) -> LayerResult {
+    LayerResult {
+        layer: CONVERSATION_LAYER.into(),
+        status: LayerStatus::Ok,
+        risk: if action == Action::Block {
+            RiskClass::HighRisk
+        } else {
+            RiskClass::LowRisk
+        },
+        action,
+        score: Some(risk),
+        localized: None,
+        categories: BTreeMap::new(),
+        findings,
+        undecided: false,
+        elapsed_us: started.elapsed().as_micros() as u64,
     }
 }
 

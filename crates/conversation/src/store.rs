@@ -578,6 +578,129 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Touches every prefix of `chain` (chain positions `1..`), ancestors last so that
+    /// leaves are evicted before the prefixes they grow from, and records the verdict on the
+    /// last (the highest of the verdicts when the turn was seen before).
+    fn record_turn(&mut self, chain: &[ChainKey], now: u64, turn_risk: f32, verdict: TurnVerdict) {
+        let n = chain.len() - 1;
+        for i in (1..=n).rev() {
+            let parent = (i > 1).then(|| chain[i - 1]);
+            self.touch(chain[i], parent, i as u32, now);
+        }
+        if let Some(node) = self.nodes.get_mut(&chain[n]) {
+            node.observed = Some(match node.observed {
+                Some(prev) => TurnRecord {
+                    risk: prev.risk.max(turn_risk),
+                    action: prev.action.max(verdict.action),
+                    refusal: prev.refusal || verdict.refusal,
+                },
+                None => TurnRecord {
+                    risk: turn_risk,
+                    action: verdict.action,
+                    refusal: verdict.refusal,
+                },
+            });
+        }
+    }
+
+    /// Evidence from another lineage, through the hint: whether the hint was known, and the
+    /// evidence of the live lineage it pointed at (if not this one). The hint then points
+    /// at `anchor`.
+    fn hint_evidence(
+        &mut self,
+        hint: Option<[u8; 32]>,
+        anchor: ChainKey,
+        now: u64,
+        ttl: u64,
+    ) -> (bool, Evidence) {
+        let mut hint_matched = false;
+        let mut hint_evidence = Evidence::default();
+        if let Some(h) = hint {
+            if let Some(other) = self.hints.get(&h).map(|s| s.anchor) {
+                hint_matched = true;
+                if other != anchor
+                    && let Some(l) = self.live(&other, now, ttl).and_then(|x| x.lineage.as_ref())
+                {
+                    hint_evidence = l.evidence;
+                }
+            }
+            self.set_hint(h, anchor);
+        }
+        (hint_matched, hint_evidence)
+    }
+
+    /// Counts the turn in the lineage at `anchor` (touched before): rephrasing, action,
+    /// refusal; keeps the fingerprints of a blocked or refused turn; adds the hint; raises
+    /// the lineage's peak to the `conversation_risk`. `d` is the rephrase distance.
+    fn update_lineage(
+        &mut self,
+        anchor: ChainKey,
+        print: &TurnPrint,
+        verdict: TurnVerdict,
+        hint: Option<[u8; 32]>,
+        conversation_risk: f32,
+        d: u32,
+    ) -> LineageUpdate {
+        let Inner {
+            recent,
+            recent_words,
+            nodes,
+            ..
+        } = self;
+        let node = nodes
+            .get_mut(&anchor)
+            .expect("the anchor was touched above");
+        let lin = node.lineage.get_or_insert_with(Box::default);
+        let rephrasing = print.matches(&lin.blocked, &lin.blocked_words, d)
+            || recent.iter().any(|b| hamming(*b, print.simhash) <= d)
+            || recent_words.iter().any(|w| shares_words(w, &print.words));
+        if rephrasing {
+            lin.evidence.rephrasings_after_block += 1;
+        }
+        match verdict.action {
+            Action::Block => lin.evidence.blocks += 1,
+            Action::Sanitize => lin.evidence.sanitizes += 1,
+            Action::Allow => {}
+        }
+        if verdict.refusal {
+            lin.evidence.refusals += 1;
+        }
+        if verdict.action == Action::Block || verdict.refusal {
+            remember_fingerprint(lin, recent, recent_words, print);
+        }
+        let mut dropped_hint = None;
+        if let Some(h) = hint
+            && !lin.hints.contains(&h)
+        {
+            if lin.hints.len() == MAX_HINTS_PER_LINEAGE {
+                dropped_hint = Some(lin.hints.remove(0));
+            }
+            lin.hints.push(h);
+        }
+        let risk = conversation_risk.max(lin.peak_conversation_risk);
+        lin.peak_conversation_risk = risk;
+        LineageUpdate {
+            evidence: lin.evidence,
+            risk,
+            rephrasing,
+            dropped_hint,
+        }
+    }
+}
+
+/// What counting a turn in its lineage gave.
+struct LineageUpdate {
+    /// The lineage's counts after the turn.
+    evidence: Evidence,
+    /// The conversation risk: the lineage's peak.
+    risk: f32,
+    /// Whether the turn rephrases a blocked or refused one.
+    rephrasing: bool,
+    /// A hint the lineage let go of to make room (it may still point here).
+    dropped_hint: Option<[u8; 32]>,
+}
+
 /// Server-side conversation state. Built once, shared (`Send + Sync`), one interior mutex.
 pub struct ConversationStore {
     options: StoreOptions,
@@ -763,101 +886,28 @@ impl ConversationStore {
             .rev()
             .find(|&i| inner.live(&chain[i], now, ttl).is_some())
             .unwrap_or(0);
-
-        // Ancestors touched last, so leaves are evicted before the prefixes they grow from.
-        for i in (1..=n).rev() {
-            let parent = (i > 1).then(|| chain[i - 1]);
-            inner.touch(chain[i], parent, i as u32, now);
-        }
-        if let Some(node) = inner.nodes.get_mut(&chain[n]) {
-            node.observed = Some(match node.observed {
-                Some(prev) => TurnRecord {
-                    risk: prev.risk.max(turn_risk),
-                    action: prev.action.max(verdict.action),
-                    refusal: prev.refusal || verdict.refusal,
-                },
-                None => TurnRecord {
-                    risk: turn_risk,
-                    action: verdict.action,
-                    refusal: verdict.refusal,
-                },
-            });
-        }
+        inner.record_turn(&chain, now, turn_risk, verdict);
         let risks: Vec<f32> = (1..=n)
             .filter_map(|i| inner.nodes.get(&chain[i]).and_then(|x| x.observed))
             .map(|t| t.risk)
             .collect();
         let terms = score(&self.options.risk, &risks);
 
-        // Evidence from another lineage, through the hint.
         let anchor = chain[a];
-        let mut hint_matched = false;
-        let mut hint_evidence = Evidence::default();
-        if let Some(h) = hint_hash {
-            if let Some(other) = inner.hints.get(&h).map(|s| s.anchor) {
-                hint_matched = true;
-                if other != anchor
-                    && let Some(l) = inner
-                        .live(&other, now, ttl)
-                        .and_then(|x| x.lineage.as_ref())
-                {
-                    hint_evidence = l.evidence;
-                }
-            }
-            inner.set_hint(h, anchor);
-        }
-
+        let (hint_matched, hint_evidence) = inner.hint_evidence(hint_hash, anchor, now, ttl);
         let d = self.options.risk.rephrase_distance;
-        let mut dropped_hint = None;
-        let (evidence, risk, rephrasing) = {
-            let inner = &mut *inner;
-            let recent = &mut inner.recent;
-            let recent_words = &mut inner.recent_words;
-            let node = inner
-                .nodes
-                .get_mut(&anchor)
-                .expect("the anchor was touched above");
-            let lin = node.lineage.get_or_insert_with(Box::default);
-            let rephrasing = print.matches(&lin.blocked, &lin.blocked_words, d)
-                || recent.iter().any(|b| hamming(*b, print.simhash) <= d)
-                || recent_words.iter().any(|w| shares_words(w, &print.words));
-            if rephrasing {
-                lin.evidence.rephrasings_after_block += 1;
-            }
-            match verdict.action {
-                Action::Block => lin.evidence.blocks += 1,
-                Action::Sanitize => lin.evidence.sanitizes += 1,
-                Action::Allow => {}
-            }
-            if verdict.refusal {
-                lin.evidence.refusals += 1;
-            }
-            if verdict.action == Action::Block || verdict.refusal {
-                remember_fingerprint(lin, recent, recent_words, &print);
-            }
-            if let Some(h) = hint_hash
-                && !lin.hints.contains(&h)
-            {
-                if lin.hints.len() == MAX_HINTS_PER_LINEAGE {
-                    dropped_hint = Some(lin.hints.remove(0));
-                }
-                lin.hints.push(h);
-            }
-            let risk = terms.risk.max(lin.peak_conversation_risk);
-            lin.peak_conversation_risk = risk;
-            (lin.evidence, risk, rephrasing)
-        };
-        if let Some(h) = dropped_hint
+        let lineage = inner.update_lineage(anchor, &print, verdict, hint_hash, terms.risk, d);
+        if let Some(h) = lineage.dropped_hint
             && inner.hints.get(&h).map(|s| s.anchor) == Some(anchor)
         {
             inner.remove_hint(&h);
         }
         inner.evict_to(self.options.max_entries);
 
-        let mut total = evidence;
+        let mut total = lineage.evidence;
         total.add(&hint_evidence);
         Ok(ConversationState {
-            risk,
+            risk: lineage.risk,
             peak: terms.peak,
             accumulated: terms.accumulated,
             escalation: terms.escalation,
@@ -866,7 +916,7 @@ impl ConversationStore {
             sanitizes: total.sanitizes,
             refusals: total.refusals,
             rephrasings_after_block: total.rephrasings_after_block,
-            rephrasing,
+            rephrasing: lineage.rephrasing,
             inherited_from_prefix_len: known,
             hint_matched,
             hint_evidence,

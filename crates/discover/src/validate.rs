@@ -353,6 +353,16 @@ fn id_parts(id: &str) -> Option<(&str, u32)> {
 /// The semantic checks of one record whose structure is known to be right where the values
 /// are read (every getter tolerates a wrong type; the structural walk reported it).
 fn check_record(v: &Value, line: &mut Line) {
+    check_identity(v, line);
+    check_pattern(v, line);
+    let run_id = str_at(v, &["run", "eval_run_id"]);
+    check_evidence(v, run_id, line);
+    check_run(v, run_id, line);
+    check_decision(v, line);
+}
+
+/// Schema version, pattern id and target function against the category.
+fn check_identity(v: &Value, line: &mut Line) {
     if let Some(s) = str_at(v, &["schema_version"])
         && s != SCHEMA_VERSION
     {
@@ -398,7 +408,10 @@ fn check_record(v: &Value, line: &mut Line) {
             ),
         );
     }
-    // Pattern.
+}
+
+/// The `pattern` object: normalized value, regex, signal strength.
+fn check_pattern(v: &Value, line: &mut Line) {
     if let Some(n) = str_at(v, &["pattern", "normalized_value"])
         && (n.trim() != n || n.to_lowercase() != n)
     {
@@ -430,8 +443,10 @@ fn check_record(v: &Value, line: &mut Line) {
             "boundary_testing patterns are weak signals only (rules of use)",
         );
     }
-    // Evidence.
-    let run_id = str_at(v, &["run", "eval_run_id"]);
+}
+
+/// The `evidence` object: each dataset's counts, then the benign regression.
+fn check_evidence(v: &Value, run_id: Option<&str>, line: &mut Line) {
     if let Some(datasets) = at(v, &["evidence", "datasets"]).and_then(Value::as_array) {
         if datasets.is_empty() {
             line.err(
@@ -441,73 +456,97 @@ fn check_record(v: &Value, line: &mut Line) {
         }
         let mut names = BTreeSet::new();
         for (i, d) in datasets.iter().enumerate() {
-            let p = format!("evidence.datasets[{i}]");
-            let name = str_at(d, &["dataset_name"]);
-            if let Some(n) = name
-                && !names.insert(n)
-            {
-                line.err(
-                    format!("{p}.dataset_name"),
-                    format!("dataset {n:?} listed twice"),
-                );
-            }
-            check_log_path(d, &p, name, run_id, line);
-            let sample = u64_at(d, &["sample_count_total"]);
-            let matched = u64_at(d, &["match_count_total"]);
-            if let (Some(s), Some(m)) = (sample, matched)
-                && m > s
-            {
-                line.err(
-                    format!("{p}.match_count_total"),
-                    format!("{m} matches exceed sample_count_total {s}"),
-                );
-            }
-            let buckets: Option<Vec<u64>> = BUCKETS
-                .iter()
-                .map(|(k, _)| u64_at(d, &["outcome_buckets", k]))
-                .collect();
-            if let (Some(b), Some(m)) = (buckets, matched)
-                && b.iter().sum::<u64>() != m
-            {
-                line.err(
-                    format!("{p}.outcome_buckets"),
-                    format!(
-                        "buckets sum to {}, but match_count_total is {m}",
-                        b.iter().sum::<u64>()
-                    ),
-                );
-            }
-            if let Some(ids) = d.get("example_prompt_ids") {
-                check_ids(ids, &format!("{p}.example_prompt_ids"), matched, line);
-            }
+            check_dataset_evidence(
+                d,
+                &format!("evidence.datasets[{i}]"),
+                run_id,
+                &mut names,
+                line,
+            );
         }
     }
     if let Some(b) = at(v, &["evidence", "benign_regression"]) {
-        let p = "evidence.benign_regression";
-        let name = str_at(b, &["dataset_name"]);
-        if let Some(n) = name
-            && n != BENIGN_CORPUS_NAME
-        {
-            line.err(
-                format!("{p}.dataset_name"),
-                format!("{n:?}, expected {BENIGN_CORPUS_NAME:?}"),
-            );
-        }
-        check_log_path(b, p, name, run_id, line);
-        let matched = u64_at(b, &["match_count_total"]);
-        if let (Some(s), Some(m)) = (u64_at(b, &["sample_count_total"]), matched)
-            && m > s
-        {
-            line.err(
-                format!("{p}.match_count_total"),
-                format!("{m} matches exceed sample_count_total {s}"),
-            );
-        }
-        if let Some(ids) = b.get("example_prompt_ids") {
-            check_ids(ids, &format!("{p}.example_prompt_ids"), matched, line);
-        }
+        check_benign_regression(b, run_id, line);
     }
-    // Run.
+}
+
+/// One entry of `evidence.datasets` at `p`; `names` holds the dataset names seen before it.
+fn check_dataset_evidence<'v>(
+    d: &'v Value,
+    p: &str,
+    run_id: Option<&str>,
+    names: &mut BTreeSet<&'v str>,
+    line: &mut Line,
+) {
+    let name = str_at(d, &["dataset_name"]);
+    if let Some(n) = name
+        && !names.insert(n)
+    {
+        line.err(
+            format!("{p}.dataset_name"),
+            format!("dataset {n:?} listed twice"),
+        );
+    }
+    check_log_path(d, p, name, run_id, line);
+    let sample = u64_at(d, &["sample_count_total"]);
+    let matched = u64_at(d, &["match_count_total"]);
+    if let (Some(s), Some(m)) = (sample, matched)
+        && m > s
+    {
+        line.err(
+            format!("{p}.match_count_total"),
+            format!("{m} matches exceed sample_count_total {s}"),
+        );
+    }
+    let buckets: Option<Vec<u64>> = BUCKETS
+        .iter()
+        .map(|(k, _)| u64_at(d, &["outcome_buckets", k]))
+        .collect();
+    if let (Some(b), Some(m)) = (buckets, matched)
+        && b.iter().sum::<u64>() != m
+    {
+        line.err(
+            format!("{p}.outcome_buckets"),
+            format!(
+                "buckets sum to {}, but match_count_total is {m}",
+                b.iter().sum::<u64>()
+            ),
+        );
+    }
+    if let Some(ids) = d.get("example_prompt_ids") {
+        check_ids(ids, &format!("{p}.example_prompt_ids"), matched, line);
+    }
+}
+
+/// `evidence.benign_regression`: the benign corpus, its log and its counts.
+fn check_benign_regression(b: &Value, run_id: Option<&str>, line: &mut Line) {
+    let p = "evidence.benign_regression";
+    let name = str_at(b, &["dataset_name"]);
+    if let Some(n) = name
+        && n != BENIGN_CORPUS_NAME
+    {
+        line.err(
+            format!("{p}.dataset_name"),
+            format!("{n:?}, expected {BENIGN_CORPUS_NAME:?}"),
+        );
+    }
+    check_log_path(b, p, name, run_id, line);
+    let matched = u64_at(b, &["match_count_total"]);
+    if let (Some(s), Some(m)) = (u64_at(b, &["sample_count_total"]), matched)
+        && m > s
+    {
+        line.err(
+            format!("{p}.match_count_total"),
+            format!("{m} matches exceed sample_count_total {s}"),
+        );
+    }
+    if let Some(ids) = b.get("example_prompt_ids") {
+        check_ids(ids, &format!("{p}.example_prompt_ids"), matched, line);
+    }
+}
+
+/// The `run` object and `created_at`: run id, timestamps, commit.
+fn check_run(v: &Value, run_id: Option<&str>, line: &mut Line) {
     if let Some(r) = run_id
         && let Err(e) = run_id_timestamp(r)
     {
@@ -531,7 +570,10 @@ fn check_record(v: &Value, line: &mut Line) {
             format!("{g:?} is neither a hex commit SHA nor \"unknown\""),
         );
     }
-    // Decision.
+}
+
+/// The `decision` object: a one-line reason, review flags that agree.
+fn check_decision(v: &Value, line: &mut Line) {
     if let Some(r) = str_at(v, &["decision", "reason"])
         && r.contains(['\n', '\r'])
     {

@@ -6,8 +6,8 @@ use crate::log::EvalLogRecord;
 use crate::metrics::roc_curve;
 use crate::plots;
 use crate::report::{
-    Breakdown, DatasetReport, FINAL_COLUMN, NONE_KEY, POOLED_ALL, PROMPTGUARD_REFERENCE_ACCURACY,
-    Summary,
+    Breakdown, ConversationStats, DatasetReport, FINAL_COLUMN, FineLabels, NONE_KEY, POOLED_ALL,
+    PROMPTGUARD_REFERENCE_ACCURACY, Summary,
 };
 use crate::runner::EvalRun;
 use std::collections::{BTreeMap, BTreeSet};
@@ -480,7 +480,22 @@ fn run_lines(s: &Summary) -> Vec<String> {
 
 /// Per-report detail tables: (title, table).
 fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
-    let mut out = Vec::new();
+    let mut out = vec![
+        ("Latency", latency_table(r)),
+        ("Attribution", attribution_table(r)),
+    ];
+    slice_tables(r, &mut out);
+    if let Some(f) = &r.fine_labels {
+        fine_label_tables(f, &mut out);
+    }
+    if let Some(c) = &r.conversations {
+        conversation_tables(c, &mut out);
+    }
+    out
+}
+
+/// Latency of the whole scan and of each layer, with the share of prompts that reached it.
+fn latency_table(r: &DatasetReport) -> Table {
     let mut t = Table::new(&[
         "layer", "reached", "samples", "p50", "p95", "p99", "max", "mean",
     ]);
@@ -509,8 +524,11 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
             format!("{:.1} µs", l.mean),
         ]);
     }
-    out.push(("Latency", t));
+    t
+}
 
+/// True and false positives by the layer that decided them.
+fn attribution_table(r: &DatasetReport) -> Table {
     let mut t = Table::new(&[
         "deciding layer",
         "true positives caught",
@@ -539,8 +557,11 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
                 .to_string(),
         ]);
     }
-    out.push(("Attribution", t));
+    t
+}
 
+/// The confusion counts by category, language, channel, payload position and carrier.
+fn slice_tables(r: &DatasetReport, out: &mut Vec<(&'static str, Table)>) {
     let channel_order = rampart_datasets::Channel::ALL.map(|c| c.name());
     let position_order = rampart_datasets::PayloadPosition::ALL.map(|p| p.name());
     // Category and language in key order; channel, position and carrier in their natural
@@ -582,103 +603,105 @@ fn detail_tables(r: &DatasetReport) -> Vec<(&'static str, Table)> {
         }
         out.push((title, t));
     }
+}
 
-    if let Some(f) = &r.fine_labels {
-        let mut t = Table::new(&["label", "expected", "ALLOW", "SANITIZE", "BLOCK", "correct"]);
-        for (label, row) in &f.matrix {
-            let expected = label_is_attack(label).map_or("?", |a| if a { "flag" } else { "ALLOW" });
-            let get = |a: &str| row.get(a).copied().unwrap_or(0).to_string();
-            t.row(vec![
-                label.clone(),
-                expected.into(),
-                get("ALLOW"),
-                get("SANITIZE"),
-                get("BLOCK"),
-                pct(f.accuracy_by_label.get(label).copied()),
-            ]);
-        }
+/// The fine labels against the action, and the four-label confusion matrix.
+fn fine_label_tables(f: &FineLabels, out: &mut Vec<(&'static str, Table)>) {
+    let mut t = Table::new(&["label", "expected", "ALLOW", "SANITIZE", "BLOCK", "correct"]);
+    for (label, row) in &f.matrix {
+        let expected = label_is_attack(label).map_or("?", |a| if a { "flag" } else { "ALLOW" });
+        let get = |a: &str| row.get(a).copied().unwrap_or(0).to_string();
         t.row(vec![
-            "four-label accuracy".into(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            accuracy_cell(f.accuracy, f.correct, f),
+            label.clone(),
+            expected.into(),
+            get("ALLOW"),
+            get("SANITIZE"),
+            get("BLOCK"),
+            pct(f.accuracy_by_label.get(label).copied()),
         ]);
-        out.push(("Fine labels × action", t));
-        let columns = ["reciprocal", "borderline", "manipulative", "extractive"];
-        let mut header = vec!["true label \\ predicted"];
-        header.extend(columns);
-        header.push("correct");
-        let mut t = Table::new(&header);
-        for (label, row) in &f.predicted {
-            let mut cells = vec![label.clone()];
-            cells.extend(
-                columns
-                    .iter()
-                    .map(|c| row.get(*c).copied().unwrap_or(0).to_string()),
-            );
-            let n: u64 = row.values().sum();
-            let ok = row.get(label.as_str()).copied().unwrap_or(0);
-            cells.push(pct((n > 0).then(|| ok as f64 / n as f64)));
-            t.row(cells);
-        }
-        let mut last = vec!["strict four-label accuracy".to_string()];
-        last.extend(columns.iter().map(|_| String::new()));
-        last.push(accuracy_cell(f.strict_accuracy, f.strict_correct, f));
-        t.row(last);
-        out.push(("Four-label confusion matrix (predicted: ALLOW → reciprocal, flagged with a system-marker finding → extractive, other flagged → manipulative)", t));
     }
-    if let Some(c) = &r.conversations {
-        let mut t = Table::new(&["category", "conversations", "TPR [95% CI]", "FPR [95% CI]"]);
-        for (k, b) in &c.by_category {
+    t.row(vec![
+        "four-label accuracy".into(),
+        String::new(),
+        String::new(),
+        String::new(),
+        String::new(),
+        accuracy_cell(f.accuracy, f.correct, f),
+    ]);
+    out.push(("Fine labels × action", t));
+    let columns = ["reciprocal", "borderline", "manipulative", "extractive"];
+    let mut header = vec!["true label \\ predicted"];
+    header.extend(columns);
+    header.push("correct");
+    let mut t = Table::new(&header);
+    for (label, row) in &f.predicted {
+        let mut cells = vec![label.clone()];
+        cells.extend(
+            columns
+                .iter()
+                .map(|c| row.get(*c).copied().unwrap_or(0).to_string()),
+        );
+        let n: u64 = row.values().sum();
+        let ok = row.get(label.as_str()).copied().unwrap_or(0);
+        cells.push(pct((n > 0).then(|| ok as f64 / n as f64)));
+        t.row(cells);
+    }
+    let mut last = vec!["strict four-label accuracy".to_string()];
+    last.extend(columns.iter().map(|_| String::new()));
+    last.push(accuracy_cell(f.strict_accuracy, f.strict_correct, f));
+    t.row(last);
+    out.push(("Four-label confusion matrix (predicted: ALLOW → reciprocal, flagged with a system-marker finding → extractive, other flagged → manipulative)", t));
+}
+
+/// Conversations by category, and the first flag of flagged conversations.
+fn conversation_tables(c: &ConversationStats, out: &mut Vec<(&'static str, Table)>) {
+    let mut t = Table::new(&["category", "conversations", "TPR [95% CI]", "FPR [95% CI]"]);
+    for (k, b) in &c.by_category {
+        t.row(vec![
+            k.clone(),
+            b.confusion.total().to_string(),
+            rate_ci(
+                b.tpr,
+                b.tpr_interval,
+                b.confusion.tp,
+                b.confusion.positives(),
+            ),
+            rate_ci(
+                b.fpr,
+                b.fpr_interval,
+                b.confusion.fp,
+                b.confusion.negatives(),
+            ),
+        ]);
+    }
+    out.push(("Conversations by category", t));
+    let flags = |list: &[crate::report::FirstFlag]| {
+        let mut t = Table::new(&[
+            "id",
+            "category",
+            "call",
+            "message",
+            "attack turn",
+            "flagged by",
+        ]);
+        for f in list {
             t.row(vec![
-                k.clone(),
-                b.confusion.total().to_string(),
-                rate_ci(
-                    b.tpr,
-                    b.tpr_interval,
-                    b.confusion.tp,
-                    b.confusion.positives(),
-                ),
-                rate_ci(
-                    b.fpr,
-                    b.fpr_interval,
-                    b.confusion.fp,
-                    b.confusion.negatives(),
-                ),
+                f.id.clone(),
+                f.category.clone().unwrap_or_default(),
+                f.call.to_string(),
+                f.message.to_string(),
+                f.attack_turn.map_or(String::new(), |a| a.to_string()),
+                f.flagged_by.join(", "),
             ]);
         }
-        out.push(("Conversations by category", t));
-        let flags = |list: &[crate::report::FirstFlag]| {
-            let mut t = Table::new(&[
-                "id",
-                "category",
-                "call",
-                "message",
-                "attack turn",
-                "flagged by",
-            ]);
-            for f in list {
-                t.row(vec![
-                    f.id.clone(),
-                    f.category.clone().unwrap_or_default(),
-                    f.call.to_string(),
-                    f.message.to_string(),
-                    f.attack_turn.map_or(String::new(), |a| a.to_string()),
-                    f.flagged_by.join(", "),
-                ]);
-            }
-            t
-        };
-        if !c.flagged_benign.is_empty() {
-            out.push(("Benign conversations flagged", flags(&c.flagged_benign)));
-        }
-        if !c.first_flags.is_empty() {
-            out.push(("Attack conversations: first flag", flags(&c.first_flags)));
-        }
+        t
+    };
+    if !c.flagged_benign.is_empty() {
+        out.push(("Benign conversations flagged", flags(&c.flagged_benign)));
     }
-    out
+    if !c.first_flags.is_empty() {
+        out.push(("Attack conversations: first flag", flags(&c.first_flags)));
+    }
 }
 
 /// A rate with its counts and 95% Wilson interval, e.g. "90.00% (9/10) [59.58–98.21]".

@@ -583,188 +583,15 @@ impl DatasetReport {
             config: config.to_string(),
             ..Default::default()
         };
-        let mut scored: Vec<(f64, bool)> = Vec::new();
-        let mut total_us: Vec<u64> = Vec::new();
-        let mut layer_us: BTreeMap<String, Vec<u64>> = BTreeMap::new();
-        let mut by_cat: BTreeMap<String, Confusion> = BTreeMap::new();
-        let mut by_lang: BTreeMap<String, Confusion> = BTreeMap::new();
-        let mut by_channel: BTreeMap<String, Confusion> = BTreeMap::new();
-        let mut by_position: BTreeMap<String, Confusion> = BTreeMap::new();
-        let mut by_carrier: BTreeMap<String, Confusion> = BTreeMap::new();
-        let (mut any_position, mut any_carrier) = (false, false);
-        let mut fine = FineLabels::default();
-        let mut fine_present = false;
-        let mut label_counts: BTreeMap<String, (u64, u64)> = BTreeMap::new();
         let logs: Vec<&EvalLogRecord> = logs.into_iter().collect();
         r.judge = JudgeStats::compute(logs.iter().copied());
         r.relational = RelationalStats::compute(logs.iter().copied());
         r.conversations = ConversationStats::compute(logs.iter().copied());
+        let mut tally = Tally::default();
         for l in logs {
-            let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
-            r.prompts += 1;
-            if l.attack {
-                r.attacks += 1;
-            } else {
-                r.benign += 1;
-            }
-            if l.error.is_some() {
-                r.scan_errors += 1;
-            }
-            r.confusion.add(l.attack, flagged);
-            *r.actions.entry(l.action.name().to_string()).or_default() += 1;
-            if let Some(s) = l.score {
-                scored.push((f64::from(s), l.attack));
-            }
-            total_us.push(l.elapsed_us);
-            // Layers a cascade skipped did not run: they are left out of the latency (so a
-            // layer's sample count is the number of prompts that reached it).
-            for layer in &l.layers {
-                if matches!(layer.status, rampart_core::LayerStatus::Skipped { .. }) {
-                    continue;
-                }
-                layer_us
-                    .entry(layer.layer.clone())
-                    .or_default()
-                    .push(layer.elapsed_us);
-            }
-            let cat = key_or(l.category.as_deref(), "(none)");
-            by_cat
-                .entry(cat.clone())
-                .or_default()
-                .add(l.attack, flagged);
-            by_lang
-                .entry(key_or(l.language.as_deref(), "(unknown)"))
-                .or_default()
-                .add(l.attack, flagged);
-            by_channel
-                .entry(l.channel.map_or(NONE_KEY, |c| c.name()).to_string())
-                .or_default()
-                .add(l.attack, flagged);
-            any_position |= l.position.is_some();
-            by_position
-                .entry(l.position.map_or(NONE_KEY, |p| p.name()).to_string())
-                .or_default()
-                .add(l.attack, flagged);
-            any_carrier |= l.carrier.is_some();
-            by_carrier
-                .entry(key_or(l.carrier.as_deref(), NONE_KEY))
-                .or_default()
-                .add(l.attack, flagged);
-            if flagged {
-                let who = if l.error.is_some() {
-                    ATTR_INPUT_ERROR.to_string()
-                } else {
-                    l.deciding_layer
-                        .clone()
-                        .unwrap_or_else(|| ATTR_COMBINED.to_string())
-                };
-                let map = if l.attack {
-                    &mut r.attribution.true_positives
-                } else {
-                    &mut r.attribution.false_positives
-                };
-                *map.entry(who).or_default() += 1;
-            }
-            if l.attack {
-                *r.attacks_by_category.entry(cat.clone()).or_default() += 1;
-                let row = r.layer_detection.entry(cat).or_default();
-                for layer in &l.layers {
-                    let c = row.entry(layer.layer.clone()).or_default();
-                    if layer.action != rampart_core::Action::Allow {
-                        *c += 1;
-                    }
-                }
-                let c = row.entry(FINAL_COLUMN.to_string()).or_default();
-                if flagged {
-                    *c += 1;
-                }
-            }
-            let label = l.label.name().to_string();
-            if !matches!(
-                l.label,
-                rampart_datasets::Label::Attack | rampart_datasets::Label::Benign
-            ) {
-                fine_present = true;
-            }
-            *fine
-                .matrix
-                .entry(label.clone())
-                .or_default()
-                .entry(l.action.name().to_string())
-                .or_default() += 1;
-            let predicted = predicted_label(l);
-            *fine
-                .predicted
-                .entry(l.label.name().to_string())
-                .or_default()
-                .entry(predicted.to_string())
-                .or_default() += 1;
-            if predicted == l.label.name() {
-                fine.strict_correct += 1;
-            }
-            let correct = flagged == l.label.is_attack();
-            let e = label_counts.entry(label).or_default();
-            e.1 += 1;
-            fine.total += 1;
-            if correct {
-                e.0 += 1;
-                fine.correct += 1;
-            }
+            tally.add(&mut r, l);
         }
-        let c = r.confusion;
-        r.tpr = c.tpr();
-        r.fpr = c.fpr();
-        r.precision = c.precision();
-        r.f1 = c.f1();
-        r.accuracy = c.accuracy();
-        r.scored = scored.len() as u64;
-        r.roc_auc = roc_auc(&scored);
-        r.tpr_at_1pct_fpr = tpr_at_fpr(&scored, 0.01).map(Into::into);
-        r.tpr_at_0_1pct_fpr = tpr_at_fpr(&scored, 0.001).map(Into::into);
-        r.latency = Latency::of(&total_us);
-        r.layer_latency = layer_us
-            .into_iter()
-            .filter_map(|(k, v)| Latency::of(&v).map(|l| (k, l)))
-            .collect();
-        r.by_category = by_cat
-            .into_iter()
-            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
-            .collect();
-        r.by_language = by_lang
-            .into_iter()
-            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
-            .collect();
-        // Shown only where they say something, so the reports of sets without embedded
-        // payloads and with one channel stay as they were.
-        let breakdowns = |m: BTreeMap<String, Confusion>| {
-            m.into_iter()
-                .map(|(k, c)| (k, Breakdown::from_confusion(c)))
-                .collect()
-        };
-        if by_channel.len() > 1 || any_position || any_carrier {
-            r.by_channel = breakdowns(by_channel);
-        }
-        if any_position {
-            r.by_position = breakdowns(by_position);
-        }
-        if any_carrier {
-            r.by_carrier = breakdowns(by_carrier);
-        }
-        // The pool of every dataset mixes sets: its fine-label matrix would mean nothing.
-        if fine_present && dataset != POOLED_ALL {
-            fine.accuracy = (fine.total > 0).then(|| fine.correct as f64 / fine.total as f64);
-            fine.strict_accuracy =
-                (fine.total > 0).then(|| fine.strict_correct as f64 / fine.total as f64);
-            fine.accuracy_by_label = label_counts
-                .into_iter()
-                .filter(|(_, (_, n))| *n > 0)
-                .map(|(k, (ok, n))| (k, ok as f64 / n as f64))
-                .collect();
-            if dataset.starts_with(PROMPTGUARD_PREFIX) || dataset == POOLED_PROMPTGUARD {
-                fine.reference_accuracy = Some(PROMPTGUARD_REFERENCE_ACCURACY);
-            }
-            r.fine_labels = Some(fine);
-        }
+        tally.finish(&mut r, dataset);
         r
     }
 
@@ -785,6 +612,273 @@ impl DatasetReport {
             Metric::LatencyP95Us => self.latency.map(|l| l.p95 as f64),
             Metric::LatencyP99Us => self.latency.map(|l| l.p99 as f64),
         }
+    }
+}
+
+/// What [`DatasetReport::compute`] gathers prompt by prompt besides the report's own
+/// counters, turned into the report's rates, latencies and breakdowns by [`Tally::finish`].
+#[derive(Default)]
+struct Tally {
+    /// (score, is attack) of every prompt with a score.
+    scored: Vec<(f64, bool)>,
+    /// Whole-scan time of every prompt, microseconds.
+    total_us: Vec<u64>,
+    /// Time of every layer run, by layer, microseconds.
+    layer_us: BTreeMap<String, Vec<u64>>,
+    /// Confusion counts by slice.
+    slices: SliceTally,
+    /// Fine labels against actions.
+    fine: FineTally,
+}
+
+impl Tally {
+    /// Counts one prompt, in the report's counters and in the tally.
+    fn add(&mut self, r: &mut DatasetReport, l: &EvalLogRecord) {
+        let flagged = matches!(l.outcome, Outcome::TruePositive | Outcome::FalsePositive);
+        count_prompt(r, l, flagged);
+        if let Some(s) = l.score {
+            self.scored.push((f64::from(s), l.attack));
+        }
+        self.add_latency(l);
+        let cat = self.slices.add(l, flagged);
+        if flagged {
+            attribute(r, l);
+        }
+        if l.attack {
+            count_detection(r, l, cat, flagged);
+        }
+        self.fine.add(l, flagged);
+    }
+
+    /// The prompt's whole-scan time and the time of each layer that ran.
+    fn add_latency(&mut self, l: &EvalLogRecord) {
+        self.total_us.push(l.elapsed_us);
+        // Layers a cascade skipped did not run: they are left out of the latency (so a
+        // layer's sample count is the number of prompts that reached it).
+        for layer in &l.layers {
+            if matches!(layer.status, rampart_core::LayerStatus::Skipped { .. }) {
+                continue;
+            }
+            self.layer_us
+                .entry(layer.layer.clone())
+                .or_default()
+                .push(layer.elapsed_us);
+        }
+    }
+
+    /// Fills the report's rates, latencies, breakdowns and fine labels.
+    fn finish(self, r: &mut DatasetReport, dataset: &str) {
+        let c = r.confusion;
+        r.tpr = c.tpr();
+        r.fpr = c.fpr();
+        r.precision = c.precision();
+        r.f1 = c.f1();
+        r.accuracy = c.accuracy();
+        r.scored = self.scored.len() as u64;
+        r.roc_auc = roc_auc(&self.scored);
+        r.tpr_at_1pct_fpr = tpr_at_fpr(&self.scored, 0.01).map(Into::into);
+        r.tpr_at_0_1pct_fpr = tpr_at_fpr(&self.scored, 0.001).map(Into::into);
+        r.latency = Latency::of(&self.total_us);
+        r.layer_latency = self
+            .layer_us
+            .into_iter()
+            .filter_map(|(k, v)| Latency::of(&v).map(|l| (k, l)))
+            .collect();
+        self.slices.finish(r);
+        r.fine_labels = self.fine.finish(dataset);
+    }
+}
+
+/// The report's own per-prompt counters: prompts, classes, errors, confusion, actions.
+fn count_prompt(r: &mut DatasetReport, l: &EvalLogRecord, flagged: bool) {
+    r.prompts += 1;
+    if l.attack {
+        r.attacks += 1;
+    } else {
+        r.benign += 1;
+    }
+    if l.error.is_some() {
+        r.scan_errors += 1;
+    }
+    r.confusion.add(l.attack, flagged);
+    *r.actions.entry(l.action.name().to_string()).or_default() += 1;
+}
+
+/// Credits a flagged prompt to the layer that decided it.
+fn attribute(r: &mut DatasetReport, l: &EvalLogRecord) {
+    let who = if l.error.is_some() {
+        ATTR_INPUT_ERROR.to_string()
+    } else {
+        l.deciding_layer
+            .clone()
+            .unwrap_or_else(|| ATTR_COMBINED.to_string())
+    };
+    let map = if l.attack {
+        &mut r.attribution.true_positives
+    } else {
+        &mut r.attribution.false_positives
+    };
+    *map.entry(who).or_default() += 1;
+}
+
+/// Counts an attack under its category `cat`: in all, by each layer that flagged it, and
+/// in the final verdict.
+fn count_detection(r: &mut DatasetReport, l: &EvalLogRecord, cat: String, flagged: bool) {
+    *r.attacks_by_category.entry(cat.clone()).or_default() += 1;
+    let row = r.layer_detection.entry(cat).or_default();
+    for layer in &l.layers {
+        let c = row.entry(layer.layer.clone()).or_default();
+        if layer.action != rampart_core::Action::Allow {
+            *c += 1;
+        }
+    }
+    let c = row.entry(FINAL_COLUMN.to_string()).or_default();
+    if flagged {
+        *c += 1;
+    }
+}
+
+/// Confusion counts by category, language, channel, payload position and carrier.
+#[derive(Default)]
+struct SliceTally {
+    by_cat: BTreeMap<String, Confusion>,
+    by_lang: BTreeMap<String, Confusion>,
+    by_channel: BTreeMap<String, Confusion>,
+    by_position: BTreeMap<String, Confusion>,
+    by_carrier: BTreeMap<String, Confusion>,
+    /// Whether any prompt has a payload position.
+    any_position: bool,
+    /// Whether any prompt has a carrier.
+    any_carrier: bool,
+}
+
+impl SliceTally {
+    /// Counts one prompt in each slice; returns its category key.
+    fn add(&mut self, l: &EvalLogRecord, flagged: bool) -> String {
+        let cat = key_or(l.category.as_deref(), "(none)");
+        self.by_cat
+            .entry(cat.clone())
+            .or_default()
+            .add(l.attack, flagged);
+        self.by_lang
+            .entry(key_or(l.language.as_deref(), "(unknown)"))
+            .or_default()
+            .add(l.attack, flagged);
+        self.by_channel
+            .entry(l.channel.map_or(NONE_KEY, |c| c.name()).to_string())
+            .or_default()
+            .add(l.attack, flagged);
+        self.any_position |= l.position.is_some();
+        self.by_position
+            .entry(l.position.map_or(NONE_KEY, |p| p.name()).to_string())
+            .or_default()
+            .add(l.attack, flagged);
+        self.any_carrier |= l.carrier.is_some();
+        self.by_carrier
+            .entry(key_or(l.carrier.as_deref(), NONE_KEY))
+            .or_default()
+            .add(l.attack, flagged);
+        cat
+    }
+
+    /// The report's breakdowns.
+    fn finish(self, r: &mut DatasetReport) {
+        r.by_category = self
+            .by_cat
+            .into_iter()
+            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+            .collect();
+        r.by_language = self
+            .by_lang
+            .into_iter()
+            .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+            .collect();
+        // Shown only where they say something, so the reports of sets without embedded
+        // payloads and with one channel stay as they were.
+        let breakdowns = |m: BTreeMap<String, Confusion>| {
+            m.into_iter()
+                .map(|(k, c)| (k, Breakdown::from_confusion(c)))
+                .collect()
+        };
+        if self.by_channel.len() > 1 || self.any_position || self.any_carrier {
+            r.by_channel = breakdowns(self.by_channel);
+        }
+        if self.any_position {
+            r.by_position = breakdowns(self.by_position);
+        }
+        if self.any_carrier {
+            r.by_carrier = breakdowns(self.by_carrier);
+        }
+    }
+}
+
+/// Fine labels against actions and predicted labels, with per-label accuracy counts.
+#[derive(Default)]
+struct FineTally {
+    fine: FineLabels,
+    /// Whether any prompt has a label other than attack and benign.
+    present: bool,
+    /// Label → (correct, prompts).
+    label_counts: BTreeMap<String, (u64, u64)>,
+}
+
+impl FineTally {
+    /// Counts one prompt.
+    fn add(&mut self, l: &EvalLogRecord, flagged: bool) {
+        let fine = &mut self.fine;
+        let label = l.label.name().to_string();
+        if !matches!(
+            l.label,
+            rampart_datasets::Label::Attack | rampart_datasets::Label::Benign
+        ) {
+            self.present = true;
+        }
+        *fine
+            .matrix
+            .entry(label.clone())
+            .or_default()
+            .entry(l.action.name().to_string())
+            .or_default() += 1;
+        let predicted = predicted_label(l);
+        *fine
+            .predicted
+            .entry(l.label.name().to_string())
+            .or_default()
+            .entry(predicted.to_string())
+            .or_default() += 1;
+        if predicted == l.label.name() {
+            fine.strict_correct += 1;
+        }
+        let correct = flagged == l.label.is_attack();
+        let e = self.label_counts.entry(label).or_default();
+        e.1 += 1;
+        fine.total += 1;
+        if correct {
+            e.0 += 1;
+            fine.correct += 1;
+        }
+    }
+
+    /// The fine labels of the report: `None` without fine labels, and for the pool of every
+    /// dataset, which mixes sets (its fine-label matrix would mean nothing).
+    fn finish(self, dataset: &str) -> Option<FineLabels> {
+        if !self.present || dataset == POOLED_ALL {
+            return None;
+        }
+        let mut fine = self.fine;
+        fine.accuracy = (fine.total > 0).then(|| fine.correct as f64 / fine.total as f64);
+        fine.strict_accuracy =
+            (fine.total > 0).then(|| fine.strict_correct as f64 / fine.total as f64);
+        fine.accuracy_by_label = self
+            .label_counts
+            .into_iter()
+            .filter(|(_, (_, n))| *n > 0)
+            .map(|(k, (ok, n))| (k, ok as f64 / n as f64))
+            .collect();
+        if dataset.starts_with(PROMPTGUARD_PREFIX) || dataset == POOLED_PROMPTGUARD {
+            fine.reference_accuracy = Some(PROMPTGUARD_REFERENCE_ACCURACY);
+        }
+        Some(fine)
     }
 }
 

@@ -259,36 +259,10 @@ impl JudgeLayer {
         let earlier: Vec<(usize, &str)> =
             history.messages.iter().map(|m| (m.label, m.text)).collect();
         let redact = |t: &str| redact_with_history(t, &texts, &earlier);
-        let mut key = None;
-        if let Some((cache, mode)) = &self.cache {
-            let t = Instant::now();
-            let k = self.cache_key(cache, &shown, &history, signals);
-            match cache.get(&k) {
-                Ok(Some(entry)) => {
-                    let mut verdict = entry.verdict;
-                    keep_valid_spans(&mut verdict, &texts);
-                    report.cache = CacheStatus::Hit;
-                    report.outcome = Some(OutcomeKind::Ok);
-                    report.intent_label = Some(verdict.intent_label);
-                    report.verdict = Some(verdict);
-                    report.latency_ms = millis(t.elapsed());
-                    return report;
-                }
-                Ok(None) if *mode == CacheMode::Replay => {
-                    report.cache = CacheStatus::ReplayMiss;
-                    report.outcome_detail = Some("replay-only: not in cache".into());
-                    report.latency_ms = millis(t.elapsed());
-                    return report;
-                }
-                Err(e) if *mode == CacheMode::Replay => {
-                    report.cache = CacheStatus::ReplayMiss;
-                    report.outcome_detail = Some(format!("replay-only: {e}"));
-                    return report;
-                }
-                // A cache that cannot be read is a miss: the model still answers.
-                Ok(None) | Err(_) => key = Some(k),
-            }
-        }
+        let key = match self.look_up(&mut report, &shown, &history, signals, &texts) {
+            Cached::Answered => return report,
+            Cached::Ask(key) => key,
+        };
         let fenced: Vec<&str> = texts
             .iter()
             .chain(earlier.iter().map(|e| &e.1))
@@ -301,7 +275,83 @@ impl JudgeLayer {
                 return report;
             }
         };
-        let (system, messages) = prompt::build(&nonce, signals, &shown, &history);
+        let (req, timeout_ms) = self.chat_request(&nonce, signals, &shown, &history, deadline);
+        let done = self.client.complete(&req);
+        report.latency_ms = done.latency_ms;
+        report.attempts = done.attempts;
+        if let Some(u) = done.usage {
+            report.input_tokens = u.input_tokens;
+            report.output_tokens = u.output_tokens;
+        }
+        report.cost_usd = done.cost_usd;
+        let (outcome, detail) = self.settle(
+            done.outcome,
+            timeout_ms,
+            segs,
+            &redact,
+            key.as_deref(),
+            &mut report,
+        );
+        report.outcome = Some(outcome);
+        // A server's error message may echo the prompt.
+        report.outcome_detail = detail.map(|d| redact(&d));
+        report
+    }
+
+    /// Looks the question up in the cache, if there is one: a hit (or a miss in replay-only
+    /// mode) completes `report`; otherwise the model is asked, with the key to store its
+    /// verdict under.
+    fn look_up(
+        &self,
+        report: &mut JudgeReport,
+        shown: &[PromptSegment<'_>],
+        history: &ShownHistory<'_>,
+        signals: &str,
+        texts: &[&str],
+    ) -> Cached {
+        let Some((cache, mode)) = &self.cache else {
+            return Cached::Ask(None);
+        };
+        let t = Instant::now();
+        let k = self.cache_key(cache, shown, history, signals);
+        match cache.get(&k) {
+            Ok(Some(entry)) => {
+                let mut verdict = entry.verdict;
+                keep_valid_spans(&mut verdict, texts);
+                report.cache = CacheStatus::Hit;
+                report.outcome = Some(OutcomeKind::Ok);
+                report.intent_label = Some(verdict.intent_label);
+                report.verdict = Some(verdict);
+                report.latency_ms = millis(t.elapsed());
+                Cached::Answered
+            }
+            Ok(None) if *mode == CacheMode::Replay => {
+                report.cache = CacheStatus::ReplayMiss;
+                report.outcome_detail = Some("replay-only: not in cache".into());
+                report.latency_ms = millis(t.elapsed());
+                Cached::Answered
+            }
+            Err(e) if *mode == CacheMode::Replay => {
+                report.cache = CacheStatus::ReplayMiss;
+                report.outcome_detail = Some(format!("replay-only: {e}"));
+                Cached::Answered
+            }
+            // A cache that cannot be read is a miss: the model still answers.
+            Ok(None) | Err(_) => Cached::Ask(Some(k)),
+        }
+    }
+
+    /// The chat request asking the question, and its timeout in milliseconds (the client's,
+    /// or less when the layer's `deadline` comes first).
+    fn chat_request(
+        &self,
+        nonce: &str,
+        signals: &str,
+        shown: &[PromptSegment<'_>],
+        history: &ShownHistory<'_>,
+        deadline: Option<Instant>,
+    ) -> (ChatRequest, u64) {
+        let (system, messages) = prompt::build(nonce, signals, shown, history);
         let cfg_timeout = self.client.config().timeout_ms;
         let timeout_ms = deadline.map_or(cfg_timeout, |d| {
             let left = d.saturating_duration_since(Instant::now() + DEADLINE_MARGIN);
@@ -323,29 +373,25 @@ impl JudgeLayer {
             max_tokens: None,
             timeout_ms: Some(timeout_ms),
         };
-        let done = self.client.complete(&req);
-        report.latency_ms = done.latency_ms;
-        report.attempts = done.attempts;
-        if let Some(u) = done.usage {
-            report.input_tokens = u.input_tokens;
-            report.output_tokens = u.output_tokens;
-        }
-        report.cost_usd = done.cost_usd;
-        let (outcome, detail) = match done.outcome {
+        (req, timeout_ms)
+    }
+
+    /// The judge's outcome of the call and its detail: an answer is checked into the verdict
+    /// (put on `report` and stored in the cache under `key`), anything else is a failure.
+    fn settle(
+        &self,
+        outcome: Outcome,
+        timeout_ms: u64,
+        segs: &[(usize, Role, Trust, &str)],
+        redact: &dyn Fn(&str) -> String,
+        key: Option<&str>,
+        report: &mut JudgeReport,
+    ) -> (OutcomeKind, Option<String>) {
+        match outcome {
             Outcome::Ok { value, .. } => match prompt::parse_answer(&value) {
                 Ok(answer) => {
-                    let verdict = self.verdict(answer, segs, &redact);
-                    if let (Some((cache, _)), Some(k)) = (&self.cache, &key) {
-                        let entry = Entry {
-                            verdict: verdict.clone(),
-                            created_at: Cache::now(),
-                            input_tokens: report.input_tokens,
-                            output_tokens: report.output_tokens,
-                            cost_usd: report.cost_usd,
-                        };
-                        // A verdict that cannot be stored is still this request's verdict.
-                        let _ = cache.put(k, &entry);
-                    }
+                    let verdict = self.verdict(answer, segs, redact);
+                    self.store(key, &verdict, report);
                     report.intent_label = Some(verdict.intent_label);
                     report.verdict = Some(verdict);
                     (OutcomeKind::Ok, None)
@@ -381,11 +427,23 @@ impl JudgeLayer {
                     )),
                 )
             }
-        };
-        report.outcome = Some(outcome);
-        // A server's error message may echo the prompt.
-        report.outcome_detail = detail.map(|d| redact(&d));
-        report
+        }
+    }
+
+    /// Stores a fresh verdict in the cache under `key` (none: no cache, or not to be
+    /// stored), with the call's usage from `report`.
+    fn store(&self, key: Option<&str>, verdict: &JudgeVerdict, report: &JudgeReport) {
+        if let (Some((cache, _)), Some(k)) = (&self.cache, key) {
+            let entry = Entry {
+                verdict: verdict.clone(),
+                created_at: Cache::now(),
+                input_tokens: report.input_tokens,
+                output_tokens: report.output_tokens,
+                cost_usd: report.cost_usd,
+            };
+            // A verdict that cannot be stored is still this request's verdict.
+            let _ = cache.put(k, &entry);
+        }
     }
 
     /// The verdict of a checked answer: explanation and signals redacted, quotes located in
@@ -487,6 +545,14 @@ impl JudgeLayer {
             })
             .collect()
     }
+}
+
+/// What the cache said about a question.
+enum Cached {
+    /// The report is complete: a hit, or a miss in replay-only mode.
+    Answered,
+    /// The model is asked; its verdict is stored under this key (none: no cache).
+    Ask(Option<String>),
 }
 
 fn millis(d: Duration) -> u64 {

@@ -153,121 +153,170 @@ pub fn evaluate(
     if skip_when_blocked && !undecided && earlier.layers.iter().any(|l| l.action == Action::Block) {
         return Contract::Skip("an earlier layer decided BLOCK".into());
     }
-    let mut triggers = Vec::new();
-    let mut segments = BTreeSet::new();
-    let mut quiet: Vec<String> = Vec::new();
-    let localized = |name: &str| {
-        earlier
-            .layers
-            .iter()
-            .find(|l| l.layer == name)
-            .and_then(|l| l.localized)
-            .map(|s| s.segment)
-    };
-
-    for l in earlier.layers.iter().filter(|l| l.undecided) {
-        triggers.push(JudgeTrigger::Deferred {
-            layer: l.layer.clone(),
-            score: l.score.unwrap_or(0.0),
-        });
-        segments.extend(localized(&l.layer));
-    }
-
-    for a in &opts.ambiguous {
-        let deferred = earlier
-            .layers
-            .iter()
-            .any(|l| l.undecided && l.layer == a.layer);
-        if deferred {
-            continue;
-        }
-        let [lo, hi] = a.band;
-        match earlier.score_of(&a.layer) {
-            Some(s) if (lo..=hi).contains(&s) => {
-                triggers.push(JudgeTrigger::AmbiguousScore {
-                    layer: a.layer.clone(),
-                    score: s,
-                    band: a.band,
-                });
-                segments.extend(localized(&a.layer));
-            }
-            Some(s) => quiet.push(format!("{} {s:.3} outside [{lo}, {hi}]", a.layer)),
-            None => quiet.push(format!("{} gave no score", a.layer)),
-        }
-    }
-
-    for c in &opts.conflict {
-        let Some(score) = earlier.score_of(&c.classifier) else {
-            quiet.push(format!("{} gave no score", c.classifier));
-            continue;
-        };
-        let flagged: Vec<usize> = earlier
-            .findings
-            .iter()
-            .filter(|f| f.layer == c.rules && f.counted && f.points > 0)
-            .map(|f| f.segment)
-            .collect();
-        let rules_flagged = !flagged.is_empty();
-        let fires = (rules_flagged && score <= c.low) || (!rules_flagged && score >= c.high);
-        if fires {
-            triggers.push(JudgeTrigger::LayerConflict {
-                rules: c.rules.clone(),
-                rules_flagged,
-                classifier: c.classifier.clone(),
-                score,
-            });
-            segments.extend(flagged);
-            segments.extend(localized(&c.classifier));
-        } else {
-            let found = if rules_flagged { "risk" } else { "nothing" };
-            quiet.push(format!(
-                "{} found {found}, {} {score:.3}: no conflict",
-                c.rules, c.classifier
-            ));
-        }
-    }
-
-    let mut judged: BTreeSet<&str> = BTreeSet::new();
-    let untrusted = |seg: usize| {
-        input
-            .segments
-            .get(seg)
-            .is_some_and(|s| s.trust == Trust::Untrusted)
-    };
-    for f in earlier.findings {
-        let marked = (opts.needs_judgement && earlier.needs_judgement.contains(&f.rule_id))
-            || opts.rules.contains(&f.rule_id)
-            || opts.categories.contains(&f.category);
-        if marked && untrusted(f.segment) {
-            segments.insert(f.segment);
-            if judged.insert(&f.rule_id) {
-                triggers.push(JudgeTrigger::NeedsJudgement {
-                    rule_id: f.rule_id.clone(),
-                });
-            }
-        }
-    }
-    if judged.is_empty() {
-        quiet.push("no finding needs judgement".into());
-    }
-
-    match (opts.conversation.resolved(), input.conversation) {
-        (Some(c), Some(ctx)) => match conversation_reason(&c, ctx, earlier) {
-            Some(reason) => triggers.push(JudgeTrigger::Conversation { reason }),
-            None => quiet.push("conversation: no condition held".into()),
-        },
-        (Some(_), None) => {}
-        (None, Some(_)) => quiet.push("conversation trigger off".into()),
-        (None, None) => {}
-    }
-    if let Some(reason) = conversation.and_then(|c| c.fires(input, earlier)) {
-        triggers.push(JudgeTrigger::Conversation { reason });
-    }
-
-    if triggers.is_empty() {
-        Contract::Skip(format!("no trigger fired ({})", quiet.join("; ")))
+    let mut fired = Fired::default();
+    fired.deferred(earlier);
+    fired.ambiguous(opts, earlier);
+    fired.conflicts(opts, earlier);
+    fired.needs_judgement(opts, input, earlier);
+    fired.conversation(opts, conversation, input, earlier);
+    if fired.triggers.is_empty() {
+        Contract::Skip(format!("no trigger fired ({})", fired.quiet.join("; ")))
     } else {
-        Contract::Ask { triggers, segments }
+        Contract::Ask {
+            triggers: fired.triggers,
+            segments: fired.segments,
+        }
+    }
+}
+
+/// The segment the earlier layer `name` localized its score to, if it did.
+fn localized(earlier: &Earlier<'_>, name: &str) -> Option<usize> {
+    earlier
+        .layers
+        .iter()
+        .find(|l| l.layer == name)
+        .and_then(|l| l.localized)
+        .map(|s| s.segment)
+}
+
+/// The contract's triggers, checked one kind after the other: those that fired, the
+/// segments they point at, and why the others stayed quiet.
+#[derive(Default)]
+struct Fired {
+    triggers: Vec<JudgeTrigger>,
+    segments: BTreeSet<usize>,
+    quiet: Vec<String>,
+}
+
+impl Fired {
+    /// Earlier layers that deferred their decision to the judge.
+    fn deferred(&mut self, earlier: &Earlier<'_>) {
+        for l in earlier.layers.iter().filter(|l| l.undecided) {
+            self.triggers.push(JudgeTrigger::Deferred {
+                layer: l.layer.clone(),
+                score: l.score.unwrap_or(0.0),
+            });
+            self.segments.extend(localized(earlier, &l.layer));
+        }
+    }
+
+    /// Scores inside their layer's ambiguous band (layers that deferred are not counted
+    /// twice).
+    fn ambiguous(&mut self, opts: &TriggerOptions, earlier: &Earlier<'_>) {
+        for a in &opts.ambiguous {
+            let deferred = earlier
+                .layers
+                .iter()
+                .any(|l| l.undecided && l.layer == a.layer);
+            if deferred {
+                continue;
+            }
+            let [lo, hi] = a.band;
+            match earlier.score_of(&a.layer) {
+                Some(s) if (lo..=hi).contains(&s) => {
+                    self.triggers.push(JudgeTrigger::AmbiguousScore {
+                        layer: a.layer.clone(),
+                        score: s,
+                        band: a.band,
+                    });
+                    self.segments.extend(localized(earlier, &a.layer));
+                }
+                Some(s) => self
+                    .quiet
+                    .push(format!("{} {s:.3} outside [{lo}, {hi}]", a.layer)),
+                None => self.quiet.push(format!("{} gave no score", a.layer)),
+            }
+        }
+    }
+
+    /// Rules and a classifier that disagree: rules flagged and the classifier is low, or
+    /// rules found nothing and the classifier is high.
+    fn conflicts(&mut self, opts: &TriggerOptions, earlier: &Earlier<'_>) {
+        for c in &opts.conflict {
+            let Some(score) = earlier.score_of(&c.classifier) else {
+                self.quiet.push(format!("{} gave no score", c.classifier));
+                continue;
+            };
+            let flagged: Vec<usize> = earlier
+                .findings
+                .iter()
+                .filter(|f| f.layer == c.rules && f.counted && f.points > 0)
+                .map(|f| f.segment)
+                .collect();
+            let rules_flagged = !flagged.is_empty();
+            let fires = (rules_flagged && score <= c.low) || (!rules_flagged && score >= c.high);
+            if fires {
+                self.triggers.push(JudgeTrigger::LayerConflict {
+                    rules: c.rules.clone(),
+                    rules_flagged,
+                    classifier: c.classifier.clone(),
+                    score,
+                });
+                self.segments.extend(flagged);
+                self.segments.extend(localized(earlier, &c.classifier));
+            } else {
+                let found = if rules_flagged { "risk" } else { "nothing" };
+                self.quiet.push(format!(
+                    "{} found {found}, {} {score:.3}: no conflict",
+                    c.rules, c.classifier
+                ));
+            }
+        }
+    }
+
+    /// Findings in untrusted segments whose rule or category is marked for judgement (one
+    /// trigger per rule).
+    fn needs_judgement(
+        &mut self,
+        opts: &TriggerOptions,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) {
+        let mut judged: BTreeSet<&str> = BTreeSet::new();
+        let untrusted = |seg: usize| {
+            input
+                .segments
+                .get(seg)
+                .is_some_and(|s| s.trust == Trust::Untrusted)
+        };
+        for f in earlier.findings {
+            let marked = (opts.needs_judgement && earlier.needs_judgement.contains(&f.rule_id))
+                || opts.rules.contains(&f.rule_id)
+                || opts.categories.contains(&f.category);
+            if marked && untrusted(f.segment) {
+                self.segments.insert(f.segment);
+                if judged.insert(&f.rule_id) {
+                    self.triggers.push(JudgeTrigger::NeedsJudgement {
+                        rule_id: f.rule_id.clone(),
+                    });
+                }
+            }
+        }
+        if judged.is_empty() {
+            self.quiet.push("no finding needs judgement".into());
+        }
+    }
+
+    /// The built-in conversation trigger, then the hook given to the layer.
+    fn conversation(
+        &mut self,
+        opts: &TriggerOptions,
+        hook: Option<&dyn ConversationTrigger>,
+        input: &ScanInput<'_>,
+        earlier: &Earlier<'_>,
+    ) {
+        match (opts.conversation.resolved(), input.conversation) {
+            (Some(c), Some(ctx)) => match conversation_reason(&c, ctx, earlier) {
+                Some(reason) => self.triggers.push(JudgeTrigger::Conversation { reason }),
+                None => self.quiet.push("conversation: no condition held".into()),
+            },
+            (Some(_), None) => {}
+            (None, Some(_)) => self.quiet.push("conversation trigger off".into()),
+            (None, None) => {}
+        }
+        if let Some(reason) = hook.and_then(|c| c.fires(input, earlier)) {
+            self.triggers.push(JudgeTrigger::Conversation { reason });
+        }
     }
 }
 

@@ -266,79 +266,92 @@ pub fn unicode_escapes(text: &str) -> Option<Decoded> {
             i += 1;
             continue;
         }
-        match bytes.get(i + 1) {
+        i = match bytes.get(i + 1) {
             Some(b'x') if hex_pair(bytes, i + 2).is_some() => {
-                raw.clear();
-                spans.clear();
-                while bytes.get(i) == Some(&b'\\')
-                    && bytes.get(i + 1) == Some(&b'x')
-                    && let Some(v) = hex_pair(bytes, i + 2)
-                {
-                    raw.push(v);
-                    spans.push(i..i + 4);
-                    i += 4;
-                }
-                out.byte_run(&raw, &spans);
+                byte_escapes(bytes, i, &mut raw, &mut spans, &mut out)
             }
-            Some(b'u') if bytes.get(i + 2) == Some(&b'{') => {
-                let ds = i + 3;
-                let mut j = ds;
-                while j < bytes.len() && j - ds < 6 && bytes[j].is_ascii_hexdigit() {
-                    j += 1;
-                }
-                let c = if j > ds && bytes.get(j) == Some(&b'}') {
-                    hex_num(bytes, ds, j - ds).and_then(char::from_u32)
-                } else {
-                    None
-                };
-                match c {
-                    Some(c) => {
-                        let mut buf = [0u8; 4];
-                        out.decoded(c.encode_utf8(&mut buf), i..j + 1);
-                        i = j + 1;
-                    }
-                    None => i += 1,
-                }
-            }
-            Some(b'u') => match hex_num(bytes, i + 2, 4) {
-                Some(hi @ 0xD800..=0xDBFF) => {
-                    let lo = (bytes.get(i + 6) == Some(&b'\\') && bytes.get(i + 7) == Some(&b'u'))
-                        .then(|| hex_num(bytes, i + 8, 4))
-                        .flatten()
-                        .filter(|lo| (0xDC00..=0xDFFF).contains(lo));
-                    match lo.and_then(|lo| {
-                        char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-                    }) {
-                        Some(c) => {
-                            let mut buf = [0u8; 4];
-                            out.decoded(c.encode_utf8(&mut buf), i..i + 12);
-                            i += 12;
-                        }
-                        None => i += 1,
-                    }
-                }
-                Some(v) => match char::from_u32(v) {
-                    Some(c) => {
-                        let mut buf = [0u8; 4];
-                        out.decoded(c.encode_utf8(&mut buf), i..i + 6);
-                        i += 6;
-                    }
-                    None => i += 1,
-                },
-                None => i += 1,
-            },
-            Some(b'U') => match hex_num(bytes, i + 2, 8).and_then(char::from_u32) {
-                Some(c) => {
-                    let mut buf = [0u8; 4];
-                    out.decoded(c.encode_utf8(&mut buf), i..i + 10);
-                    i += 10;
-                }
-                None => i += 1,
-            },
-            _ => i += 1,
-        }
+            Some(b'u') if bytes.get(i + 2) == Some(&b'{') => braced_escape(bytes, i, &mut out),
+            Some(b'u') => utf16_escape(bytes, i, &mut out),
+            Some(b'U') => escaped_char(i, hex_num(bytes, i + 2, 8), 10, &mut out),
+            _ => i + 1,
+        };
     }
     out.finish(TransformKind::UnicodeEscape)
+}
+
+/// The run of `\xNN` escapes at `i`, decoded as UTF-8 bytes (`raw` and `spans` are work
+/// space); returns the byte after it.
+fn byte_escapes(
+    bytes: &[u8],
+    mut i: usize,
+    raw: &mut Vec<u8>,
+    spans: &mut Vec<Range<usize>>,
+    out: &mut Out<'_>,
+) -> usize {
+    raw.clear();
+    spans.clear();
+    while bytes.get(i) == Some(&b'\\')
+        && bytes.get(i + 1) == Some(&b'x')
+        && let Some(v) = hex_pair(bytes, i + 2)
+    {
+        raw.push(v);
+        spans.push(i..i + 4);
+        i += 4;
+    }
+    out.byte_run(raw, spans);
+    i
+}
+
+/// The `\u{X…}` escape at `i` (one to six hex digits); returns the byte after it, or after
+/// the backslash when it is not one.
+fn braced_escape(bytes: &[u8], i: usize, out: &mut Out<'_>) -> usize {
+    let ds = i + 3;
+    let mut j = ds;
+    while j < bytes.len() && j - ds < 6 && bytes[j].is_ascii_hexdigit() {
+        j += 1;
+    }
+    let c = if j > ds && bytes.get(j) == Some(&b'}') {
+        hex_num(bytes, ds, j - ds).and_then(char::from_u32)
+    } else {
+        None
+    };
+    match c {
+        Some(c) => {
+            let mut buf = [0u8; 4];
+            out.decoded(c.encode_utf8(&mut buf), i..j + 1);
+            j + 1
+        }
+        None => i + 1,
+    }
+}
+
+/// The `\uXXXX` escape at `i`, with the low half of a surrogate pair after a high half;
+/// returns the byte after it, or after the backslash when it is not one.
+fn utf16_escape(bytes: &[u8], i: usize, out: &mut Out<'_>) -> usize {
+    match hex_num(bytes, i + 2, 4) {
+        Some(hi @ 0xD800..=0xDBFF) => {
+            let lo = (bytes.get(i + 6) == Some(&b'\\') && bytes.get(i + 7) == Some(&b'u'))
+                .then(|| hex_num(bytes, i + 8, 4))
+                .flatten()
+                .filter(|lo| (0xDC00..=0xDFFF).contains(lo));
+            let pair = lo.map(|lo| 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00));
+            escaped_char(i, pair, 12, out)
+        }
+        v => escaped_char(i, v, 6, out),
+    }
+}
+
+/// The escape of `len` bytes at `i` whose code point is `cp`: decoded when `cp` is a
+/// character; returns the byte after it, or after the backslash when it is not one.
+fn escaped_char(i: usize, cp: Option<u32>, len: usize, out: &mut Out<'_>) -> usize {
+    match cp.and_then(char::from_u32) {
+        Some(c) => {
+            let mut buf = [0u8; 4];
+            out.decoded(c.encode_utf8(&mut buf), i..i + len);
+            i + len
+        }
+        None => i + 1,
+    }
 }
 
 /// Whether decoded bytes look like text: valid UTF-8, at least 85% printable characters

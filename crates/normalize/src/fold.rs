@@ -573,102 +573,117 @@ impl<'a> Scanner<'a> {
         let mut i = 0;
         while i < n {
             if self.runs && in_tag.is_none() && is_graphic(bytes[i]) {
-                // Fast path: a run of ASCII graphic characters and single spaces between
-                // them becomes one run unit, except its last character, which takes the
-                // general route below (a combining mark or removed character after it would
-                // join its cluster).
-                let j = graphic_run_end(bytes, i);
-                if j - 1 > i {
-                    self.flush();
-                    self.units.push(Unit {
-                        ch: ' ',
-                        start: i,
-                        end: j - 1,
-                        single: true,
-                        ws: false,
-                        drop: false,
-                        run: true,
-                    });
-                    i = j - 1;
-                }
+                i = self.graphic_run(i);
             }
             let Some(c) = text.get(i..).and_then(|t| t.chars().next()) else {
                 break;
             };
             let end = i + c.len_utf8();
-            let at = i;
+            self.char_at(c, i, end, &mut in_tag);
             i = end;
-            let i = at;
-            let cp = u32::from(c);
-            if (0xE0020..=0xE007E).contains(&cp) {
-                self.flush();
-                if in_tag.is_none() {
-                    self.push(' ', i, end, false);
-                }
-                in_tag = Some(i..end);
-                self.notes.note(TransformKind::TagChars, i..end);
-                let ascii = char::from_u32(cp - 0xE0000).unwrap_or(' ');
-                self.push(ascii, i, end, false);
-                continue;
-            }
-            if let Some(kind) = removal_kind(c)
-                && !(kind == TransformKind::Invisible && c.is_whitespace())
-            {
-                self.notes.note(kind, i..end);
-                if self.cl_chars > 0 {
-                    self.cl_end = end;
-                }
-                continue;
-            }
-            if let Some(r) = in_tag.take() {
-                self.flush();
-                self.push(' ', r.start, r.end, false);
-            }
-            if c.is_ascii() {
-                self.flush();
-                if c.is_ascii_whitespace() || c == '\x0b' {
-                    self.push(' ', i, end, c == ' ' || c.len_utf8() == 1);
-                } else {
-                    self.start_cluster(c, i, end);
-                }
-                continue;
-            }
-            if c == '\u{0640}' {
-                // Tatweel stretches the letter before it; dropped, its span joins that
-                // letter's cluster (as a removed invisible would).
-                self.notes.note(TransformKind::ScriptVariant, i..end);
-                if self.cl_chars > 0 {
-                    self.cl_end = end;
-                }
-                continue;
-            }
-            if is_plain_non_ascii(c) {
-                self.flush();
-                self.start_cluster(c, i, end);
-                continue;
-            }
-            if c.is_whitespace() {
-                self.flush();
-                self.push(' ', i, end, false);
-                continue;
-            }
-            if joins_previous(c) {
-                if self.cl_chars == 0 {
-                    self.cl_start = i;
-                }
-                self.cluster.push(c);
-                self.cl_chars += 1;
-                self.cl_end = end;
-                continue;
-            }
-            self.flush();
-            self.start_cluster(c, i, end);
         }
         self.flush();
         if let Some(r) = in_tag.take() {
             self.push(' ', r.start, r.end, false);
         }
         (self.units, self.notes)
+    }
+
+    /// Fast path: a run of ASCII graphic characters and single spaces between them from
+    /// byte `i` becomes one run unit, except its last character, which takes the general
+    /// route (a combining mark or removed character after it would join its cluster).
+    /// Returns the byte where the general route goes on.
+    fn graphic_run(&mut self, i: usize) -> usize {
+        let j = graphic_run_end(self.text.as_bytes(), i);
+        if j - 1 > i {
+            self.flush();
+            self.units.push(Unit {
+                ch: ' ',
+                start: i,
+                end: j - 1,
+                single: true,
+                ws: false,
+                drop: false,
+                run: true,
+            });
+            return j - 1;
+        }
+        i
+    }
+
+    /// The general route for the character `c` at `i..end`; `in_tag` is the span of the
+    /// tag-character sequence it may continue.
+    fn char_at(&mut self, c: char, i: usize, end: usize, in_tag: &mut Option<Range<usize>>) {
+        let cp = u32::from(c);
+        if (0xE0020..=0xE007E).contains(&cp) {
+            self.flush();
+            if in_tag.is_none() {
+                self.push(' ', i, end, false);
+            }
+            *in_tag = Some(i..end);
+            self.notes.note(TransformKind::TagChars, i..end);
+            let ascii = char::from_u32(cp - 0xE0000).unwrap_or(' ');
+            self.push(ascii, i, end, false);
+            return;
+        }
+        if let Some(kind) = removal_kind(c)
+            && !(kind == TransformKind::Invisible && c.is_whitespace())
+        {
+            self.notes.note(kind, i..end);
+            if self.cl_chars > 0 {
+                self.cl_end = end;
+            }
+            return;
+        }
+        if let Some(r) = in_tag.take() {
+            self.flush();
+            self.push(' ', r.start, r.end, false);
+        }
+        self.kept_char(c, i, end);
+    }
+
+    /// A character that is kept (not removed, not a tag character): a unit of its own, the
+    /// start of a cluster, or part of the current one.
+    fn kept_char(&mut self, c: char, i: usize, end: usize) {
+        if c.is_ascii() {
+            self.flush();
+            if c.is_ascii_whitespace() || c == '\x0b' {
+                self.push(' ', i, end, c == ' ' || c.len_utf8() == 1);
+            } else {
+                self.start_cluster(c, i, end);
+            }
+            return;
+        }
+        if c == '\u{0640}' {
+            // Tatweel stretches the letter before it; dropped, its span joins that
+            // letter's cluster (as a removed invisible would).
+            self.notes.note(TransformKind::ScriptVariant, i..end);
+            if self.cl_chars > 0 {
+                self.cl_end = end;
+            }
+            return;
+        }
+        if is_plain_non_ascii(c) {
+            self.flush();
+            self.start_cluster(c, i, end);
+            return;
+        }
+        if c.is_whitespace() {
+            self.flush();
+            self.push(' ', i, end, false);
+            return;
+        }
+        if joins_previous(c) {
+            if self.cl_chars == 0 {
+                self.cl_start = i;
+            }
+            self.cluster.push(c);
+            self.cl_chars += 1;
+            self.cl_end = end;
+            return;
+        }
+        self.flush();
+        self.start_cluster(c, i, end);
     }
 
     fn start_cluster(&mut self, c: char, start: usize, end: usize) {
@@ -683,7 +698,6 @@ impl<'a> Scanner<'a> {
             return;
         }
         let (start, end) = (self.cl_start, self.cl_end);
-        let span = start..end;
         let mut cluster = std::mem::take(&mut self.cluster);
         let one = self.cl_chars == 1 && end - start == cluster.len();
         self.cl_chars = 0;
@@ -696,12 +710,24 @@ impl<'a> Scanner<'a> {
             self.cluster = cluster;
             return;
         }
-        // NFKC of the cluster (skipped when the quick check says it is already NFKC).
         let mut nfkc = std::mem::take(&mut self.nfkc_buf);
+        self.normalize_cluster(&cluster, &mut nfkc, start..end);
+        let single = one && nfkc == cluster;
+        self.push_folded(&nfkc, start, end, single);
+        self.nfkc_buf = nfkc;
+        cluster.clear();
+        self.cluster = cluster;
+    }
+
+    /// Writes the NFKC form of `cluster` (original span `span`) into `nfkc`, lower-cased
+    /// where that composes differently and without the marks folding drops, so that folding
+    /// is idempotent.
+    fn normalize_cluster(&mut self, cluster: &str, nfkc: &mut String, span: Range<usize>) {
+        // NFKC of the cluster (skipped when the quick check says it is already NFKC).
         nfkc.clear();
         let unchanged = is_nfkc_quick(cluster.chars()) == IsNormalized::Yes;
         if unchanged {
-            nfkc.push_str(&cluster);
+            nfkc.push_str(cluster);
         } else {
             nfkc.extend(cluster.chars().nfkc());
             let compat = cluster.chars().any(|c| {
@@ -731,7 +757,7 @@ impl<'a> Scanner<'a> {
             .chars()
             .any(|c| is_combining_mark(c) && is_dropped_script_mark(c))
         {
-            self.notes.note(TransformKind::Diacritics, span.clone());
+            self.notes.note(TransformKind::Diacritics, span);
             let kept: String = nfkc
                 .chars()
                 .filter(|&c| !(is_combining_mark(c) && is_dropped_script_mark(c)))
@@ -739,8 +765,13 @@ impl<'a> Scanner<'a> {
             nfkc.clear();
             nfkc.extend(kept.nfkc());
         }
-        let unchanged = nfkc == cluster;
-        let single = one && unchanged;
+    }
+
+    /// Pushes the units of a normalized cluster (original span `start..end`): marks kept
+    /// only on non-ASCII bases, script variants and look-alikes folded; `single` when the
+    /// cluster was one character that normalization left alone.
+    fn push_folded(&mut self, nfkc: &str, start: usize, end: usize, single: bool) {
+        let span = start..end;
         // None: no base yet in this cluster; Some(true): last base is ASCII.
         let mut base_ascii: Option<bool> = None;
         for ch in nfkc.chars() {
@@ -756,8 +787,6 @@ impl<'a> Scanner<'a> {
                 self.push(ch, start, end, false);
                 continue;
             }
-            let mut out = ch;
-            let mut changed = false;
             match script_fold(ch) {
                 Some(ScriptFold::Drop) => {
                     self.notes.note(TransformKind::ScriptVariant, span.clone());
@@ -771,43 +800,45 @@ impl<'a> Scanner<'a> {
                 }
                 None => {}
             }
-            if !ch.is_ascii() {
-                let mut first = None;
-                let mut more = false;
-                decompose_canonical(ch, |d| {
-                    if first.is_none() {
-                        first = Some(d);
-                    } else {
-                        more = true;
-                    }
-                });
-                if let Some(f) = first
-                    && more
-                    && f.is_ascii()
-                {
-                    out = f;
-                    self.notes.note(TransformKind::Diacritics, span.clone());
-                    changed = true;
-                } else if let Some(f) =
-                    stroke_base(ch).or_else(|| single_lower(ch).and_then(stroke_base))
-                {
-                    out = f;
-                    self.notes.note(TransformKind::Diacritics, span.clone());
-                    changed = true;
-                } else if let Some(f) =
-                    latin_lookalike(ch).or_else(|| single_lower(ch).and_then(latin_lookalike))
-                {
-                    out = f;
-                    self.notes.note(TransformKind::Confusable, span.clone());
-                    changed = true;
-                }
-            }
+            let (out, changed) = if ch.is_ascii() {
+                (ch, false)
+            } else {
+                self.fold_base(ch, &span)
+            };
             base_ascii = Some(out.is_ascii());
             self.push(out, start, end, single && !changed);
         }
-        self.nfkc_buf = nfkc;
-        cluster.clear();
-        self.cluster = cluster;
+    }
+
+    /// A non-ASCII base character folded to its ASCII base (a decomposition with marks, a
+    /// stroke) or to the Latin letter it looks like, noted under `span`; whether it changed.
+    fn fold_base(&mut self, ch: char, span: &Range<usize>) -> (char, bool) {
+        let mut first = None;
+        let mut more = false;
+        decompose_canonical(ch, |d| {
+            if first.is_none() {
+                first = Some(d);
+            } else {
+                more = true;
+            }
+        });
+        if let Some(f) = first
+            && more
+            && f.is_ascii()
+        {
+            self.notes.note(TransformKind::Diacritics, span.clone());
+            (f, true)
+        } else if let Some(f) = stroke_base(ch).or_else(|| single_lower(ch).and_then(stroke_base)) {
+            self.notes.note(TransformKind::Diacritics, span.clone());
+            (f, true)
+        } else if let Some(f) =
+            latin_lookalike(ch).or_else(|| single_lower(ch).and_then(latin_lookalike))
+        {
+            self.notes.note(TransformKind::Confusable, span.clone());
+            (f, true)
+        } else {
+            (ch, false)
+        }
     }
 }
 

@@ -135,21 +135,7 @@ fn decode_step(
 /// Normalizes `text` into views (see [`crate::Normalizer::normalize`]).
 pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
     let n = text.len();
-    let ratio = config.max_expansion_ratio;
-    let by_ratio = if ratio.is_finite() && ratio > 0.0 {
-        (ratio * n as f64) as usize
-    } else {
-        0
-    };
-    let mut st = State {
-        views: Vec::with_capacity(8),
-        transforms: Vec::new(),
-        total: 0,
-        budget: by_ratio.max(config.expansion_floor),
-        max_views: config.max_views,
-        limit_hit: false,
-    };
-    let whole = 0..n;
+    let mut st = State::new(config, n);
 
     // Raw and folded views are always present.
     st.push(
@@ -162,7 +148,42 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
     st.transforms.extend(folded.transforms);
     st.push(ViewKind::Folded, folded.text, folded.map, Vec::new());
 
-    // Letter-spacing collapse, on a fold that keeps whitespace runs apart.
+    let leet_src = collapsed_view(&mut st, text);
+    leet_view(&mut st, leet_src);
+    speculative_views(&mut st, text);
+    decoded_views(&mut st, config, 0..n);
+
+    Normalized {
+        original_len: n,
+        views: st.views,
+        transforms: st.transforms,
+    }
+}
+
+impl State {
+    /// The empty state of a run on `n` bytes of input.
+    fn new(config: &NormalizeConfig, n: usize) -> Self {
+        let ratio = config.max_expansion_ratio;
+        let by_ratio = if ratio.is_finite() && ratio > 0.0 {
+            (ratio * n as f64) as usize
+        } else {
+            0
+        };
+        State {
+            views: Vec::with_capacity(8),
+            transforms: Vec::new(),
+            total: 0,
+            budget: by_ratio.max(config.expansion_floor),
+            max_views: config.max_views,
+            limit_hit: false,
+        }
+    }
+}
+
+/// Letter-spacing collapse, on a fold that keeps whitespace runs apart. Returns the index
+/// of the view leetspeak decoding reads: the collapsed view when there is one, else the
+/// folded view.
+fn collapsed_view(st: &mut State, text: &str) -> usize {
     let mut leet_src = 1;
     if st
         .views
@@ -185,8 +206,11 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
             }
         }
     }
+    leet_src
+}
 
-    // Leetspeak, on the collapsed view when there is one.
+/// Leetspeak, on the view at `leet_src`.
+fn leet_view(st: &mut State, leet_src: usize) {
     if let Some(src) = st.views.get(leet_src)
         && let Some(l) = decode::leet(&src.text)
     {
@@ -199,49 +223,60 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
             st.limit(span, 0);
         }
     }
+}
 
-    // Speculative ROT13 and reversed views of the folded text, only when the text hints at
-    // them (cheap token check), so ordinary prompts pay nothing.
+/// Speculative ROT13 and reversed views of the folded text, only when the text hints at
+/// them (cheap token check), so ordinary prompts pay nothing; then the Caesar view.
+fn speculative_views(st: &mut State, text: &str) {
     if let Some(folded) = st.views.get(1) {
         let (rot, rev) = speculative_hints(&folded.text, text);
-        let make = |kind: ViewKind, st: &mut State| {
-            let Some(src) = st.views.get(1) else { return };
-            let (t, m) = match kind {
-                ViewKind::Rot13 => (decode::rot13(&src.text), src.map.clone()),
-                _ => reversed_with_map(&src.text, &src.map),
-            };
-            if t == src.text {
-                return;
-            }
-            let span = m.to_original(0..t.len());
-            if st.fits(1, t.len()) {
-                st.push(kind, t, m, Vec::new());
-            } else {
-                st.limit(span, 0);
-            }
-        };
         if rot {
-            make(ViewKind::Rot13, &mut st);
+            speculative_view(ViewKind::Rot13, st);
         }
         if rev {
-            make(ViewKind::Reversed, &mut st);
+            speculative_view(ViewKind::Reversed, st);
         }
-        // Caesar: only when the text names it, and only with a shift that makes words.
-        if let Some(src) = st.views.get(1)
-            && (src.text.contains("caesar") || src.text.contains("shift"))
-            && let Some(k) = decode::caesar_shift(&src.text)
-        {
-            let (t, m) = (decode::caesar(&src.text, k), src.map.clone());
-            let span = m.to_original(0..t.len());
-            if st.fits(1, t.len()) {
-                st.push(ViewKind::Caesar, t, m, Vec::new());
-            } else {
-                st.limit(span, 0);
-            }
+        caesar_view(st);
+    }
+}
+
+/// The ROT13 (`kind` [`ViewKind::Rot13`]) or reversed view of the folded view, unless it
+/// reads the same.
+fn speculative_view(kind: ViewKind, st: &mut State) {
+    let Some(src) = st.views.get(1) else { return };
+    let (t, m) = match kind {
+        ViewKind::Rot13 => (decode::rot13(&src.text), src.map.clone()),
+        _ => reversed_with_map(&src.text, &src.map),
+    };
+    if t == src.text {
+        return;
+    }
+    let span = m.to_original(0..t.len());
+    if st.fits(1, t.len()) {
+        st.push(kind, t, m, Vec::new());
+    } else {
+        st.limit(span, 0);
+    }
+}
+
+/// Caesar: only when the text names it, and only with a shift that makes words.
+fn caesar_view(st: &mut State) {
+    if let Some(src) = st.views.get(1)
+        && (src.text.contains("caesar") || src.text.contains("shift"))
+        && let Some(k) = decode::caesar_shift(&src.text)
+    {
+        let (t, m) = (decode::caesar(&src.text, k), src.map.clone());
+        let span = m.to_original(0..t.len());
+        if st.fits(1, t.len()) {
+            st.push(ViewKind::Caesar, t, m, Vec::new());
+        } else {
+            st.limit(span, 0);
         }
     }
+}
 
-    // Decoding, breadth first from the raw view.
+/// Decoding, breadth first from the raw view; `whole` is the span of the whole input.
+fn decoded_views(st: &mut State, config: &NormalizeConfig, whole: Range<usize>) {
     let mut queue: VecDeque<(usize, usize)> = VecDeque::new();
     queue.push_back((0, 0));
     'outer: while let Some((idx, depth)) = queue.pop_front() {
@@ -261,42 +296,58 @@ pub(crate) fn run(config: &NormalizeConfig, text: &str) -> Normalized {
             break;
         }
         for cand in cands {
-            let dup = st.views.iter().any(|v| {
-                matches!(v.kind, ViewKind::Raw | ViewKind::Decoded) && v.text == cand.text
-            });
-            if dup {
-                continue;
+            match add_decoded(st, cand, &whole, depth) {
+                Added::Duplicate => {}
+                Added::View(i) => queue.push_back((i, depth + 1)),
+                Added::Full => break 'outer,
             }
-            let span = cand
-                .records
-                .first()
-                .map_or(whole.clone(), |r| r.span.clone());
-            if !st.fits(2, cand.text.len()) {
-                st.limit(span, depth + 1);
-                break 'outer;
-            }
-            let f = fold::fold(&cand.text);
-            if !st.fits(2, cand.text.len().saturating_add(f.text.len())) {
-                st.limit(span, depth + 1);
-                break 'outer;
-            }
-            st.transforms.extend(cand.records);
-            for t in f.transforms {
-                let span = cand.map.to_original(t.span);
-                st.record(t.kind, t.count, span, depth + 1);
-            }
-            let fmap = f.map.compose(&cand.map);
-            st.push(ViewKind::Decoded, cand.text, cand.map, cand.chain.clone());
-            queue.push_back((st.views.len() - 1, depth + 1));
-            st.push(ViewKind::DecodedFolded, f.text, fmap, cand.chain);
         }
     }
+}
 
-    Normalized {
-        original_len: n,
-        views: st.views,
-        transforms: st.transforms,
+/// What [`add_decoded`] did with a candidate.
+enum Added {
+    /// Its text is already a raw or decoded view.
+    Duplicate,
+    /// It became the decoded view at this index (and its folded view after it).
+    View(usize),
+    /// It did not fit in the bounds (the limit is recorded).
+    Full,
+}
+
+/// Adds a candidate decoded at `depth + 1` as a decoded view and its folded view, with its
+/// transforms and those of folding it.
+fn add_decoded(st: &mut State, cand: Candidate, whole: &Range<usize>, depth: usize) -> Added {
+    let dup = st
+        .views
+        .iter()
+        .any(|v| matches!(v.kind, ViewKind::Raw | ViewKind::Decoded) && v.text == cand.text);
+    if dup {
+        return Added::Duplicate;
     }
+    let span = cand
+        .records
+        .first()
+        .map_or(whole.clone(), |r| r.span.clone());
+    if !st.fits(2, cand.text.len()) {
+        st.limit(span, depth + 1);
+        return Added::Full;
+    }
+    let f = fold::fold(&cand.text);
+    if !st.fits(2, cand.text.len().saturating_add(f.text.len())) {
+        st.limit(span, depth + 1);
+        return Added::Full;
+    }
+    st.transforms.extend(cand.records);
+    for t in f.transforms {
+        let span = cand.map.to_original(t.span);
+        st.record(t.kind, t.count, span, depth + 1);
+    }
+    let fmap = f.map.compose(&cand.map);
+    st.push(ViewKind::Decoded, cand.text, cand.map, cand.chain.clone());
+    let index = st.views.len() - 1;
+    st.push(ViewKind::DecodedFolded, f.text, fmap, cand.chain);
+    Added::View(index)
 }
 
 /// ROT13 encodings of common English and injection words (three letters or more).

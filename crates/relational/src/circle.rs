@@ -194,7 +194,20 @@ struct State<'a> {
     failed: Option<(u8, String)>,
 }
 
-impl State<'_> {
+impl<'a> State<'a> {
+    /// A member before round 1.
+    fn new(ev: &'a dyn Evaluator) -> Self {
+        State {
+            ev,
+            first: None,
+            last: None,
+            patterns: Vec::new(),
+            cost: RelationalCost::default(),
+            elapsed: Duration::ZERO,
+            failed: None,
+        }
+    }
+
     fn active(&self) -> bool {
         self.failed.is_none()
     }
@@ -315,108 +328,32 @@ impl Circle {
         let mut st: Vec<State<'_>> = self
             .members
             .iter()
-            .map(|m| State {
-                ev: m.as_ref(),
-                first: None,
-                last: None,
-                patterns: Vec::new(),
-                cost: RelationalCost::default(),
-                elapsed: Duration::ZERO,
-                failed: None,
-            })
+            .map(|m| State::new(m.as_ref()))
             .collect();
-
-        // Round 1: independent assessments.
-        for s in &mut st {
-            let t = Instant::now();
-            let r = in_time(input, 1)
-                .and_then(|()| s.ev.assess(input))
-                .and_then(|a| covers(input, a));
-            s.elapsed += t.elapsed();
-            match r {
-                Ok(a) => {
-                    s.cost.merge(&a.cost);
-                    s.first = Some(a);
-                }
-                Err(e) => s.fail(1, &e),
-            }
-        }
+        assess_round(&mut st, input);
         if let Some(reason) = too_few(&st, 1) {
             return failed(&st, reason);
         }
-
-        // Round 2: every active member sees the others' round-1 assessments.
-        let firsts: Vec<(usize, &str, Assessment)> = st
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| Some((i, s.ev.name(), s.first.clone()?)))
-            .collect();
-        for (i, s) in st.iter_mut().enumerate() {
-            let Some(own) = s.first.as_ref() else {
-                continue;
-            };
-            let peers: Vec<PeerView<'_>> = firsts
-                .iter()
-                .filter(|(j, _, _)| *j != i)
-                .map(|(_, name, a)| PeerView {
-                    name,
-                    assessment: a,
-                })
-                .collect();
-            let t = Instant::now();
-            let r = in_time(input, 2).and_then(|()| s.ev.observe(input, own, &peers));
-            s.elapsed += t.elapsed();
-            match r {
-                Ok(o) => {
-                    s.cost.merge(&o.cost);
-                    let mut p = o.patterns;
-                    p.sort();
-                    p.dedup();
-                    s.patterns = p;
-                }
-                Err(e) => s.fail(2, &e),
-            }
-        }
+        observe_round(&mut st, input);
         if let Some(reason) = too_few(&st, 2) {
             return failed(&st, reason);
         }
-
-        // The consensus patterns: reported by at least half the active members.
-        let active = st.iter().filter(|s| s.active()).count();
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for s in st.iter().filter(|s| s.active()) {
-            for p in &s.patterns {
-                *counts.entry(p.as_str()).or_default() += 1;
-            }
-        }
-        let patterns: Vec<String> = counts
-            .into_iter()
-            .filter(|&(_, n)| 2 * n >= active)
-            .map(|(p, _)| p.to_string())
-            .collect();
-
-        // Round 3: final assessments given the consensus patterns.
-        for s in st.iter_mut().filter(|s| s.active()) {
-            let Some(own) = s.first.as_ref() else {
-                continue;
-            };
-            let t = Instant::now();
-            let r = in_time(input, 3)
-                .and_then(|()| s.ev.conclude(input, own, &patterns))
-                .and_then(|a| covers(input, a));
-            s.elapsed += t.elapsed();
-            match r {
-                Ok(a) => {
-                    s.cost.merge(&a.cost);
-                    s.last = Some(a);
-                }
-                Err(e) => s.fail(3, &e),
-            }
-        }
+        let patterns = consensus_patterns(&st);
+        conclude_round(&mut st, input, &patterns);
         if let Some(reason) = too_few(&st, 3) {
             return failed(&st, reason);
         }
+        self.consensus(&st, input, patterns)
+    }
 
+    /// The circle's result from the active members' final assessments and the consensus
+    /// `patterns`.
+    fn consensus(
+        &self,
+        st: &[State<'_>],
+        input: &RelateInput<'_>,
+        patterns: Vec<String>,
+    ) -> CircleRun {
         let finals: Vec<(&str, &Assessment)> = st
             .iter()
             .filter(|s| s.active())
@@ -430,7 +367,7 @@ impl Circle {
                 .collect(),
         );
         let mut cost = RelationalCost::default();
-        for s in &st {
+        for s in st {
             cost.merge(&s.cost);
         }
         let consensus = CircleConsensus {
@@ -451,6 +388,97 @@ impl Circle {
             }),
             runs: st.iter().map(State::run).collect(),
             consensus: Some(consensus),
+        }
+    }
+}
+
+/// Round 1: independent assessments.
+fn assess_round(st: &mut [State<'_>], input: &RelateInput<'_>) {
+    for s in st {
+        let t = Instant::now();
+        let r = in_time(input, 1)
+            .and_then(|()| s.ev.assess(input))
+            .and_then(|a| covers(input, a));
+        s.elapsed += t.elapsed();
+        match r {
+            Ok(a) => {
+                s.cost.merge(&a.cost);
+                s.first = Some(a);
+            }
+            Err(e) => s.fail(1, &e),
+        }
+    }
+}
+
+/// Round 2: every active member sees the others' round-1 assessments and reports the
+/// patterns it observes.
+fn observe_round(st: &mut [State<'_>], input: &RelateInput<'_>) {
+    let firsts: Vec<(usize, &str, Assessment)> = st
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, s.ev.name(), s.first.clone()?)))
+        .collect();
+    for (i, s) in st.iter_mut().enumerate() {
+        let Some(own) = s.first.as_ref() else {
+            continue;
+        };
+        let peers: Vec<PeerView<'_>> = firsts
+            .iter()
+            .filter(|(j, _, _)| *j != i)
+            .map(|(_, name, a)| PeerView {
+                name,
+                assessment: a,
+            })
+            .collect();
+        let t = Instant::now();
+        let r = in_time(input, 2).and_then(|()| s.ev.observe(input, own, &peers));
+        s.elapsed += t.elapsed();
+        match r {
+            Ok(o) => {
+                s.cost.merge(&o.cost);
+                let mut p = o.patterns;
+                p.sort();
+                p.dedup();
+                s.patterns = p;
+            }
+            Err(e) => s.fail(2, &e),
+        }
+    }
+}
+
+/// The consensus patterns: reported by at least half the active members.
+fn consensus_patterns(st: &[State<'_>]) -> Vec<String> {
+    let active = st.iter().filter(|s| s.active()).count();
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in st.iter().filter(|s| s.active()) {
+        for p in &s.patterns {
+            *counts.entry(p.as_str()).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .filter(|&(_, n)| 2 * n >= active)
+        .map(|(p, _)| p.to_string())
+        .collect()
+}
+
+/// Round 3: final assessments of the active members given the consensus patterns.
+fn conclude_round(st: &mut [State<'_>], input: &RelateInput<'_>, patterns: &[String]) {
+    for s in st.iter_mut().filter(|s| s.active()) {
+        let Some(own) = s.first.as_ref() else {
+            continue;
+        };
+        let t = Instant::now();
+        let r = in_time(input, 3)
+            .and_then(|()| s.ev.conclude(input, own, patterns))
+            .and_then(|a| covers(input, a));
+        s.elapsed += t.elapsed();
+        match r {
+            Ok(a) => {
+                s.cost.merge(&a.cost);
+                s.last = Some(a);
+            }
+            Err(e) => s.fail(3, &e),
         }
     }
 }

@@ -23,11 +23,12 @@
 //! - **Deadline**: each call gets what is left of the layer's deadline as its timeout.
 
 use crate::evaluator::{
-    Assessment, Evaluator, EvaluatorError, Observation, PeerView, RelateInput, implied_patterns,
+    Assessment, Evaluator, EvaluatorError, LayerText, Observation, PeerView, RelateInput,
+    implied_patterns,
 };
 use crate::model::normalize_violations;
-use crate::prompt::{self, AnswerError, Round3, Shown};
-use crate::{Backend, LayerAssessment, Neutrosophic, RelationalCost, TrustViolation};
+use crate::prompt::{self, AnswerError, Round3, Shown, TripleAnswer};
+use crate::{Backend, LayerAssessment, Neutrosophic, PromptLayer, RelationalCost, TrustViolation};
 use rampart_llm::{
     ChatRequest, Completion, Endpoint, EndpointEnv, EndpointError, LlmClient, Message, Outcome,
     redact_copied,
@@ -426,58 +427,23 @@ impl LlmEvaluator {
             });
             let answer = self.call(
                 prompt::triple_system(l.layer),
-                prompt::triple_examples(l.layer)
-                    .into_iter()
-                    .flat_map(|(q, a)| [Message::user(q), Message::assistant(a)])
-                    .chain([Message::user(prompt::triple_user(&nonce, s, &shown, r3))])
-                    .collect(),
+                triple_messages(l.layer, &nonce, s, &shown, r3),
                 prompt::triple_schema(),
                 input.deadline,
                 &mut cost,
                 &texts,
             );
-            let checked = match answer {
-                Answer::Value(v) => {
-                    prompt::parse_triple(&v, self.opts.triple_sum == TripleSum::Rescale).map_err(
-                        |e| match e {
-                            AnswerError::Shape(d) => ("unparseable", d),
-                            AnswerError::Triple(t) => ("invalid_triple", t.to_string()),
-                        },
-                    )
-                }
-                Answer::Failed(o, d) => Err((o, d)),
-            };
+            let checked = self.check_triple(answer);
             let what = format!("{} layer", l.layer);
             let mut evidence = vec![prompt::prompt_evidence()];
-            let (value, reasoning) = match self.map(checked, &what, &cost)? {
-                Mapped::Answer(a) => {
-                    if let Some(sum) = a.rescaled_from {
-                        let m = format!("triple_sum→rescale:{sum:.2}");
-                        evidence.push(m.clone());
-                        mapped.push(m);
-                    }
-                    if !l.layer.is_trusted() {
-                        violations.extend(a.violations.iter().map(|&kind| TrustViolation {
-                            kind,
-                            layer: l.layer,
-                            evidence: vec![format!("llm:{}", self.name)],
-                        }));
-                    }
-                    let r = redact_copied(&a.reasoning, &texts);
-                    let r = prompt::cap_chars(r.trim(), prompt::MAX_REASONING);
-                    (a.value, (!r.is_empty()).then_some(r))
-                }
-                Mapped::As { outcome, action } => {
-                    let m = format!("{outcome}→{}", action.name());
-                    evidence.push(m.clone());
-                    mapped.push(m);
-                    // `As` is never built for `fail`.
-                    let v = action
-                        .triple()
-                        .unwrap_or_else(|| Neutrosophic::from_evidence(1.0, 0.0));
-                    (v, None)
-                }
-            };
+            let (value, reasoning) = self.layer_value(
+                l,
+                self.map(checked, &what, &cost)?,
+                &texts,
+                &mut evidence,
+                &mut mapped,
+                &mut violations,
+            );
             layers.push(LayerAssessment {
                 layer: l.layer,
                 segments: l.segments.clone(),
@@ -498,6 +464,82 @@ impl LlmEvaluator {
             cost,
         })
     }
+
+    /// The triple of an answer, or the outcome that stands for a missing or bad one.
+    fn check_triple(&self, answer: Answer) -> Result<TripleAnswer, (&'static str, String)> {
+        match answer {
+            Answer::Value(v) => {
+                prompt::parse_triple(&v, self.opts.triple_sum == TripleSum::Rescale).map_err(|e| {
+                    match e {
+                        AnswerError::Shape(d) => ("unparseable", d),
+                        AnswerError::Triple(t) => ("invalid_triple", t.to_string()),
+                    }
+                })
+            }
+            Answer::Failed(o, d) => Err((o, d)),
+        }
+    }
+
+    /// A layer's triple and reasoning from its mapped answer: the answer's own (its
+    /// violations, of an untrusted layer, added to `violations`), or the triple the outcome
+    /// map gives. A rescaled or mapped answer is noted in the layer's `evidence` and in
+    /// `mapped`.
+    fn layer_value(
+        &self,
+        l: &LayerText<'_>,
+        answer: Mapped<TripleAnswer>,
+        texts: &[&str],
+        evidence: &mut Vec<String>,
+        mapped: &mut Vec<String>,
+        violations: &mut Vec<TrustViolation>,
+    ) -> (Neutrosophic, Option<String>) {
+        match answer {
+            Mapped::Answer(a) => {
+                if let Some(sum) = a.rescaled_from {
+                    let m = format!("triple_sum→rescale:{sum:.2}");
+                    evidence.push(m.clone());
+                    mapped.push(m);
+                }
+                if !l.layer.is_trusted() {
+                    violations.extend(a.violations.iter().map(|&kind| TrustViolation {
+                        kind,
+                        layer: l.layer,
+                        evidence: vec![format!("llm:{}", self.name)],
+                    }));
+                }
+                let r = redact_copied(&a.reasoning, texts);
+                let r = prompt::cap_chars(r.trim(), prompt::MAX_REASONING);
+                (a.value, (!r.is_empty()).then_some(r))
+            }
+            Mapped::As { outcome, action } => {
+                let m = format!("{outcome}→{}", action.name());
+                evidence.push(m.clone());
+                mapped.push(m);
+                // `As` is never built for `fail`.
+                let v = action
+                    .triple()
+                    .unwrap_or_else(|| Neutrosophic::from_evidence(1.0, 0.0));
+                (v, None)
+            }
+        }
+    }
+}
+
+/// The messages of a layer's triple call: the layer's worked examples, then the question.
+fn triple_messages(
+    layer: PromptLayer,
+    nonce: &str,
+    target: &Shown,
+    shown: &[Shown],
+    round3: Option<Round3<'_>>,
+) -> Vec<Message> {
+    prompt::triple_examples(layer)
+        .into_iter()
+        .flat_map(|(q, a)| [Message::user(q), Message::assistant(a)])
+        .chain([Message::user(prompt::triple_user(
+            nonce, target, shown, round3,
+        ))])
+        .collect()
 }
 
 /// The request's texts indexed by segment index ("" for segments outside the layers), so a

@@ -374,62 +374,11 @@ impl LocalEvaluator {
     ) -> LayerAssessment {
         let o = &self.opts;
         let mut evidence: Vec<String> = Vec::new();
-        let (mut f_clf, mut i): (f64, f64) = (0.0, 0.0);
-        let mut scored = false;
-        for src in &o.scores {
-            for (&seg, text) in l.segments.iter().zip(&l.texts) {
-                let Some(s) = earlier.segment_score(&src.layer, seg) else {
-                    continue;
-                };
-                let s = f64::from(s);
-                scored = true;
-                f_clf = f_clf.max(interpolate(&src.knots, s));
-                evidence.push(format!("{}:{s:.3}", src.layer));
-                let amb = band_ambiguity(src.band, o.ambiguity_peak, s);
-                if amb > 0.0 {
-                    i = i.max(amb);
-                    evidence.push(format!("ambiguous:{}", src.layer));
-                }
-                // A window that scores far above its whole segment: the segment is mostly
-                // something else, and the layer's reading of it is less sure.
-                let whole_span = Span {
-                    start: 0,
-                    end: text.len(),
-                };
-                let whole = earlier
-                    .spans_of(&src.layer)
-                    .iter()
-                    .find(|x| x.segment == seg && x.span == whole_span);
-                if let Some(w) = whole {
-                    let gap = s - f64::from(w.score);
-                    if gap > 0.0 && o.window_gap > 0.0 {
-                        i = i.max(o.window_gap * gap);
-                        evidence.push(format!("window_gap:{}", src.layer));
-                    }
-                }
-            }
-        }
-        // Rule evidence: per category, the counted points in this layer's segments.
-        let mut points: BTreeMap<Category, u32> = BTreeMap::new();
-        for f in earlier.findings.iter().filter(|f| {
-            f.counted && l.segments.contains(&f.segment) && o.rule_layers.contains(&f.layer)
-        }) {
-            *points.entry(f.category).or_default() += u32::from(f.points);
-            evidence.push(f.rule_id.clone());
-            if earlier.needs_judgement.contains(&f.rule_id) && o.needs_judgement > 0.0 {
-                i = i.max(o.needs_judgement);
-                evidence.push("needs_judgement".into());
-            }
-            if f.points >= o.violation_points
-                && let Some(kind) = violation_of(f.category)
-            {
-                violations.push(TrustViolation {
-                    kind,
-                    layer: l.layer,
-                    evidence: vec![f.rule_id.clone()],
-                });
-            }
-        }
+        let mut i: f64 = 0.0;
+        let f_clf = self.score_evidence(l, earlier, &mut i, &mut evidence);
+        let scored = f_clf.is_some();
+        let f_clf = f_clf.unwrap_or(0.0);
+        let mut points = self.rule_evidence(l, earlier, &mut i, &mut evidence, violations);
         if below_trusted && let Some(m) = &self.voice {
             self.voice_evidence(m, l, &mut points, &mut i, &mut evidence, violations);
         }
@@ -445,24 +394,7 @@ impl LocalEvaluator {
                 evidence.push("disagreement".into());
             }
         }
-        if l.layer == PromptLayer::User
-            && earlier.layers.iter().any(|x| x.undecided)
-            && o.deferred > 0.0
-        {
-            i = i.max(o.deferred);
-            evidence.push("deferred".into());
-        }
-        if let Some(failed) = earlier
-            .layers
-            .iter()
-            .find(|x| !matches!(x.status, LayerStatus::Ok | LayerStatus::Skipped { .. }))
-        {
-            // A layer this one reads failed: its silence is not evidence of truth.
-            if o.reads().contains(&failed.layer) {
-                i = i.max(0.5);
-                evidence.push(format!("failed:{}", failed.layer));
-            }
-        }
+        self.pipeline_doubts(l, earlier, &mut i, &mut evidence);
         evidence.sort();
         evidence.dedup();
         LayerAssessment {
@@ -472,6 +404,117 @@ impl LocalEvaluator {
             value: Neutrosophic::from_evidence(f_clf.max(f_rules), i),
             evidence,
             reasoning: None,
+        }
+    }
+
+    /// Classifier evidence: the falsehood of the highest segment score of the layers read
+    /// (`None` when none scored this layer's segments), with the indeterminacy of scores
+    /// in their layer's ambiguous band and of windows far above their whole segment.
+    fn score_evidence(
+        &self,
+        l: &LayerText<'_>,
+        earlier: &Earlier<'_>,
+        i: &mut f64,
+        evidence: &mut Vec<String>,
+    ) -> Option<f64> {
+        let o = &self.opts;
+        let mut f_clf: Option<f64> = None;
+        for src in &o.scores {
+            for (&seg, text) in l.segments.iter().zip(&l.texts) {
+                let Some(s) = earlier.segment_score(&src.layer, seg) else {
+                    continue;
+                };
+                let s = f64::from(s);
+                f_clf = Some(f_clf.unwrap_or(0.0).max(interpolate(&src.knots, s)));
+                evidence.push(format!("{}:{s:.3}", src.layer));
+                let amb = band_ambiguity(src.band, o.ambiguity_peak, s);
+                if amb > 0.0 {
+                    *i = i.max(amb);
+                    evidence.push(format!("ambiguous:{}", src.layer));
+                }
+                // A window that scores far above its whole segment: the segment is mostly
+                // something else, and the layer's reading of it is less sure.
+                let whole_span = Span {
+                    start: 0,
+                    end: text.len(),
+                };
+                let whole = earlier
+                    .spans_of(&src.layer)
+                    .iter()
+                    .find(|x| x.segment == seg && x.span == whole_span);
+                if let Some(w) = whole {
+                    let gap = s - f64::from(w.score);
+                    if gap > 0.0 && o.window_gap > 0.0 {
+                        *i = i.max(o.window_gap * gap);
+                        evidence.push(format!("window_gap:{}", src.layer));
+                    }
+                }
+            }
+        }
+        f_clf
+    }
+
+    /// Rule evidence: per category, the counted points in this layer's segments; findings
+    /// that need judgement raise the indeterminacy, and strong ones are violations.
+    fn rule_evidence(
+        &self,
+        l: &LayerText<'_>,
+        earlier: &Earlier<'_>,
+        i: &mut f64,
+        evidence: &mut Vec<String>,
+        violations: &mut Vec<TrustViolation>,
+    ) -> BTreeMap<Category, u32> {
+        let o = &self.opts;
+        let mut points: BTreeMap<Category, u32> = BTreeMap::new();
+        for f in earlier.findings.iter().filter(|f| {
+            f.counted && l.segments.contains(&f.segment) && o.rule_layers.contains(&f.layer)
+        }) {
+            *points.entry(f.category).or_default() += u32::from(f.points);
+            evidence.push(f.rule_id.clone());
+            if earlier.needs_judgement.contains(&f.rule_id) && o.needs_judgement > 0.0 {
+                *i = i.max(o.needs_judgement);
+                evidence.push("needs_judgement".into());
+            }
+            if f.points >= o.violation_points
+                && let Some(kind) = violation_of(f.category)
+            {
+                violations.push(TrustViolation {
+                    kind,
+                    layer: l.layer,
+                    evidence: vec![f.rule_id.clone()],
+                });
+            }
+        }
+        points
+    }
+
+    /// Indeterminacy from the earlier layers' state: a layer that deferred (for the user
+    /// layer), a layer read that failed.
+    fn pipeline_doubts(
+        &self,
+        l: &LayerText<'_>,
+        earlier: &Earlier<'_>,
+        i: &mut f64,
+        evidence: &mut Vec<String>,
+    ) {
+        let o = &self.opts;
+        if l.layer == PromptLayer::User
+            && earlier.layers.iter().any(|x| x.undecided)
+            && o.deferred > 0.0
+        {
+            *i = i.max(o.deferred);
+            evidence.push("deferred".into());
+        }
+        if let Some(failed) = earlier
+            .layers
+            .iter()
+            .find(|x| !matches!(x.status, LayerStatus::Ok | LayerStatus::Skipped { .. }))
+        {
+            // A layer this one reads failed: its silence is not evidence of truth.
+            if o.reads().contains(&failed.layer) {
+                *i = i.max(0.5);
+                evidence.push(format!("failed:{}", failed.layer));
+            }
         }
     }
 }

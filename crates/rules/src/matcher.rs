@@ -830,106 +830,93 @@ impl Matcher {
         vi: usize,
         view: &View,
         allowed: Option<&[bool]>,
-        mut gates: Option<&mut [u8]>,
+        gates: Option<&mut [u8]>,
         out: &mut Vec<RuleHit>,
     ) {
         let text = view.text.as_str();
         if text.is_empty() {
             return;
         }
-        let is_allowed =
-            |rule: usize| allowed.is_none_or(|a| a.get(rule).copied().unwrap_or(false));
+        let vs = ViewScan {
+            engine,
+            vi,
+            view,
+            text,
+            allowed,
+        };
         // Per rule, keyword occurrences (keyword index, view span) for keyword sets.
         let mut keyword_hits: BTreeMap<usize, Vec<(usize, Range<usize>)>> = BTreeMap::new();
         // Per-view work space, reused across scans on this thread (no allocation per view).
         let mut sc = SCRATCH.with(Cell::take);
-        let n = engine.regexes.len();
-        if sc.windows.len() < n {
-            sc.windows.resize_with(n, Vec::new);
-        }
-        // Per regex: whether to search the whole view, else the windows around anchors.
-        sc.whole.clear();
-        sc.whole.extend(engine.regexes.iter().map(|r| !r.anchored));
-        sc.seen.clear();
-        sc.seen.resize(n, 0);
-        let Scratch {
-            windows: regex_windows,
-            whole,
-            seen: groups_seen,
-            merged,
-            touched,
-        } = &mut sc;
-        if let Some(ac) = &engine.ac {
-            for m in ac.find_overlapping_iter(text) {
-                let pid = m.pattern().as_usize();
-                let exact = !engine.verify_case
-                    || engine.patterns.get(pid).map(String::as_bytes)
-                        == text.as_bytes().get(m.start()..m.end());
-                for e in &engine.entries[pid] {
-                    if e.gate {
-                        if let Some(mask) = gates.as_deref_mut().and_then(|g| g.get_mut(e.rule)) {
-                            *mask |= 1 << e.group;
-                        }
-                        continue;
+        sc.reset(engine);
+        self.literal_pass(&vs, gates, &mut sc, &mut keyword_hits, out);
+        self.keyword_set_hits(&vs, keyword_hits, out);
+        self.regex_pass(&vs, &mut sc, out);
+        sc.clear_windows();
+        SCRATCH.with(|c| c.set(sc));
+    }
+
+    /// The automaton pass over the view: raw-view gate groups go to `gates`, regex anchors
+    /// to the scratch (search windows, groups seen), keyword-set occurrences to
+    /// `keyword_hits`, and literal hits to `out`.
+    fn literal_pass(
+        &self,
+        vs: &ViewScan<'_>,
+        mut gates: Option<&mut [u8]>,
+        sc: &mut Scratch,
+        keyword_hits: &mut BTreeMap<usize, Vec<(usize, Range<usize>)>>,
+        out: &mut Vec<RuleHit>,
+    ) {
+        let (engine, text) = (vs.engine, vs.text);
+        let Some(ac) = &engine.ac else {
+            return;
+        };
+        for m in ac.find_overlapping_iter(text) {
+            let pid = m.pattern().as_usize();
+            let exact = !engine.verify_case
+                || engine.patterns.get(pid).map(String::as_bytes)
+                    == text.as_bytes().get(m.start()..m.end());
+            for e in &engine.entries[pid] {
+                if e.gate {
+                    if let Some(mask) = gates.as_deref_mut().and_then(|g| g.get_mut(e.rule)) {
+                        *mask |= 1 << e.group;
                     }
-                    if !is_allowed(e.rule) {
-                        continue;
-                    }
-                    if e.anchor {
-                        if let Some(mask) = groups_seen.get_mut(e.keyword) {
-                            *mask |= 1 << e.group;
-                        }
-                        if e.group != 0 {
-                            continue;
-                        }
-                        if let (Some(windows), Some(cr), Some(false)) = (
-                            regex_windows.get_mut(e.keyword),
-                            engine.regexes.get(e.keyword),
-                            whole.get(e.keyword).copied(),
-                        ) {
-                            if windows.len() >= MAX_ANCHOR_WINDOWS {
-                                windows.clear();
-                                whole[e.keyword] = true;
-                            } else {
-                                if windows.is_empty() {
-                                    touched.push(e.keyword);
-                                }
-                                let start = if cr.prefix {
-                                    m.start()
-                                } else {
-                                    m.end().saturating_sub(cr.reach)
-                                };
-                                windows.push(
-                                    start..m.start().saturating_add(cr.reach).min(text.len()),
-                                );
-                            }
-                        }
-                        continue;
-                    }
-                    if !exact {
-                        continue;
-                    }
-                    let rule = &self.rules[e.rule].rule;
-                    if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
-                        continue;
-                    }
-                    if let RuleMatch::KeywordSet { .. } = rule.matcher {
-                        let list = keyword_hits.entry(e.rule).or_default();
-                        // Bound the work on adversarial repetition.
-                        if list.len() < 4096 {
-                            list.push((e.keyword, m.start()..m.end()));
-                        }
-                        continue;
-                    }
-                    out.push(RuleHit {
-                        rule: e.rule,
-                        view: vi,
-                        view_span: m.start()..m.end(),
-                        span: view.to_original(m.start()..m.end()),
-                    });
+                    continue;
                 }
+                if !vs.is_allowed(e.rule) {
+                    continue;
+                }
+                if e.anchor {
+                    sc.note_anchor(engine, e, m.start(), m.end(), text.len());
+                    continue;
+                }
+                if !exact {
+                    continue;
+                }
+                let rule = &self.rules[e.rule].rule;
+                if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
+                    continue;
+                }
+                if let RuleMatch::KeywordSet { .. } = rule.matcher {
+                    let list = keyword_hits.entry(e.rule).or_default();
+                    // Bound the work on adversarial repetition.
+                    if list.len() < 4096 {
+                        list.push((e.keyword, m.start()..m.end()));
+                    }
+                    continue;
+                }
+                out.push(vs.hit(e.rule, m.start()..m.end()));
             }
         }
+    }
+
+    /// A hit for each keyword set with enough distinct keywords close together.
+    fn keyword_set_hits(
+        &self,
+        vs: &ViewScan<'_>,
+        keyword_hits: BTreeMap<usize, Vec<(usize, Range<usize>)>>,
+        out: &mut Vec<RuleHit>,
+    ) {
         for (rule_idx, occurrences) in keyword_hits {
             let RuleMatch::KeywordSet {
                 min_distinct,
@@ -940,16 +927,24 @@ impl Matcher {
                 continue;
             };
             if let Some(span) = keyword_window(&occurrences, min_distinct, window) {
-                out.push(RuleHit {
-                    rule: rule_idx,
-                    view: vi,
-                    span: view.to_original(span.clone()),
-                    view_span: span,
-                });
+                out.push(vs.hit(rule_idx, span));
             }
         }
-        for (i, cr) in engine.regexes.iter().enumerate() {
-            if (cr.anchored && groups_seen[i] != cr.all_groups) || !is_allowed(cr.rule) {
+    }
+
+    /// Runs each allowed regex whose anchor groups all occurred: over the whole view, at its
+    /// anchors (prefix regexes) or over the merged windows around them.
+    fn regex_pass(&self, vs: &ViewScan<'_>, sc: &mut Scratch, out: &mut Vec<RuleHit>) {
+        let (text, vi, view) = (vs.text, vs.vi, vs.view);
+        let Scratch {
+            windows: regex_windows,
+            whole,
+            seen: groups_seen,
+            merged,
+            ..
+        } = sc;
+        for (i, cr) in vs.engine.regexes.iter().enumerate() {
+            if (cr.anchored && groups_seen[i] != cr.all_groups) || !vs.is_allowed(cr.rule) {
                 continue;
             }
             merged.clear();
@@ -964,33 +959,64 @@ impl Matcher {
             } else {
                 merge_windows(text, &mut regex_windows[i], merged);
             }
-            let mut found = 0;
-            let mut last_end = 0;
-            'windows: for w in merged.iter().cloned() {
-                let input = Input::new(text).range(w.start.max(last_end)..w.end);
-                for m in cr.re.find_iter(input) {
-                    last_end = last_end.max(m.end());
-                    if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
-                        continue;
-                    }
-                    out.push(RuleHit {
-                        rule: cr.rule,
-                        view: vi,
-                        view_span: m.start()..m.end(),
-                        span: view.to_original(m.start()..m.end()),
-                    });
-                    found += 1;
-                    if found >= self.max_hits_per_rule {
-                        break 'windows;
-                    }
+            self.run_windows(vs, cr, rule, merged, out);
+        }
+    }
+
+    /// Runs a regex over merged search windows, up to the per-rule cap.
+    fn run_windows(
+        &self,
+        vs: &ViewScan<'_>,
+        cr: &CompiledRegex,
+        rule: &Rule,
+        merged: &[Range<usize>],
+        out: &mut Vec<RuleHit>,
+    ) {
+        let text = vs.text;
+        let mut found = 0;
+        let mut last_end = 0;
+        for w in merged.iter().cloned() {
+            let input = Input::new(text).range(w.start.max(last_end)..w.end);
+            for m in cr.re.find_iter(input) {
+                last_end = last_end.max(m.end());
+                if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
+                    continue;
+                }
+                out.push(vs.hit(cr.rule, m.start()..m.end()));
+                found += 1;
+                if found >= self.max_hits_per_rule {
+                    return;
                 }
             }
         }
-        for &i in touched.iter() {
-            regex_windows[i].clear();
+    }
+}
+
+/// The view a scan step works on, with what every step reads.
+struct ViewScan<'v> {
+    engine: &'v Engine,
+    /// Index of the view in [`Normalized::views`].
+    vi: usize,
+    view: &'v View,
+    text: &'v str,
+    /// The rules scanned for (by rule index); `None`: all.
+    allowed: Option<&'v [bool]>,
+}
+
+impl ViewScan<'_> {
+    fn is_allowed(&self, rule: usize) -> bool {
+        self.allowed
+            .is_none_or(|a| a.get(rule).copied().unwrap_or(false))
+    }
+
+    /// A hit of `rule` at `span` of the view.
+    fn hit(&self, rule: usize, span: Range<usize>) -> RuleHit {
+        RuleHit {
+            rule,
+            view: self.vi,
+            span: self.view.to_original(span.clone()),
+            view_span: span,
         }
-        touched.clear();
-        SCRATCH.with(|c| c.set(sc));
     }
 }
 
@@ -1056,6 +1082,63 @@ struct Scratch {
     merged: Vec<Range<usize>>,
     /// Regexes with windows to clear after the view.
     touched: Vec<usize>,
+}
+
+impl Scratch {
+    /// Readies the work space for a view of `engine`: no windows, every unanchored regex
+    /// searching the whole view, no anchor groups seen.
+    fn reset(&mut self, engine: &Engine) {
+        let n = engine.regexes.len();
+        if self.windows.len() < n {
+            self.windows.resize_with(n, Vec::new);
+        }
+        // Per regex: whether to search the whole view, else the windows around anchors.
+        self.whole.clear();
+        self.whole
+            .extend(engine.regexes.iter().map(|r| !r.anchored));
+        self.seen.clear();
+        self.seen.resize(n, 0);
+    }
+
+    /// Records an occurrence at `start..end` (in a view of `len` bytes) of anchor `e`: its
+    /// group is seen, and a primary anchor adds a search window for its regex (or, past
+    /// [`MAX_ANCHOR_WINDOWS`], makes it search the whole view).
+    fn note_anchor(&mut self, engine: &Engine, e: &LitEntry, start: usize, end: usize, len: usize) {
+        if let Some(mask) = self.seen.get_mut(e.keyword) {
+            *mask |= 1 << e.group;
+        }
+        if e.group != 0 {
+            return;
+        }
+        if let (Some(windows), Some(cr), Some(false)) = (
+            self.windows.get_mut(e.keyword),
+            engine.regexes.get(e.keyword),
+            self.whole.get(e.keyword).copied(),
+        ) {
+            if windows.len() >= MAX_ANCHOR_WINDOWS {
+                windows.clear();
+                self.whole[e.keyword] = true;
+            } else {
+                if windows.is_empty() {
+                    self.touched.push(e.keyword);
+                }
+                let from = if cr.prefix {
+                    start
+                } else {
+                    end.saturating_sub(cr.reach)
+                };
+                windows.push(from..start.saturating_add(cr.reach).min(len));
+            }
+        }
+    }
+
+    /// Clears the windows of the regexes that had some, for the next view.
+    fn clear_windows(&mut self) {
+        for &i in self.touched.iter() {
+            self.windows[i].clear();
+        }
+        self.touched.clear();
+    }
 }
 
 thread_local! {

@@ -96,6 +96,7 @@ pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 mod arguments;
 mod condition;
@@ -435,6 +436,18 @@ impl Policy {
             approval_id: None,
             breakglass_id: None,
         };
+        // `Break` is the first BLOCK; `d` holds the decision either way.
+        let _ = self.check_steps(&mut d, call, ctx);
+        d
+    }
+
+    /// The steps of [`Policy::check`], in order, until one BLOCKs.
+    fn check_steps(
+        &self,
+        d: &mut ToolDecision,
+        call: &ToolCall,
+        ctx: &CallContext,
+    ) -> ControlFlow<()> {
         let name = call.tool.trim();
         let Some(tool) = self.tools.get(name) else {
             d.action = self.default;
@@ -444,8 +457,8 @@ impl Policy {
                 self.default.name()
             ));
             // Fail closed on hostile arguments even where unknown tools are allowed.
-            block_on_bad_shape(&mut d, &call.arguments);
-            return d;
+            block_on_bad_shape(d, &call.arguments);
+            return ControlFlow::Break(());
         };
         d.risk = Some(tool.risk);
         d.action = tool.action;
@@ -455,37 +468,30 @@ impl Policy {
             tool.risk.name(),
             tool.action.name()
         ));
-        if block_on_bad_shape(&mut d, &call.arguments) {
-            return d;
+        if block_on_bad_shape(d, &call.arguments) {
+            return ControlFlow::Break(());
         }
-        let args = match &call.arguments {
-            serde_json::Value::Object(m) => Some(m),
-            serde_json::Value::Null => None,
-            _ => {
-                d.action = ToolAction::Block;
-                d.rules.push(RULE_ARGUMENTS_SHAPE.into());
-                d.reasons.push("arguments are not a JSON object".into());
-                return d;
-            }
-        };
-        for (arg, p) in &tool.args {
-            if let Err(f) = p.check(args.and_then(|m| m.get(arg))) {
-                d.action = ToolAction::Block;
-                d.rules.push(RULE_ARGUMENT.into());
-                d.failed_argument = Some(arg.clone());
-                d.failed_check = Some(f.name().into());
-                d.reasons
-                    .push(format!("argument `{arg}` failed `{}`", f.name()));
-                return d;
-            }
-        }
+        let args = arguments_object(d, &call.arguments)?;
+        check_arguments(d, tool, args)?;
+        self.check_context(d, tool, name, ctx)?;
+        check_rate(d, tool, name, ctx)?;
+        self.apply_flows(d, tool, name, ctx, args);
+        ControlFlow::Continue(())
+    }
+
+    /// The tool's context condition, then the policy's `[[conditions]]` that concern it.
+    fn check_context(
+        &self,
+        d: &mut ToolDecision,
+        tool: &CompiledTool,
+        name: &str,
+        ctx: &CallContext,
+    ) -> ControlFlow<()> {
         if let Some((req, otherwise)) = &tool.requires
             && let Err(f) = req.evaluate(ctx)
         {
-            escalate(&mut d, *otherwise, RULE_CONTEXT, f.reason());
-            if d.action == ToolAction::Block {
-                return d;
-            }
+            escalate(d, *otherwise, RULE_CONTEXT, f.reason());
+            blocked(d)?;
         }
         for c in &self.conditions {
             let concerned = c.tools_at_or_above.is_some_and(|r| tool.risk >= r)
@@ -494,26 +500,23 @@ impl Policy {
                 continue;
             }
             if let Err(f) = c.requires.evaluate(ctx) {
-                escalate(&mut d, c.otherwise, &c.id, f.reason());
-                if d.action == ToolAction::Block {
-                    return d;
-                }
+                escalate(d, c.otherwise, &c.id, f.reason());
+                blocked(d)?;
             }
         }
-        if let Some((max, over)) = tool.rate {
-            let earlier = ctx.tools_called.iter().filter(|t| t.trim() == name).count();
-            if earlier >= max {
-                escalate(
-                    &mut d,
-                    over,
-                    RULE_RATE,
-                    format!("`{name}` called {earlier} times in this conversation (limit {max})"),
-                );
-                if d.action == ToolAction::Block {
-                    return d;
-                }
-            }
-        }
+        ControlFlow::Continue(())
+    }
+
+    /// The flow rules that concern the tool and hold in the context, unless the arguments
+    /// exempt the call.
+    fn apply_flows(
+        &self,
+        d: &mut ToolDecision,
+        tool: &CompiledTool,
+        name: &str,
+        ctx: &CallContext,
+        args: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) {
         for f in &self.flows {
             if !flow_concerns(&f.spec, name, tool.risk)
                 || !flow_holds(&f.spec.after, ctx)
@@ -528,8 +531,75 @@ impl Policy {
             d.reasons
                 .push(format!("flow {}: {}", f.id, f.spec.action.name()));
         }
-        d
     }
+}
+
+/// `Break` when the decision is BLOCK (the check stops there).
+fn blocked(d: &ToolDecision) -> ControlFlow<()> {
+    if d.action == ToolAction::Block {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
+/// The arguments as an object (`None` for null); anything else BLOCKs.
+fn arguments_object<'a>(
+    d: &mut ToolDecision,
+    arguments: &'a serde_json::Value,
+) -> ControlFlow<(), Option<&'a serde_json::Map<String, serde_json::Value>>> {
+    match arguments {
+        serde_json::Value::Object(m) => ControlFlow::Continue(Some(m)),
+        serde_json::Value::Null => ControlFlow::Continue(None),
+        _ => {
+            d.action = ToolAction::Block;
+            d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+            d.reasons.push("arguments are not a JSON object".into());
+            ControlFlow::Break(())
+        }
+    }
+}
+
+/// The tool's argument predicates; the first failure BLOCKs.
+fn check_arguments(
+    d: &mut ToolDecision,
+    tool: &CompiledTool,
+    args: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> ControlFlow<()> {
+    for (arg, p) in &tool.args {
+        if let Err(f) = p.check(args.and_then(|m| m.get(arg))) {
+            d.action = ToolAction::Block;
+            d.rules.push(RULE_ARGUMENT.into());
+            d.failed_argument = Some(arg.clone());
+            d.failed_check = Some(f.name().into());
+            d.reasons
+                .push(format!("argument `{arg}` failed `{}`", f.name()));
+            return ControlFlow::Break(());
+        }
+    }
+    ControlFlow::Continue(())
+}
+
+/// The tool's rate limit: calls of it earlier in the conversation.
+fn check_rate(
+    d: &mut ToolDecision,
+    tool: &CompiledTool,
+    name: &str,
+    ctx: &CallContext,
+) -> ControlFlow<()> {
+    if let Some((max, over)) = tool.rate {
+        let earlier = ctx.tools_called.iter().filter(|t| t.trim() == name).count();
+        if earlier >= max {
+            escalate(
+                d,
+                over,
+                RULE_RATE,
+                format!("`{name}` called {earlier} times in this conversation (limit {max})"),
+            );
+            blocked(d)?;
+        }
+    }
+    ControlFlow::Continue(())
 }
 
 impl Policy {

@@ -283,89 +283,118 @@ impl TransformerDetector {
         let mut det = Detection::default();
         let mut spans = Vec::new();
         for (seg, plan) in &plans {
-            let mut best: Option<(f32, usize)> = None;
-            for (k, w) in plan.windows.iter().enumerate() {
-                let s = logits
-                    .next()
-                    .map_or(f32::NAN, |l| self.model.score_logits(&l));
-                // A score that is not a number (weights with NaN/inf in a model the user
-                // brought) would compare false against the threshold and allow; the layer
-                // fails instead, and the policy's fail mode decides.
-                if !s.is_finite() {
-                    return Err(DetectorError::Failed(format!(
-                        "model {} gave a score that is not a number ({s}) on segment {}, \
-                         window {} of {}",
-                        self.name,
-                        seg.index,
-                        k + 1,
-                        plan.windows.len()
-                    )));
-                }
-                spans.push(SpanScore {
-                    segment: seg.index,
-                    span: Span::from(self.to_original(seg, w.span.clone())),
-                    score: s,
-                });
-                if best.is_none_or(|(b, _)| s > b) {
-                    best = Some((s, k));
-                }
-            }
-            let Some((score, k)) = best else { continue };
-            det.score = Some(det.score.map_or(score, |m: f32| m.max(score)));
-            let covered = if plan.from_windows < plan.total {
-                format!(
-                    "; long text: {} of its {} windows scored, those around the {} best spans \
-                     of layer {}",
-                    plan.from_windows,
-                    plan.total,
-                    plan.windows.len() - plan.from_windows,
-                    self.focus.as_deref().unwrap_or("?")
-                )
-            } else {
-                String::new()
-            };
-            if !covered.is_empty() {
-                det.findings.push(self.finding(
-                    seg,
-                    PARTIAL_ID,
-                    0..seg.text.len(),
-                    false,
-                    format!("classifier read part of segment {}{covered}", seg.index),
-                ));
-            }
-            let threshold = self.thresholds.get(seg.role, self.threshold);
-            if score < threshold {
-                continue;
-            }
-            let Some(w) = plan.windows.get(k) else {
+            let Some((score, k)) = self.score_windows(seg, plan, &mut logits, &mut spans)? else {
                 continue;
             };
-            let what = if k >= plan.from_windows {
-                format!(
-                    "span {}..{} ranked by layer {}",
-                    w.span.start,
-                    w.span.end,
-                    self.focus.as_deref().unwrap_or("?")
-                )
-            } else {
-                format!("window {} of {}", k + 1, plan.total)
-            };
-            det.risk = Some(RiskClass::HighRisk);
-            det.findings.push(self.finding(
-                seg,
-                FINDING_ID,
-                self.to_original(seg, w.span.clone()),
-                true,
-                format!(
-                    "classifier score {score:.3} (labels {}) ≥ threshold {threshold} ({} segment) \
-                     in {what}{covered}",
-                    self.model.positive_labels().join("+"),
-                    seg.role,
-                ),
-            ));
+            self.judge_segment(seg, plan, score, k, &mut det);
         }
         det.spans = top_spans(spans);
         Ok(det)
+    }
+
+    /// Scores the windows of a segment's plan from their `logits` (in plan order), adding
+    /// each window's span score to `spans`; returns the best score and its window, or fails
+    /// on a score that is not a number.
+    fn score_windows(
+        &self,
+        seg: &SegmentInput<'_>,
+        plan: &SegmentPlan,
+        logits: &mut impl Iterator<Item = Vec<f32>>,
+        spans: &mut Vec<SpanScore>,
+    ) -> Result<Option<(f32, usize)>, DetectorError> {
+        let mut best: Option<(f32, usize)> = None;
+        for (k, w) in plan.windows.iter().enumerate() {
+            let s = logits
+                .next()
+                .map_or(f32::NAN, |l| self.model.score_logits(&l));
+            // A score that is not a number (weights with NaN/inf in a model the user
+            // brought) would compare false against the threshold and allow; the layer
+            // fails instead, and the policy's fail mode decides.
+            if !s.is_finite() {
+                return Err(DetectorError::Failed(format!(
+                    "model {} gave a score that is not a number ({s}) on segment {}, \
+                     window {} of {}",
+                    self.name,
+                    seg.index,
+                    k + 1,
+                    plan.windows.len()
+                )));
+            }
+            spans.push(SpanScore {
+                segment: seg.index,
+                span: Span::from(self.to_original(seg, w.span.clone())),
+                score: s,
+            });
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, k));
+            }
+        }
+        Ok(best)
+    }
+
+    /// Puts a segment's best `score` (of window `k`) on the detection: the layer's score,
+    /// the partial-read finding of a long segment, and the finding of a score at or over
+    /// the threshold.
+    fn judge_segment(
+        &self,
+        seg: &SegmentInput<'_>,
+        plan: &SegmentPlan,
+        score: f32,
+        k: usize,
+        det: &mut Detection,
+    ) {
+        det.score = Some(det.score.map_or(score, |m: f32| m.max(score)));
+        let covered = if plan.from_windows < plan.total {
+            format!(
+                "; long text: {} of its {} windows scored, those around the {} best spans \
+                 of layer {}",
+                plan.from_windows,
+                plan.total,
+                plan.windows.len() - plan.from_windows,
+                self.focus.as_deref().unwrap_or("?")
+            )
+        } else {
+            String::new()
+        };
+        if !covered.is_empty() {
+            det.findings.push(self.finding(
+                seg,
+                PARTIAL_ID,
+                0..seg.text.len(),
+                false,
+                format!("classifier read part of segment {}{covered}", seg.index),
+            ));
+        }
+        let threshold = self.thresholds.get(seg.role, self.threshold);
+        if score < threshold {
+            return;
+        }
+        let Some(w) = plan.windows.get(k) else {
+            return;
+        };
+        let what = if k >= plan.from_windows {
+            format!(
+                "span {}..{} ranked by layer {}",
+                w.span.start,
+                w.span.end,
+                self.focus.as_deref().unwrap_or("?")
+            )
+        } else {
+            format!("window {} of {}", k + 1, plan.total)
+        };
+        det.risk = Some(RiskClass::HighRisk);
+        det.findings.push(self.finding(
+            seg,
+            FINDING_ID,
+            self.to_original(seg, w.span.clone()),
+            true,
+            format!(
+                "classifier score {score:.3} (labels {}) ≥ threshold {threshold} ({} segment) \
+                 in {what}{covered}",
+                self.model.positive_labels().join("+"),
+                seg.role,
+            ),
+        ));
     }
 
     fn finding(

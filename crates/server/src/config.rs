@@ -110,10 +110,10 @@ pub struct ServerConfig {
     pub proxy: crate::proxy::ProxyConfig,
     /// Canary tokens.
     #[serde(default)]
-    pub canary: crate::canary::CanaryConfig,
+    pub canary: rampart_output::canary::CanaryConfig,
     /// Output (model response) scanning.
     #[serde(default)]
-    pub output: crate::output::OutputConfig,
+    pub output: rampart_output::OutputConfig,
     /// Server-side conversation state; absent: conversations are scanned statelessly.
     #[serde(default)]
     pub conversation: Option<ConversationSection>,
@@ -390,30 +390,82 @@ impl<'de> Deserialize<'de> for ConversationSection {
 }
 
 impl ConversationSection {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), ConversationConfigError> {
         if self.key_env.is_empty() {
-            return Err("conversation.key_env must not be empty".into());
+            return Err(ConversationConfigError::KeyEnv);
         }
         if self
             .persist_path
             .as_ref()
             .is_some_and(|p| p.as_os_str().is_empty())
         {
-            return Err(
-                "conversation.persist_path must not be empty (leave it out to keep \
-                        the state in memory only)"
-                    .into(),
-            );
+            return Err(ConversationConfigError::PersistPath);
         }
         if self.flush_seconds == 0 {
-            return Err("conversation.flush_seconds must be at least 1".into());
+            return Err(ConversationConfigError::FlushSeconds);
         }
-        self.options.validate().map_err(|e| e.to_string())
+        Ok(self.options.validate()?)
     }
 }
 
-/// A server configuration that cannot be used.
+/// A `[conversation]` section that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConversationConfigError {
+    /// `key_env` is empty.
+    #[error("conversation.key_env must not be empty")]
+    KeyEnv,
+    /// `persist_path` is empty.
+    #[error(
+        "conversation.persist_path must not be empty (leave it out to keep the state in \
+         memory only)"
+    )]
+    PersistPath,
+    /// `flush_seconds` is zero.
+    #[error("conversation.flush_seconds must be at least 1")]
+    FlushSeconds,
+    /// A scanning, state or ledger option is invalid.
+    #[error(transparent)]
+    Options(#[from] rampart_conversation::OptionsError),
+}
+
+/// `server.listen` is not an `IP:port` address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("server.listen {listen:?} is not an IP:port address")]
+pub struct ListenAddrError {
+    /// The value given.
+    pub listen: String,
+    /// Why it does not parse.
+    #[source]
+    pub source: std::net::AddrParseError,
+}
+
+/// A section of the configuration that fails its semantic checks.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SectionError {
+    /// `server.listen`.
+    #[error(transparent)]
+    Listen(#[from] ListenAddrError),
+    /// `[proxy]`.
+    #[error(transparent)]
+    Proxy(#[from] crate::proxy::ProxyConfigError),
+    /// `[canary]`.
+    #[error(transparent)]
+    Canary(#[from] rampart_output::canary::CanaryConfigError),
+    /// `[output]`.
+    #[error(transparent)]
+    Output(#[from] rampart_output::OutputConfigError),
+    /// `[conversation]`.
+    #[error(transparent)]
+    Conversation(#[from] ConversationConfigError),
+    /// `[tools]`.
+    #[error(transparent)]
+    Tools(#[from] crate::tools::ToolsConfigError),
+}
+
+/// A server configuration that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerConfigError {
     /// The file could not be read.
@@ -439,6 +491,15 @@ pub enum ServerConfigError {
         origin: String,
         /// What is wrong.
         message: String,
+    },
+    /// A section fails its own checks. (The section's error is part of the message rather
+    /// than a source, so that the error reads the same printed alone or with its chain.)
+    #[error("{origin}: {error}")]
+    Section {
+        /// The file (or `<environment>`).
+        origin: String,
+        /// What is wrong.
+        error: SectionError,
     },
     /// The pipeline configuration it names (a file or `[pipeline.inline]`) is invalid.
     #[error(transparent)]
@@ -559,7 +620,29 @@ impl ServerConfig {
                 self.version
             )));
         }
-        let addr = self.listen_addr().map_err(invalid)?;
+        let section = |e: SectionError| ServerConfigError::Section {
+            origin: origin.to_string(),
+            error: e,
+        };
+        let addr = self.listen_addr().map_err(|e| section(e.into()))?;
+        self.check_limits(&invalid)?;
+        self.proxy.validate().map_err(|e| section(e.into()))?;
+        self.canary.validate().map_err(|e| section(e.into()))?;
+        self.output.validate().map_err(|e| section(e.into()))?;
+        if let Some(c) = &self.conversation {
+            c.validate().map_err(|e| section(e.into()))?;
+        }
+        if let Some(t) = &self.tools {
+            t.validate().map_err(|e| section(e.into()))?;
+        }
+        self.check_keys(addr, &invalid)
+    }
+
+    /// `[server]` and `[auth]` numbers, and the pipeline's source.
+    fn check_limits(
+        &self,
+        invalid: &impl Fn(String) -> ServerConfigError,
+    ) -> Result<(), ServerConfigError> {
         if self.server.max_body_bytes == 0 {
             return Err(invalid(
                 "server.max_body_bytes must be greater than zero".into(),
@@ -612,15 +695,15 @@ impl ServerConfig {
                 "pipeline.path and pipeline.inline are exclusive".into(),
             ));
         }
-        self.proxy.validate().map_err(invalid)?;
-        self.canary.validate().map_err(&invalid)?;
-        self.output.validate().map_err(&invalid)?;
-        if let Some(c) = &self.conversation {
-            c.validate().map_err(&invalid)?;
-        }
-        if let Some(t) = &self.tools {
-            t.validate().map_err(&invalid)?;
-        }
+        Ok(())
+    }
+
+    /// `[[auth.keys]]`, and authentication when the address is not loopback.
+    fn check_keys(
+        &self,
+        addr: SocketAddr,
+        invalid: &impl Fn(String) -> ServerConfigError,
+    ) -> Result<(), ServerConfigError> {
         let mut ids = std::collections::BTreeSet::new();
         for k in &self.auth.keys {
             if k.id.is_empty() {
@@ -652,13 +735,14 @@ impl ServerConfig {
     }
 
     /// The listening address, parsed.
-    pub fn listen_addr(&self) -> Result<SocketAddr, String> {
-        self.server.listen.parse().map_err(|_| {
-            format!(
-                "server.listen {:?} is not an IP:port address",
-                self.server.listen
-            )
-        })
+    pub fn listen_addr(&self) -> Result<SocketAddr, ListenAddrError> {
+        self.server
+            .listen
+            .parse()
+            .map_err(|source| ListenAddrError {
+                listen: self.server.listen.clone(),
+                source,
+            })
     }
 
     /// Resolves a path from the file against the file's directory.

@@ -39,7 +39,6 @@
 mod api;
 mod audit;
 mod auth;
-mod canary;
 pub mod config;
 mod conn;
 mod conv_persist;
@@ -48,19 +47,18 @@ mod ops;
 mod output;
 mod proxy;
 mod rule_examples;
-mod sse;
 mod state;
 mod tls;
 mod tool_gate;
 mod tools;
 
-pub use proxy::{ProxyConfig, Spotlight};
+pub use proxy::{ProxyConfig, ProxyConfigError, Spotlight};
 pub use rule_examples::{RuleExamplesError, check_rule_examples};
 pub use state::{
     AppState, Caller, ConversationSetupError, PipelineError, ReloadError, ReloadInfo, ServiceError,
 };
 pub use tls::TlsError;
-pub use tools::{RequestCaller, ToolsSection, ToolsSetupError};
+pub use tools::{RequestCaller, ToolsConfigError, ToolsSection, ToolsSetupError};
 
 /// Reads and compiles the tool policy of `[tools]` the way start-up does (nothing without
 /// the section), for `rampart config check --server`: an unreadable or invalid policy is an
@@ -232,9 +230,9 @@ impl Server {
         )?;
         let addr = config
             .listen_addr()
-            .map_err(|m| config::ServerConfigError::Invalid {
+            .map_err(|e| config::ServerConfigError::Section {
                 origin: "<config>".into(),
-                message: m,
+                error: e.into(),
             })?;
         let tls = match &config.tls {
             Some(t) => Some(tls::acceptor(

@@ -4,7 +4,7 @@
 use crate::audit::{AuditError, AuditRecord, AuditWriter};
 use crate::config::{ServerConfig, ServerConfigError, parse_sha256_hex};
 use crate::metrics::Metrics;
-use crate::output::{OutputScanner, OutputScanners};
+use crate::output::OutputScanners;
 use arc_swap::ArcSwap;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -17,6 +17,7 @@ use rampart_core::{
     Action, Decision, FailMode, InputError, Pipeline, PipelineConfig, Registry, RiskClass,
     ScanOutcome, ScanRequest, Segment,
 };
+use rampart_output::OutputScanner;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -567,7 +568,7 @@ pub enum PipelineError {
     Probe(#[source] InputError),
     /// The output scanners could not be built.
     #[error(transparent)]
-    Output(#[from] crate::output::OutputError),
+    Output(#[from] rampart_output::OutputError),
     /// The task building the pipeline panicked.
     #[error("the pipeline build task failed")]
     Task(#[source] tokio::task::JoinError),

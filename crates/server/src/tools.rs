@@ -1,15 +1,8 @@
 //! Tool-call governance in the server: the `[tools]` section, the policy compiled once at
 //! start, `POST /v1/tools/check`, the break-glass admin endpoints, approval tokens, and the
 //! audit row of every tool decision. The proxy's enforcement (plain and streamed answers)
-//! is in [`crate::tool_gate`].
-//!
-//! One decision ([`ToolGovernance::decide`]): the arguments are parsed (bounded size and
-//! depth; malformed arguments BLOCK, fail closed); the policy decides; a CONFIRM is turned
-//! into ALLOW by an approval token issued for exactly this call (tool, canonical arguments,
-//! conversation; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an active
-//! break-glass grant whose scope covers the call (not over failed arguments unless the grant
-//! says `override_arguments`, never over malformed ones); a CONFIRM left gets a fresh
-//! approval token.
+//! is in [`crate::tool_gate`]; one decision is [`rampart_output::tool_gate::ToolGate::decide`]
+//! (policy, approval tokens bound to the caller's key and conversation, break-glass).
 //! Every decision is written to the audit log's governance chain before it is answered.
 
 use crate::api::ApiJson;
@@ -22,18 +15,12 @@ use rampart_audit::{
     ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, GovernanceEvent,
     GovernanceRecord, ToolCallOrigin, ToolDecisionEvent, ToolEndpoint,
 };
-use rampart_tools::{
-    ApprovalBook, ApprovalGrant, ArgumentsError, BreakGlassBook, BreakGlassGrant, CallContext,
-    CallerInfo, GrantError, GrantRequest, Policy, ToolAction, ToolCall, ToolDecision,
-};
+use rampart_output::tool_gate::{PendingCall, ToolGate, ToolVerdict, arguments_of, binding};
+use rampart_tools::{CallContext, CallerInfo, GrantError, GrantRequest, Policy, ToolCall};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// Rule id of a call blocked because its decision could not be audited or a token could
-/// not be issued (fail closed).
-pub(crate) const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
 
 /// Endpoint label of the check API (metrics, audit).
 pub(crate) const EP_TOOLS_CHECK: &str = "/v1/tools/check";
@@ -110,9 +97,9 @@ fn default_true() -> bool {
 
 impl ToolsSection {
     /// Semantic checks that do not touch the filesystem.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ToolsConfigError> {
         if self.policy.as_os_str().is_empty() {
-            return Err("tools.policy must name the policy file".into());
+            return Err(ToolsConfigError::NoPolicy);
         }
         for (name, v) in [
             ("tools.approval_ttl_s", self.approval_ttl_s),
@@ -124,11 +111,23 @@ impl ToolsSection {
             ),
         ] {
             if v == 0 {
-                return Err(format!("{name} must be greater than zero"));
+                return Err(ToolsConfigError::Zero(name));
             }
         }
         Ok(())
     }
+}
+
+/// A `[tools]` section that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolsConfigError {
+    /// `policy` is empty.
+    #[error("tools.policy must name the policy file")]
+    NoPolicy,
+    /// A count or duration (named) is zero.
+    #[error("{0} must be greater than zero")]
+    Zero(&'static str),
 }
 
 /// Why tool governance could not be set up (a startup error).
@@ -158,124 +157,13 @@ pub enum ToolsSetupError {
     Random(#[source] rampart_tools::RandomError),
 }
 
-/// The server's tool governance: the compiled policy, the pending approvals and the active
-/// break-glass grants. Lives as long as the process (a reload keeps it).
+/// The server's tool governance: `[tools]` and its gate (the compiled policy, the pending
+/// approvals and the active break-glass grants). Lives as long as the process (a reload
+/// keeps it).
 #[derive(Debug)]
 pub(crate) struct ToolGovernance {
     cfg: ToolsSection,
-    policy: Arc<Policy>,
-    approvals: ApprovalBook,
-    breakglass: BreakGlassBook,
-}
-
-/// One call to decide.
-#[derive(Debug)]
-pub(crate) struct PendingCall<'a> {
-    pub(crate) tool: &'a str,
-    /// The parsed arguments, or why they could not be.
-    pub(crate) arguments: Result<Value, ArgumentsError>,
-    /// The client's conversation id (break-glass scope).
-    pub(crate) conversation: Option<&'a str>,
-    /// What an approval token is bound to (the caller's key and the conversation).
-    pub(crate) binding: String,
-    /// The API key's id (break-glass scope `caller`).
-    pub(crate) caller_key: Option<&'a str>,
-    pub(crate) context: CallContext,
-    /// Approval tokens presented with the call.
-    pub(crate) tokens: &'a [String],
-}
-
-/// The outcome of one call.
-#[derive(Debug, Clone)]
-pub(crate) struct ToolVerdict {
-    pub(crate) tool: String,
-    pub(crate) decision: ToolDecision,
-    /// Keyed hash of the canonical arguments, as approval tokens bind it (empty when they
-    /// could not be parsed).
-    pub(crate) arguments_hash: String,
-    /// The parsed arguments (for the audit log when values are configured, and to show a
-    /// held call); `None` when malformed.
-    pub(crate) arguments: Option<Value>,
-    pub(crate) approval: Option<ApprovalGrant>,
-    /// Why a presented token was refused (the last refusal).
-    pub(crate) approval_error: Option<ApprovalRefusal>,
-    /// What the policy decided before a break-glass grant overrode it.
-    pub(crate) overridden: Option<ToolAction>,
-    /// The expiry of the approval token redeemed (audit).
-    pub(crate) redeemed_expires_ms: u64,
-    pub(crate) binding: String,
-    /// The client's conversation id (audit rows hash it).
-    pub(crate) conversation: Option<String>,
-}
-
-/// A refused approval token: the reason's name (audit) and message (answer).
-#[derive(Debug, Clone)]
-pub(crate) struct ApprovalRefusal {
-    pub(crate) name: &'static str,
-    pub(crate) message: String,
-}
-
-impl ToolVerdict {
-    pub(crate) fn action(&self) -> ToolAction {
-        self.decision.action
-    }
-
-    /// The answer's JSON (no argument values).
-    pub(crate) fn answer(&self, id: Option<&str>) -> Value {
-        let d = &self.decision;
-        let mut v = json!({
-            "id": id,
-            "tool": self.tool,
-            "action": d.action.name(),
-            "risk": d.risk.map(|r| r.name()),
-            "rules": d.rules,
-            "failed_argument": d.failed_argument,
-            "failed_check": d.failed_check,
-            "reasons": d.reasons,
-            "arguments_hash": self.arguments_hash,
-        });
-        if let Value::Object(m) = &mut v {
-            if let Some(a) = &self.approval {
-                m.insert("approval".into(), approval_json(a));
-            }
-            if let Some(a) = &d.approval_id {
-                m.insert("approval_id".into(), json!(a));
-            }
-            if let Some(b) = &d.breakglass_id {
-                m.insert("breakglass_id".into(), json!(b));
-            }
-            if let Some(e) = &self.approval_error {
-                m.insert("approval_error".into(), json!(e.message));
-            }
-        }
-        v
-    }
-
-    /// Turns the verdict into a BLOCK (fail closed), with a reason.
-    pub(crate) fn fail_closed(&mut self, why: &str) {
-        self.decision.action = ToolAction::Block;
-        self.decision.rules.push(RULE_FAIL_CLOSED.into());
-        self.decision.reasons.push(why.to_string());
-        self.approval = None;
-    }
-}
-
-pub(crate) fn approval_json(a: &ApprovalGrant) -> Value {
-    json!({
-        "id": a.id,
-        "token": a.token,
-        "expires_at": rampart_audit::format_time_ms(i64::try_from(a.expires_ms).unwrap_or(i64::MAX)),
-        "expires_at_ms": a.expires_ms,
-    })
-}
-
-/// Lower-case hex SHA-256.
-pub(crate) fn sha256_hex(b: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(b)
-        .iter()
-        .map(|x| format!("{x:02x}"))
-        .collect()
+    gate: ToolGate,
 }
 
 /// Milliseconds since the Unix epoch.
@@ -299,19 +187,25 @@ impl ToolGovernance {
         })?;
         let policy =
             Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
-        let approvals = ApprovalBook::with_random_key(t.approval_ttl_s.saturating_mul(1000))
-            .map_err(ToolsSetupError::Random)?
-            .with_capacity(t.max_pending_approvals);
+        let gate = ToolGate::builder(policy)
+            .approval_ttl_s(t.approval_ttl_s)
+            .max_pending_approvals(t.max_pending_approvals)
+            .breakglass_max_ttl_s(t.breakglass_max_ttl_s)
+            .build()
+            .map_err(ToolsSetupError::Random)?;
         Ok(Some(ToolGovernance {
             cfg: t.clone(),
-            policy: Arc::new(policy),
-            approvals,
-            breakglass: BreakGlassBook::new(t.breakglass_max_ttl_s),
+            gate,
         }))
     }
 
     pub(crate) fn config(&self) -> &ToolsSection {
         &self.cfg
+    }
+
+    /// The gate that decides calls and holds approvals and break-glass grants.
+    pub(crate) fn gate(&self) -> &ToolGate {
+        &self.gate
     }
 
     /// The caller's role and attributes: the request's (when `request_caller = "accept"`),
@@ -341,170 +235,6 @@ impl ToolGovernance {
             info.attributes.extend(p.attributes);
         }
         info
-    }
-
-    /// Decides one call (see the module documentation for the order).
-    pub(crate) fn decide(&self, call: PendingCall<'_>, now_ms: u64) -> ToolVerdict {
-        let tool = call.tool.trim().to_string();
-        let mut ctx = call.context;
-        ctx.now_ms = Some(now_ms);
-        let (decision, arguments) = match call.arguments {
-            Ok(args) => {
-                let c = ToolCall::new(tool.clone(), args);
-                (self.policy.check(&c, &ctx), Some(c.arguments))
-            }
-            Err(e) => {
-                // Non-object arguments block before any predicate: the answer still gets
-                // the tool's risk, with the parser's reason.
-                let mut d = self
-                    .policy
-                    .check(&ToolCall::new(tool.clone(), Value::Bool(false)), &ctx);
-                d.action = ToolAction::Block;
-                if !d
-                    .rules
-                    .iter()
-                    .any(|r| r == rampart_tools::RULE_ARGUMENTS_SHAPE)
-                {
-                    d.rules.push(rampart_tools::RULE_ARGUMENTS_SHAPE.into());
-                }
-                d.reasons.retain(|r| !r.contains("not a JSON object"));
-                d.failed_check = Some(arguments_check_name(&e).into());
-                d.reasons.push(e.to_string());
-                (d, None)
-            }
-        };
-        let arguments_hash = arguments
-            .as_ref()
-            .map(|a| self.approvals.arguments_hash(a))
-            .unwrap_or_default();
-        let mut v = ToolVerdict {
-            tool: tool.clone(),
-            decision,
-            arguments_hash,
-            arguments,
-            approval: None,
-            approval_error: None,
-            overridden: None,
-            redeemed_expires_ms: 0,
-            binding: call.binding,
-            conversation: call.conversation.map(str::to_string),
-        };
-        if let Some(args) = &v.arguments
-            && v.decision.action == ToolAction::Confirm
-        {
-            let c = ToolCall::new(tool.clone(), args.clone());
-            for t in call.tokens {
-                match self.approvals.redeem(t, &c, &v.binding, now_ms) {
-                    Ok(id) => {
-                        rampart_tools::apply_approval(&mut v.decision, &id);
-                        // A redeemed token is genuine: its third part is its expiry.
-                        v.redeemed_expires_ms = t
-                            .split('.')
-                            .nth(2)
-                            .and_then(|x| x.parse().ok())
-                            .unwrap_or_default();
-                        v.approval_error = None;
-                        break;
-                    }
-                    // Tokens for other calls of the same answer are expected: the last
-                    // refusal is reported.
-                    Err(e) => {
-                        v.approval_error = Some(ApprovalRefusal {
-                            name: e.name(),
-                            message: e.to_string(),
-                        })
-                    }
-                }
-            }
-        } else if !call.tokens.is_empty() && v.decision.action == ToolAction::Block {
-            v.approval_error = Some(ApprovalRefusal {
-                name: "blocked",
-                message: "an approval never overrides BLOCK".into(),
-            });
-        }
-        let before = v.decision.action;
-        // Arguments that could not be parsed stay blocked whatever the grant: a call
-        // released to the client must at least be a well-formed call.
-        if v.arguments.is_some()
-            && self
-                .breakglass
-                .apply(
-                    &mut v.decision,
-                    &tool,
-                    call.conversation,
-                    call.caller_key,
-                    now_ms,
-                )
-                .is_some()
-        {
-            v.overridden = Some(before);
-        }
-        if let Some(args) = &v.arguments
-            && v.decision.action == ToolAction::Confirm
-        {
-            match self.approvals.issue(
-                &ToolCall::new(tool.clone(), args.clone()),
-                &v.binding,
-                now_ms,
-            ) {
-                Ok(a) => v.approval = Some(a),
-                Err(e) => v.fail_closed(&format!("cannot issue an approval token: {e}")),
-            }
-        }
-        v
-    }
-
-    pub(crate) fn grant(
-        &self,
-        req: GrantRequest,
-        by: &str,
-        now_ms: u64,
-    ) -> Result<BreakGlassGrant, GrantError> {
-        self.breakglass.grant(req, by, now_ms)
-    }
-
-    pub(crate) fn active_grants(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
-        self.breakglass.active(now_ms)
-    }
-
-    pub(crate) fn revoke(&self, id: &str, now_ms: u64) -> Option<BreakGlassGrant> {
-        self.breakglass.revoke(id, now_ms)
-    }
-
-    /// Grants that expired since the last call (each once), for the audit.
-    pub(crate) fn take_expired(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
-        self.breakglass.take_expired(now_ms)
-    }
-}
-
-/// The `failed_check` of arguments that could not be parsed.
-fn arguments_check_name(e: &ArgumentsError) -> &'static str {
-    match e {
-        ArgumentsError::TooLarge { .. } => "too_large",
-        ArgumentsError::TooDeep { .. } => "too_deep",
-        ArgumentsError::NotJson(_) => "not_json",
-        ArgumentsError::NotAnObject => "not_object",
-    }
-}
-
-/// What an approval token is bound to: the API key and the conversation.
-pub(crate) fn binding(key_id: Option<&str>, conversation: Option<&str>) -> String {
-    format!(
-        "{}\u{1f}{}",
-        key_id.unwrap_or("-"),
-        conversation.unwrap_or("")
-    )
-}
-
-/// Arguments given as a JSON object or as a string holding JSON (parsed with its size and
-/// depth bounded); a value that is not an object is refused. The policy check bounds the
-/// size and depth of an object given as such.
-pub(crate) fn arguments_of(v: &Value) -> Result<Value, ArgumentsError> {
-    match v {
-        Value::String(s) => rampart_tools::parse_arguments(s),
-        Value::Null => Ok(Value::Object(Default::default())),
-        Value::Object(_) => Ok(v.clone()),
-        _ => Err(ArgumentsError::NotAnObject),
     }
 }
 
@@ -625,7 +355,7 @@ impl AppState {
     /// effort: the grant's row already holds its expiry).
     pub(crate) async fn audit_expired_grants(&self, caller: &Caller, now_ms: u64) {
         let Some(gov) = self.tools() else { return };
-        for g in gov.take_expired(now_ms) {
+        for g in gov.gate().take_expired(now_ms) {
             let ev = GovernanceEvent::BreakglassExpired(BreakGlassEndEvent {
                 breakglass_id: g.id.0.clone(),
                 by: None,
@@ -727,7 +457,7 @@ async fn check_one(
         now_ms: None,
     };
     let tokens: Vec<String> = call.approval_token.into_iter().collect();
-    let v = gov.decide(
+    let v = gov.gate().decide(
         PendingCall {
             tool: &call.tool,
             arguments: arguments_of(&call.arguments),
@@ -815,7 +545,7 @@ pub(crate) async fn breakglass_grant(
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
     let by = caller.key_id.as_deref().unwrap_or("-");
-    let g = gov.grant(req, by, now).map_err(|e| match e {
+    let g = gov.gate().grant(req, by, now).map_err(|e| match e {
         GrantError::Invalid(_) => ServiceError::BadRequest(e.to_string()),
         GrantError::Full(_) => ServiceError::Unavailable(e.to_string()),
         _ => ServiceError::Internal(e.to_string()),
@@ -825,7 +555,7 @@ pub(crate) async fn breakglass_grant(
         .await
     {
         // An unaudited grant must not stay in force.
-        gov.revoke(&g.id.0, now);
+        gov.gate().revoke(&g.id.0, now);
         return Err(e);
     }
     tracing::warn!(id = %g.id, incident = %g.incident, by = ?g.granted_by, "break-glass granted");
@@ -840,7 +570,7 @@ pub(crate) async fn breakglass_list(
     let gov = state.tools_or_501()?;
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
-    Ok(Json(json!({"grants": gov.active_grants(now)})))
+    Ok(Json(json!({"grants": gov.gate().active_grants(now)})))
 }
 
 /// `DELETE /admin/breakglass/{id}`: revokes a grant (the revoked grant; 404 when unknown).
@@ -852,7 +582,7 @@ pub(crate) async fn breakglass_revoke(
     let gov = state.tools_or_501()?.clone();
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
-    let Some(g) = gov.revoke(&id, now) else {
+    let Some(g) = gov.gate().revoke(&id, now) else {
         return Err(ServiceError::UnknownId(format!(
             "no active break-glass grant {id:?}"
         )));

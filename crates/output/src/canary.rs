@@ -1,5 +1,6 @@
-//! Canary tokens: a fresh, unguessable token planted in the system prompt of every proxied
-//! request, and the search that finds it (or an obfuscated copy of it) in a model response.
+//! Canary tokens: a fresh, unguessable token planted in the system prompt of a request
+//! ([`plant`]), and the search that finds it (or an obfuscated copy of it) in a model
+//! response.
 //!
 //! A canary is `prefix` followed by 32 lowercase hex digits (128 bits from the operating
 //! system's random source). It lives only in memory for the duration of one request: it is
@@ -20,6 +21,7 @@
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use std::fmt;
 use std::ops::Range;
 
@@ -79,12 +81,12 @@ impl Default for CanaryConfig {
 
 impl CanaryConfig {
     /// Semantic checks.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), CanaryConfigError> {
         if self.template.matches("{canary}").count() != 1 {
-            return Err("canary.template must contain {canary} exactly once".into());
+            return Err(CanaryConfigError::Template);
         }
         if self.prefix.len() > 64 || self.prefix.chars().any(char::is_control) {
-            return Err("canary.prefix must be at most 64 printable characters".into());
+            return Err(CanaryConfigError::Prefix);
         }
         Ok(())
     }
@@ -95,6 +97,18 @@ impl CanaryConfig {
     }
 }
 
+/// A `[canary]` section that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CanaryConfigError {
+    /// The template does not hold exactly one `{canary}`.
+    #[error("canary.template must contain {{canary}} exactly once")]
+    Template,
+    /// The prefix is too long or holds control characters.
+    #[error("canary.prefix must be at most 64 printable characters")]
+    Prefix,
+}
+
 /// A canary token. Its `Debug` and `Display` never show the token.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Canary(String);
@@ -103,7 +117,7 @@ impl Canary {
     /// A fresh canary: `prefix` + 128 random bits as 32 lowercase hex digits.
     pub fn generate(prefix: &str) -> Result<Canary, CanaryError> {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes).map_err(|e| CanaryError::Random(e.to_string()))?;
+        getrandom::fill(&mut bytes).map_err(CanaryError::Random)?;
         let mut s = String::with_capacity(prefix.len() + 32);
         s.push_str(prefix);
         for b in bytes {
@@ -140,12 +154,55 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CanaryError {
-    /// The operating system's random source failed.
+    /// The operating system's random source failed. (Held, not chained as a source:
+    /// getrandom's error is a `std::error::Error` only with its `std` feature.)
     #[error("no randomness for a canary: {0}")]
-    Random(String),
+    Random(getrandom::Error),
     /// A caller-supplied canary is empty or too long.
     #[error("a canary must be non-empty and at most {0} bytes")]
     Invalid(usize),
+}
+
+/// Plants `text` (a rendered canary, [`CanaryConfig::render`]) in an OpenAI chat request
+/// body: into the first system or developer message with text content (after or before its
+/// text, per `placement`), or as a new first system message (`placement` `message`, or no
+/// such message). A body without `messages` is left as it is.
+pub fn plant(body: &mut Value, text: &str, placement: Placement) {
+    let Some(messages) = body.get_mut("messages").and_then(Value::as_array_mut) else {
+        return;
+    };
+    let target = match placement {
+        Placement::Message => None,
+        _ => messages.iter().position(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            ) && matches!(m.get("content"), Some(Value::String(_) | Value::Array(_)))
+        }),
+    };
+    if let Some(i) = target
+        && let Some(content) = messages.get_mut(i).and_then(|m| m.get_mut("content"))
+    {
+        match content {
+            Value::String(s) => {
+                *s = match placement {
+                    Placement::Start => format!("{text}\n\n{s}"),
+                    _ => format!("{s}\n\n{text}"),
+                };
+                return;
+            }
+            Value::Array(parts) => {
+                let part = json!({"type": "text", "text": text});
+                match placement {
+                    Placement::Start => parts.insert(0, part),
+                    _ => parts.push(part),
+                }
+                return;
+            }
+            _ => {}
+        }
+    }
+    messages.insert(0, json!({"role": "system", "content": text}));
 }
 
 /// One compiled canary: the verbatim needle, its separator-insensitive core, and base64 cores.
@@ -399,5 +456,17 @@ mod tests {
             ..Default::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn canary_placement() {
+        let mut b = json!({"messages": [{"role": "user", "content": "u"}]});
+        plant(&mut b, "C", Placement::End);
+        assert_eq!(b["messages"][0], json!({"role": "system", "content": "C"}));
+        let mut b = json!({"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "u"}]});
+        plant(&mut b, "C", Placement::End);
+        assert_eq!(b["messages"][0]["content"], "S\n\nC");
+        plant(&mut b, "D", Placement::Start);
+        assert_eq!(b["messages"][0]["content"], "D\n\nS\n\nC");
     }
 }

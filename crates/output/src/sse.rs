@@ -184,7 +184,7 @@ pub struct Blocked {
 /// Scans one window of text, which starts at the given offset of its stream's text; returns
 /// the spans (window-relative) of blocking findings. `Err` means the scan failed; the guard
 /// blocks (fail closed).
-pub type ScanWindow<'a> = dyn FnMut(&str, usize) -> Result<Vec<Range<usize>>, String> + 'a;
+pub type ScanWindow<'a, E> = dyn FnMut(&str, usize) -> Result<Vec<Range<usize>>, E> + 'a;
 
 #[derive(Debug, Default)]
 struct TextStream {
@@ -239,7 +239,11 @@ impl StreamGuard {
     }
 
     /// Takes one upstream event; returns the raw bytes that may now be sent to the client.
-    pub fn push(&mut self, ev: SseEvent, scan: &mut ScanWindow<'_>) -> Result<Vec<Bytes>, Blocked> {
+    pub fn push<E>(
+        &mut self,
+        ev: SseEvent,
+        scan: &mut ScanWindow<'_, E>,
+    ) -> Result<Vec<Bytes>, Blocked> {
         let done = ev.data.as_deref().map(str::trim) == Some("[DONE]");
         let mut ends = Vec::new();
         if !done && let Some(data) = &ev.data {
@@ -271,12 +275,12 @@ impl StreamGuard {
     }
 
     /// The upstream stream ended: scans what is left and releases everything.
-    pub fn finish(&mut self, scan: &mut ScanWindow<'_>) -> Result<Vec<Bytes>, Blocked> {
+    pub fn finish<E>(&mut self, scan: &mut ScanWindow<'_, E>) -> Result<Vec<Bytes>, Blocked> {
         self.verify_all(scan)?;
         Ok(self.release())
     }
 
-    fn verify_all(&mut self, scan: &mut ScanWindow<'_>) -> Result<(), Blocked> {
+    fn verify_all<E>(&mut self, scan: &mut ScanWindow<'_, E>) -> Result<(), Blocked> {
         let keys: Vec<String> = self.streams.keys().cloned().collect();
         for key in keys {
             self.verify(&key, true, scan)?;
@@ -286,11 +290,11 @@ impl StreamGuard {
 
     /// Scans the window of stream `key` and advances its verified offset (to the end when
     /// `to_end`, else to `holdback` bytes before the end).
-    fn verify(
+    fn verify<E>(
         &mut self,
         key: &str,
         to_end: bool,
-        scan: &mut ScanWindow<'_>,
+        scan: &mut ScanWindow<'_, E>,
     ) -> Result<(), Blocked> {
         let holdback = self.holdback;
         let Some(s) = self.streams.get_mut(key) else {

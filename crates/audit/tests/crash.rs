@@ -81,7 +81,8 @@ fn kill_9_loses_no_acknowledged_record() {
     let db = dir.path().join("audit.db");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
-            "crash_child",
+            // Test names are relative to the test binary's root: `crash::crash_child`.
+            &module_test_name("crash_child"),
             "--exact",
             "--ignored",
             "--nocapture",
@@ -160,4 +161,10 @@ fn kill_9_loses_no_acknowledged_record() {
         acked.len(),
         stored.len()
     );
+}
+
+/// The name libtest gives test `f` of this module (`module::f`), for `--exact`.
+fn module_test_name(f: &str) -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::{f}")
 }

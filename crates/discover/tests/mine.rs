@@ -3,9 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rampart_core::{Category, RiskClass, Strength};
 use rampart_datasets::{Label, read_jsonl_str};
 use rampart_discover::{

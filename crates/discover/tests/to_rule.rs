@@ -2,9 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use rampart_core::{Category, Strength};
 use rampart_discover::{
     DiscoverError, PatternCandidate, PatternKind, Recommendation, ToRuleOptions, find_candidate,

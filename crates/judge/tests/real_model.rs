@@ -1,6 +1,6 @@
 //! Against a real model server (`scripts/judge/judge_server.sh start`, or any endpoint):
 //! `RAMPART_JUDGE_URL=http://127.0.0.1:8089/v1 RAMPART_JUDGE_MODEL=smollm2-135m-instruct
-//! cargo test -p rampart-judge --test real_model -- --ignored --nocapture`.
+//! cargo test -p rampart-judge --test tests real_model:: -- --ignored --nocapture`.
 //! A small model's labels are not asserted (it is often wrong); what is asserted is that every
 //! answer is an explicit outcome, never a silent benign, and that the report is complete.
 

@@ -1,4 +1,4 @@
-//! Throughput checks; run with `cargo test --release -p rampart-normalize --test perf --
+//! Throughput checks; run with `cargo test --release -p rampart-normalize --test tests perf:: --
 //! --ignored --nocapture`.
 
 use base64::Engine as _;

@@ -1,6 +1,6 @@
 //! Against a real model server (`scripts/judge/judge_server.sh start`, or any endpoint):
 //! `RAMPART_RELATIONAL_URL=http://127.0.0.1:8089/v1 RAMPART_RELATIONAL_MODEL=smollm2-135m-instruct
-//! cargo test -p rampart-relational --test real_model -- --ignored --nocapture`
+//! cargo test -p rampart-relational --test tests real_model:: -- --ignored --nocapture`
 //! (`RAMPART_JUDGE_URL` / `RAMPART_JUDGE_MODEL` are read when those are unset).
 //! A small model's labels are not asserted (it is often wrong); what is asserted is that
 //! every evaluation ends in an explicit outcome, never a silent neutral triple, and that the

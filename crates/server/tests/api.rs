@@ -1,11 +1,7 @@
 //! Integration tests: the real server on a loopback port, driven over HTTP with reqwest.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/openapi.rs"]
-mod openapi;
-#[path = "support/server.rs"]
-mod server;
-
+use crate::{openapi, server};
 use openapi::check_against_doc;
 use rampart_core::{Detection, Detector, DetectorError, DetectorFactory, Registry, ScanInput};
 use rampart_server::config::{ServerConfig, hash_api_key};

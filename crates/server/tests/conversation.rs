@@ -2,13 +2,7 @@
 //! state (rewinds, forged assistant turns, answers recorded and verified), driven against the
 //! real server and a mock upstream.
 
-#[path = "support/openapi.rs"]
-mod openapi;
-#[path = "support/server.rs"]
-mod server;
-#[path = "support/upstream.rs"]
-mod upstream;
-
+use crate::{openapi, server, upstream};
 use openapi::check_against_doc;
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
@@ -680,7 +674,13 @@ fn with_persist_key(name: &str) -> bool {
     }
     let exe = std::env::current_exe().expect("the test binary");
     let out = std::process::Command::new(exe)
-        .args(["--exact", name, "--test-threads=1", "--nocapture"])
+        // Test names are relative to the test binary's root: `module::name`.
+        .args([
+            "--exact",
+            &module_test_name(name),
+            "--test-threads=1",
+            "--nocapture",
+        ])
         .env(PERSIST_KEY_ENV, "persisted-conversation-key-for-tests")
         .output()
         .expect("runs the test binary");
@@ -913,4 +913,10 @@ fn an_unknown_key_in_the_conversation_section_is_still_refused() {
     .expect("write");
     let e = rampart_server::config::ServerConfig::from_path(&path).expect_err("refused");
     assert!(e.to_string().contains("flush_secs"), "{e}");
+}
+
+/// The name libtest gives test `f` of this module (`module::f`), for `--exact`.
+fn module_test_name(f: &str) -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::{f}")
 }

@@ -3,9 +3,7 @@
 //! packs failing their own examples going live, and unlimited failed authentications.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/server.rs"]
-mod server;
-
+use crate::server;
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};

@@ -3,11 +3,7 @@
 //! configuration is loaded.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/server.rs"]
-mod server;
-#[path = "support/upstream.rs"]
-mod upstream;
-
+use crate::{server, upstream};
 use rampart_server::config::ServerConfig;
 use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};

@@ -1,13 +1,7 @@
 //! The OpenAI-compatible proxy and the output check, driven over loopback HTTP against the
 //! real server and a mock upstream.
 
-#[path = "support/openapi.rs"]
-mod openapi;
-#[path = "support/server.rs"]
-mod server;
-#[path = "support/upstream.rs"]
-mod upstream;
-
+use crate::{openapi, server, upstream};
 use openapi::check_against_doc;
 use rampart_server::config::ServerConfig;
 use rampart_server::{Server, ServerOptions};

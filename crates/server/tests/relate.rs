@@ -2,11 +2,7 @@
 //! without its own relational layer.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/openapi.rs"]
-mod openapi;
-#[path = "support/server.rs"]
-mod server;
-
+use crate::{openapi, server};
 use openapi::check_against_doc;
 use rampart_core::Registry;
 use rampart_server::{Server, ServerOptions};

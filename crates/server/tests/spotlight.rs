@@ -4,11 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-#[path = "support/server.rs"]
-mod server;
-#[path = "support/upstream.rs"]
-mod upstream;
-
+use crate::{server, upstream};
 use rampart_server::config::ServerConfig;
 use rampart_server::{Server, ServerOptions, Spotlight};
 use serde_json::{Value, json};

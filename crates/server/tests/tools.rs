@@ -3,13 +3,7 @@
 //! resubmission), against the real server and a mock upstream; every decision audited
 //! without argument values.
 
-#[path = "support/openapi.rs"]
-mod openapi;
-#[path = "support/server.rs"]
-mod server;
-#[path = "support/upstream.rs"]
-mod upstream;
-
+use crate::{openapi, server, upstream};
 use openapi::check_against_doc;
 use rampart_audit::{GovernanceEvent, ToolDecisionEvent, ToolEndpoint};
 use rampart_server::config::hash_api_key;

@@ -7,14 +7,13 @@
 //!
 //!     rampart models onnxruntime --data-dir target/ci-ort
 //!     ORT_DYLIB_PATH=$PWD/target/ci-ort/lib/libonnxruntime.so.1.31.1 \
-//!       cargo test --workspace --test onnx -- --ignored
+//!       cargo test --workspace --test tests onnx:: -- --ignored
 #![allow(clippy::unwrap_used)]
 
 use rampart_transformer::{Classifier, ClassifierOptions, TransformerError, WeightsFormat};
 use std::path::PathBuf;
 
-mod support;
-use support::{dir, load, reference};
+use crate::support::{dir, load, reference};
 
 fn check(name: &str) {
     let r = reference(name);

@@ -4,8 +4,7 @@
 
 use rampart_transformer::{Architecture, Classifier, ClassifierOptions, WeightsFormat, Window};
 
-mod support;
-use support::{RefWindow, TOL, dir, load, reference};
+use crate::support::{RefWindow, TOL, dir, load, reference};
 
 /// Windows (ids, spans) identical to Python `tokenizers`; logits within 1e-4 of PyTorch,
 /// one window per pass and in padded batches of mixed lengths.

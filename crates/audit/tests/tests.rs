@@ -1,0 +1,6 @@
+//! The integration tests of rampart-audit: one test binary, one module per area
+//! (`cargo test -p rampart-audit --test tests AREA::`).
+
+mod crash;
+mod governance;
+mod log;

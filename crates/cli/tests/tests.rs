@@ -1,0 +1,19 @@
+//! The integration tests of rampart-cli: one test binary, one module per area
+//! (`cargo test -p rampart-cli --test tests AREA::`).
+
+mod cli;
+mod datasets;
+mod dilution;
+mod discover;
+mod eval;
+mod governance;
+mod judge;
+mod models;
+mod redteam;
+mod redteam_report;
+mod relate;
+mod serve_errors;
+mod serve_kill9;
+mod tools;
+mod train;
+mod usability;

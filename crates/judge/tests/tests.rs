@@ -1,0 +1,7 @@
+//! The integration tests of rampart-judge: one test binary, one module per area
+//! (`cargo test -p rampart-judge --test tests AREA::`).
+
+mod conversation;
+mod pipeline;
+mod real_model;
+mod shipped_config;

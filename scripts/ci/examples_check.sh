@@ -7,6 +7,7 @@
 #                               blocked injection)
 #
 #   bash scripts/ci/examples_check.sh
+#   bash scripts/ci/examples_check.sh --setup-only   # only create the venv (CI: in the background)
 #
 # BIN: the rampart binary (default $CARGO_TARGET_DIR or target: release/rampart, else
 # debug/rampart, else it is built with `cargo build -p rampart-cli`). PYTHON: the interpreter for the venv
@@ -20,11 +21,21 @@ cd "$ROOT"
 OPENAI_VERSION="3.51.0"
 REQUESTS_VERSION="2.34.2"
 PYTHON="${PYTHON:-python3}"
-VENV="$ROOT/target/examples-venv"
+# RAMPART_EXAMPLES_VENV: where the venv lives (CI keeps it in its cache, outside the clone).
+VENV="${RAMPART_EXAMPLES_VENV:-$ROOT/target/examples-venv}"
+
+SETUP_ONLY=0
+case "${1:-}" in
+  "") ;;
+  --setup-only) SETUP_ONLY=1 ;;
+  *) echo "usage: $0 [--setup-only]" >&2; exit 2 ;;
+esac
 
 # ---- the binary
 TARGET_DIR="${CARGO_TARGET_DIR:-target}"
-if [[ -z "${BIN:-}" ]]; then
+if [[ $SETUP_ONLY == 1 ]]; then
+  :
+elif [[ -z "${BIN:-}" ]]; then
   if [[ -x "$TARGET_DIR/release/rampart" ]]; then BIN="$TARGET_DIR/release/rampart"
   elif [[ -x "$TARGET_DIR/debug/rampart" ]]; then BIN="$TARGET_DIR/debug/rampart"
   else
@@ -33,8 +44,10 @@ if [[ -z "${BIN:-}" ]]; then
     BIN="$TARGET_DIR/debug/rampart"
   fi
 fi
-[[ -x "$BIN" ]] || { echo "FAIL: no executable rampart binary at $BIN" >&2; exit 1; }
-echo "binary: $BIN"
+if [[ $SETUP_ONLY == 0 ]]; then
+  [[ -x "$BIN" ]] || { echo "FAIL: no executable rampart binary at $BIN" >&2; exit 1; }
+  echo "binary: $BIN"
+fi
 
 # ---- the venv (pinned client libraries)
 if [[ ! -x "$VENV/bin/python" ]] || ! "$VENV/bin/python" -c "
@@ -47,6 +60,10 @@ sys.exit(0 if m.version('openai') == '$OPENAI_VERSION' and m.version('requests')
     "openai==$OPENAI_VERSION" "requests==$REQUESTS_VERSION"
 fi
 PY="$VENV/bin/python"
+if [[ $SETUP_ONLY == 1 ]]; then
+  echo "venv ready: $VENV"
+  exit 0
+fi
 
 # ---- temp dir, cleanup
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/rampart-examples.XXXXXX")"

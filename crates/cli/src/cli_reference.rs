@@ -28,7 +28,11 @@ pub fn render() -> String {
         ));
     }
     for (path, help) in &sections {
-        out.push_str(&format!("\n## `{}`\n\n```text\n{}\n```\n", path.join(" "), help.trim_end()));
+        out.push_str(&format!(
+            "\n## `{}`\n\n```text\n{}\n```\n",
+            path.join(" "),
+            help.trim_end()
+        ));
     }
     out
 }

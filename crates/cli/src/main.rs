@@ -10,6 +10,8 @@ mod out;
 
 mod audit_cmd;
 mod breakglass_cmd;
+#[cfg(test)]
+mod cli_reference;
 mod datasets_cmd;
 mod discover_cmd;
 mod eval_cmd;

@@ -4,7 +4,8 @@
 //! model calls' tokens and cost.
 //!
 //! ```
-//! use rampart_core::{Action, RelationalCost, RelationalLabel};
+//! use rampart_core::Action;
+//! use rampart_relational::{RelationalCost, RelationalLabel};
 //! use rampart_eval::relate::{RelateBatch, RelateTally};
 //!
 //! let tally = |expected: &str, label, us| RelateTally {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tool-call governance end to end (the README's worked example): `rampart serve` with the
+# Tool-call governance end to end (the worked example in docs/service.md): `rampart serve` with the
 # coding agent's policy in front of a stand-in model (examples/mock_tool_model.py, which
 # calls whatever tool the user message names), then an agent's tool call blocked, confirmed
 # and approved, blocked in a stream, and allowed under break-glass; the governance audit

@@ -87,8 +87,9 @@ fn default_pack_covers_every_category_and_required_languages() {
     );
 }
 
-/// The languages the README and `docs/languages.md` claim for the control-phrase rules: each
-/// has a rule, with examples, in every family (families are rule tags).
+/// The languages `docs/usage.md` ("Languages", under rules) and `docs/languages.md` claim for
+/// the control-phrase rules: each has a rule, with examples, in every family (families are rule
+/// tags).
 #[test]
 fn every_claimed_language_has_every_control_phrase_family() {
     let families: [(&str, &[&str]); 5] = [

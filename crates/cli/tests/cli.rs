@@ -2,39 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
-
-fn rampart() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    c.env("RAMPART_HASH_KEY", "test-key");
-    c
-}
-
-fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut cmd = rampart();
-    cmd.args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("spawn rampart");
-    {
-        let mut sin = child.stdin.take().unwrap();
-        if let Some(data) = stdin {
-            // Ignore EPIPE: rampart may refuse to read past its limit.
-            let _ = sin.write_all(data);
-        }
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use crate::common::{rampart, run, stderr, stdout};
 
 #[test]
 fn scan_argument_blocks_override_with_exit_20() {

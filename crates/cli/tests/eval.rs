@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn rampart(args: &[&str]) -> Output {
     rampart_in(None, args)
@@ -12,17 +12,7 @@ fn rampart(args: &[&str]) -> Output {
 /// `rampart ARGS`, run in `cwd` when given, with no data directory or ONNX Runtime library
 /// named by the environment.
 fn rampart_in(cwd: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rampart"));
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    cmd.env("RAMPART_HASH_KEY", "test-key")
-        .env_remove("RAMPART_DATA_DIR")
-        .env_remove("ORT_DYLIB_PATH")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn rampart")
+    crate::common::isolated(args, cwd)
 }
 
 /// `rampart eval ARGS --gate GATES --no-progress --out-dir OUT`.

@@ -2,6 +2,7 @@
 //! (`cargo test -p rampart-cli --test tests AREA::`).
 
 mod cli;
+mod common;
 mod datasets;
 mod dilution;
 mod discover;

@@ -4,16 +4,10 @@
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 fn rampart(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .env("RAMPART_HASH_KEY", "test-key")
-        .env_remove("RAMPART_DATA_DIR")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("spawn rampart")
+    crate::common::isolated(args, None)
 }
 
 fn repo_root() -> PathBuf {

@@ -2,6 +2,7 @@
 //! (`cargo test -p rampart-conversation --test tests AREA::`).
 
 mod agreement;
+mod common;
 mod ledger;
 mod persist;
 mod scan;

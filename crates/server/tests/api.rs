@@ -7,7 +7,7 @@ use rampart_core::{Detection, Detector, DetectorError, DetectorFactory, Registry
 use rampart_server::config::{ServerConfig, hash_api_key};
 use rampart_server::{OPENAPI_JSON, ROUTES, Server, ServerOptions};
 use serde_json::{Value, json};
-use server::{Running, client, metrics_text, post, rules_config, spawn, write_config};
+use server::{Running, client, metrics_text, post, rules_config};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -64,14 +64,7 @@ async fn start_with(extra: &str, keys: bool, registry: Registry) -> Running {
 }
 
 async fn start_src(dir: tempfile::TempDir, src: &str, registry: Registry) -> Running {
-    let mut cfg = write_config(dir.path(), src);
-    cfg.server.listen = "127.0.0.1:0".into();
-    let opts = ServerOptions {
-        registry: Arc::new(registry),
-        default_pipeline: rampart_rules::rules_config(),
-        reload_on_sighup: false,
-    };
-    spawn(Server::bind(cfg, opts).await.unwrap(), Some(dir))
+    server::start_in(dir, src, registry).await
 }
 
 // ---- tests ----

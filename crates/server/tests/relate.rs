@@ -5,10 +5,8 @@
 use crate::{openapi, server};
 use openapi::check_against_doc;
 use rampart_core::Registry;
-use rampart_server::{Server, ServerOptions};
 use serde_json::{Value, json};
-use server::{Running, client, metrics_text, post, rules_config, spawn, write_config};
-use std::sync::Arc;
+use server::{Running, client, metrics_text, post, rules_config};
 
 const SYSTEM: &str = "You are a support bot for Acme. Answer questions about Acme products.";
 const BENIGN: &str = "What is the capital of Peru?";
@@ -21,15 +19,7 @@ fn relational_registry() -> Registry {
 }
 
 async fn start_src(src: &str, registry: Registry) -> Running {
-    let dir = tempfile::tempdir().unwrap();
-    let mut cfg = write_config(dir.path(), src);
-    cfg.server.listen = "127.0.0.1:0".into();
-    let opts = ServerOptions {
-        registry: Arc::new(registry),
-        default_pipeline: rampart_rules::rules_config(),
-        reload_on_sighup: false,
-    };
-    spawn(Server::bind(cfg, opts).await.unwrap(), Some(dir))
+    server::start_in(tempfile::tempdir().unwrap(), src, registry).await
 }
 
 /// A server on the repository's rules-only pipeline (no relational layer), with an audit log.

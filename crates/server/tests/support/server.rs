@@ -1,11 +1,11 @@
 //! The server side of the integration tests: start the real server on a loopback port, talk
 //! to it with reqwest, stop it.
 //!
-//! Use it from an integration test with `#[path = "support/server.rs"] mod server;`.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use rampart_core::Registry;
 use rampart_server::config::ServerConfig;
-use rampart_server::{AppState, Server};
+use rampart_server::{AppState, Server, ServerOptions};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -54,6 +54,19 @@ impl Running {
         }
         self.task.await.unwrap().unwrap();
     }
+}
+
+/// Binds and runs a server on a free loopback port with configuration `src` (written to
+/// `dir`), the layer kinds of `registry` and the rules-only default pipeline.
+pub async fn start_in(dir: tempfile::TempDir, src: &str, registry: Registry) -> Running {
+    let mut cfg = write_config(dir.path(), src);
+    cfg.server.listen = "127.0.0.1:0".into();
+    let opts = ServerOptions {
+        registry: Arc::new(registry),
+        default_pipeline: rampart_rules::rules_config(),
+        reload_on_sighup: false,
+    };
+    spawn(Server::bind(cfg, opts).await.unwrap(), Some(dir))
 }
 
 /// Runs a bound `server` until [`Running::stop`] or until the `Running` is dropped; `dir`

@@ -1,0 +1,56 @@
+//! Helpers the test modules share: the binary under test, run with arguments and stdin.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+/// The `rampart` binary, with a fixed hash key.
+pub fn rampart() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_rampart"));
+    c.env("RAMPART_HASH_KEY", "test-key");
+    c
+}
+
+/// Runs `rampart ARGS`, writing `stdin` (when given) to its standard input.
+pub fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut cmd = rampart();
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn rampart");
+    {
+        let mut sin = child.stdin.take().expect("piped stdin");
+        if let Some(data) = stdin {
+            // Ignore EPIPE: rampart may refuse to read past its limit.
+            let _ = sin.write_all(data);
+        }
+    }
+    child.wait_with_output().expect("rampart's output")
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `rampart ARGS` (in `cwd` when given) isolated from the environment: a fixed hash key,
+/// no data directory, judge URL or ONNX Runtime library from the caller, no stdin.
+pub fn isolated(args: &[&str], cwd: Option<&Path>) -> Output {
+    let mut cmd = rampart();
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    cmd.env_remove("RAMPART_DATA_DIR")
+        .env_remove("RAMPART_JUDGE_URL")
+        .env_remove("ORT_DYLIB_PATH")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("spawn rampart")
+}

@@ -3,7 +3,7 @@
 //! balance, the exchange type, the label, and what the evaluation cost; for labelled
 //! batches, the four-label accuracy and confusion matrix.
 
-use crate::scan::{ChunkLine, exit_code, json_error, open_batch, read_bounded, read_chunk};
+use crate::scan::{ChunkLine, exit_code, json_line, open_batch, read_bounded, read_chunk};
 use crate::{EXIT_ALLOW, EXIT_BATCH_ERRORS, PipelineArgs};
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
@@ -355,26 +355,10 @@ enum LineResult {
 }
 
 fn relate_line(relator: &Relator, raw: &[u8]) -> LineResult {
-    let text = match std::str::from_utf8(raw) {
-        Ok(t) => t,
-        Err(e) => {
-            return LineResult::Error {
-                id: None,
-                message: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
-            };
-        }
-    };
-    if text.trim().is_empty() {
-        return LineResult::Blank;
-    }
-    let record: RelateRecord = match serde_json::from_str(text) {
-        Ok(l) => l,
-        Err(e) => {
-            return LineResult::Error {
-                id: None,
-                message: json_error(&e),
-            };
-        }
+    let record: RelateRecord = match json_line(raw) {
+        None => return LineResult::Blank,
+        Some(Err(message)) => return LineResult::Error { id: None, message },
+        Some(Ok(r)) => r,
     };
     let id = record.id();
     match relator.relate_record(record) {

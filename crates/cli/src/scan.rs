@@ -222,6 +222,24 @@ pub(crate) fn id_string(v: &serde_json::Value) -> String {
 /// A record's JSON error. serde_json counts lines within the record, which is always one
 /// line of the batch: its "at line 1 column N" would contradict the batch line number the
 /// error record carries, so only the column is kept.
+/// One JSONL line as a `T`: `None` for a blank line, else the record or why it is not one
+/// (not UTF-8, not JSON, not the record's shape).
+pub(crate) fn json_line<T: serde::de::DeserializeOwned>(raw: &[u8]) -> Option<Result<T, String>> {
+    let text = match std::str::from_utf8(raw) {
+        Ok(t) => t,
+        Err(e) => {
+            return Some(Err(format!(
+                "invalid UTF-8 at byte {} of the line",
+                e.valid_up_to()
+            )));
+        }
+    };
+    if text.trim().is_empty() {
+        return None;
+    }
+    Some(serde_json::from_str(text).map_err(|e| json_error(&e)))
+}
+
 pub(crate) fn json_error(e: &serde_json::Error) -> String {
     let full = e.to_string();
     let position = format!(" at line {} column {}", e.line(), e.column());
@@ -233,26 +251,10 @@ pub(crate) fn json_error(e: &serde_json::Error) -> String {
 
 fn scan_line(scanner: &ConversationScanner, raw: &[u8]) -> LineResult {
     let pipeline = scanner.pipeline();
-    let text = match std::str::from_utf8(raw) {
-        Ok(t) => t,
-        Err(e) => {
-            return LineResult::Error {
-                id: None,
-                message: format!("invalid UTF-8 at byte {} of the line", e.valid_up_to()),
-            };
-        }
-    };
-    if text.trim().is_empty() {
-        return LineResult::Blank;
-    }
-    let line: BatchLine = match serde_json::from_str(text) {
-        Ok(l) => l,
-        Err(e) => {
-            return LineResult::Error {
-                id: None,
-                message: json_error(&e),
-            };
-        }
+    let line: BatchLine = match json_line(raw) {
+        None => return LineResult::Blank,
+        Some(Err(message)) => return LineResult::Error { id: None, message },
+        Some(Ok(l)) => l,
     };
     let id = line.id.as_ref().map(id_string);
     let segments = match (line.text, line.segments, line.turns) {

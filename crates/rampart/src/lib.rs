@@ -22,7 +22,9 @@
 //!
 //! The pieces are their own crates, re-exported here: [`core`] (the pipeline, decisions,
 //! the `Detector` trait a layer implements), [`rules`], [`classify`], and, with their
-//! features, [`transformer`], [`judge`], [`relational`].
+//! features, [`transformer`], [`judge`], [`relational`]. Two more work beside a pipeline,
+//! without a server: [`output`] (scanning model responses: secrets, canaries, a leaked
+//! system prompt, the streaming tool-call gate) and [`tools`] (tool-call policies).
 #![deny(missing_docs)]
 
 mod builder;
@@ -33,9 +35,11 @@ pub use rampart_classify as classify;
 pub use rampart_core as core;
 #[cfg(feature = "judge")]
 pub use rampart_judge as judge;
+pub use rampart_output as output;
 #[cfg(feature = "relational")]
 pub use rampart_relational as relational;
 pub use rampart_rules as rules;
+pub use rampart_tools as tools;
 #[cfg(feature = "transformer")]
 pub use rampart_transformer as transformer;
 

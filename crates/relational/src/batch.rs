@@ -12,12 +12,12 @@
 //!   `source`, `split`, `language`, `carrier`, `position` and `meta` are accepted and ignored.
 //!
 //! ```
-//! use rampart_core::{Pipeline, PipelineConfig, Registry, RelationalLabel};
-//! use rampart_relational::{RelateRecord, RelateSetup, RelationalFactory, Relator};
+//! use rampart_core::{Pipeline, PipelineConfig};
+//! use rampart_relational::{RelateRecord, RelateSetup, RelationalFactory, RelationalLabel, Relator};
 //!
 //! let mut config = rampart_rules::rules_config(); // rules only
 //! let layer = RelateSetup::default().apply(&mut config).unwrap();
-//! let mut registry = Registry::default();
+//! let mut registry = rampart_rules::registry();
 //! registry.register(Box::new(RelationalFactory));
 //! let relator = Relator::new(Pipeline::from_config_with(config, &registry).unwrap(), layer);
 //!

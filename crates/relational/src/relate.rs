@@ -14,8 +14,10 @@
 //!   a failed report when the layer gave none (it timed out, the request deadline passed).
 //!
 //! ```
-//! use rampart_core::{PipelineConfig, Registry, Pipeline, RelationalLabel};
-//! use rampart_relational::{RelationalFactory, RelateOutcome, attach_relational_layer, layered_request};
+//! use rampart_core::{PipelineConfig, Registry, Pipeline};
+//! use rampart_relational::{
+//!     RelationalFactory, RelateOutcome, RelationalLabel, attach_relational_layer, layered_request,
+//! };
 //!
 //! let mut config = rampart_rules::rules_config(); // rules only
 //! let layer = attach_relational_layer(&mut config, toml::Table::new()).unwrap();

@@ -13,7 +13,7 @@
 use rampart_transformer::{Classifier, ClassifierOptions, TransformerError, WeightsFormat};
 use std::path::PathBuf;
 
-use crate::support::{dir, load, reference};
+use crate::support::{self, dir, load, reference};
 
 fn check(name: &str) {
     let r = reference(name);

@@ -47,14 +47,22 @@ fn record(i: usize) -> AuditRecord {
         endpoint: "/v1/scan".into(),
         input_hash: format!("{:064x}", (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
         hash_key_id: "k-0123456789abcdef".into(),
-        action: if blocked { "BLOCK" } else { "ALLOW" }.into(),
-        risk: if blocked { "high_risk" } else { "low_risk" }.into(),
+        action: if blocked {
+            rampart_core::Action::Block
+        } else {
+            rampart_core::Action::Allow
+        },
+        risk: if blocked {
+            rampart_core::RiskClass::HighRisk
+        } else {
+            rampart_core::RiskClass::LowRisk
+        },
         policy_version: "rules-1".into(),
         findings: if blocked {
             vec![AuditFinding {
                 rule_id: "CTRL_001".into(),
                 category: "control_phrase".into(),
-                strength: "strong".into(),
+                strength: rampart_core::Strength::Strong,
                 layer: "rules".into(),
             }]
         } else {

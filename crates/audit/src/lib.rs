@@ -7,7 +7,11 @@
 //!   label, confidence, redacted explanation, model, prompt version, tokens, cost and latency
 //!   ([`AuditJudge`]); with a relational layer, its status, label, ayni balance, exchange
 //!   type, violation kinds, model calls, tokens, cost and time ([`AuditRelational`]). Never
-//!   prompt text, never matched text.
+//!   prompt text, never matched text. Values of a fixed set (action, risk, strength, the
+//!   judge's outcome, label and cache status, the relational backend, status, label,
+//!   exchange type and violation kinds) are the enums of `rampart-core`, `rampart-llm`,
+//!   `rampart-judge` and `rampart-relational`, stored and exported under their serialized
+//!   names (`BLOCK`, `high_risk`, `http_error`…).
 //! * **Writing** ([`AuditLog`], [`AuditWriter`]): one writer thread owns the connection and
 //!   commits whatever is queued (up to `max_batch` records) in one transaction (group
 //!   commit). [`AuditWriter::append`] is async: it never blocks a thread, and resolves with
@@ -45,13 +49,13 @@
 //!     endpoint: "scan".into(),
 //!     input_hash: "9f2c…".into(),
 //!     hash_key_id: "k0".into(),
-//!     action: "BLOCK".into(),
-//!     risk: "high_risk".into(),
+//!     action: rampart_core::Action::Block,
+//!     risk: rampart_core::RiskClass::HighRisk,
 //!     policy_version: "1".into(),
 //!     findings: vec![rampart_audit::AuditFinding {
 //!         rule_id: "CTRL_001".into(),
 //!         category: "control_phrase".into(),
-//!         strength: "strong".into(),
+//!         strength: rampart_core::Strength::Strong,
 //!         layer: "rules".into(),
 //!     }],
 //!     layer_timings_us: [("rules".to_string(), 42)].into(),
@@ -105,9 +109,7 @@ pub use governance::{
 pub use rampart_core::timefmt::{
     format_time_ms, now_unix_ms as now_ms, parse_duration_ms, parse_time,
 };
-pub use reader::{
-    AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, INTENT_LABELS, JUDGE_OUTCOMES, prune,
-};
+pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune};
 pub use record::{AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 

@@ -2,6 +2,9 @@
 
 use crate::schema;
 use crate::{AuditError, AuditFinding, AuditRecord, StoredRecord, format_time_ms};
+use rampart_core::{Action, RiskClass};
+use rampart_judge::IntentLabel;
+use rampart_llm::OutcomeKind;
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row};
 use std::collections::BTreeMap;
@@ -16,8 +19,8 @@ pub struct AuditFilter {
     pub since_ms: Option<i64>,
     /// Records strictly before this time (Unix epoch ms).
     pub until_ms: Option<i64>,
-    /// `ALLOW`, `SANITIZE` or `BLOCK` (any case).
-    pub action: Option<String>,
+    /// Records of this action.
+    pub action: Option<Action>,
     /// Records with at least one finding of this rule ID (exact).
     pub rule_id: Option<String>,
     /// Records of this API key ID (exact).
@@ -26,11 +29,10 @@ pub struct AuditFilter {
     pub request_id: Option<String>,
     /// Records of this endpoint (exact), e.g. `scan`.
     pub endpoint: Option<String>,
-    /// Records whose judge gave this intent label: `benign`, `suspicious` or `malicious`.
-    pub intent_label: Option<String>,
-    /// Records whose judge call ended this way: `ok`, `refused`, `unparseable`, `empty`,
-    /// `truncated`, `timeout`, `http_error` or `budget_exhausted`.
-    pub judge_outcome: Option<String>,
+    /// Records whose judge gave this intent label.
+    pub intent_label: Option<IntentLabel>,
+    /// Records whose judge call ended this way.
+    pub judge_outcome: Option<OutcomeKind>,
     /// At most this many records.
     pub limit: Option<usize>,
     /// Newest first (default: oldest first). With `limit`, picks the newest records.
@@ -90,53 +92,13 @@ pub const CSV_COLUMNS: [&str; 21] = [
     "relational_balance",
 ];
 
-const ACTIONS: [&str; 3] = ["ALLOW", "SANITIZE", "BLOCK"];
-
-/// The judge's intent labels ([`rampart_judge::IntentLabel`]).
-pub const INTENT_LABELS: [&str; 3] = ["benign", "suspicious", "malicious"];
-
-/// How a judge call can end ([`rampart_llm::OutcomeKind`]).
-pub const JUDGE_OUTCOMES: [&str; 8] = [
-    "ok",
-    "refused",
-    "unparseable",
-    "empty",
-    "truncated",
-    "timeout",
-    "http_error",
-    "budget_exhausted",
-];
-
 const COLUMNS: &str = "d.id, d.time_ms, d.request_id, d.key_id, d.endpoint, d.input_hash, \
     d.hash_key_id, d.action, d.risk, d.policy_version, d.findings_json, d.layer_timings_json, \
     d.elapsed_us, d.degraded, d.judge_json, d.relational_json";
 
 impl AuditFilter {
-    /// Checks the filter: a known action, `since_ms` not after `until_ms`.
+    /// Checks the filter: `since_ms` not after `until_ms`.
     pub fn validate(&self) -> Result<(), AuditError> {
-        if let Some(a) = &self.action
-            && !ACTIONS.iter().any(|x| x.eq_ignore_ascii_case(a))
-        {
-            return Err(AuditError::Filter(format!(
-                "invalid filter: unknown action {a:?} (expected ALLOW, SANITIZE or BLOCK)"
-            )));
-        }
-        if let Some(l) = &self.intent_label
-            && !INTENT_LABELS.iter().any(|x| x.eq_ignore_ascii_case(l))
-        {
-            return Err(AuditError::Filter(format!(
-                "invalid filter: unknown intent label {l:?} (expected {})",
-                INTENT_LABELS.join(", ")
-            )));
-        }
-        if let Some(o) = &self.judge_outcome
-            && !JUDGE_OUTCOMES.iter().any(|x| x.eq_ignore_ascii_case(o))
-        {
-            return Err(AuditError::Filter(format!(
-                "invalid filter: unknown judge outcome {o:?} (expected {})",
-                JUDGE_OUTCOMES.join(", ")
-            )));
-        }
         if let (Some(s), Some(u)) = (self.since_ms, self.until_ms)
             && s > u
         {
@@ -163,9 +125,10 @@ impl AuditFilter {
             clauses.push("d.time_ms < ?");
             values.push(Value::Integer(u));
         }
-        if let Some(a) = &self.action {
+        // Enum values are bound as the names they are stored under.
+        if let Some(a) = self.action {
             clauses.push("d.action = ?");
-            values.push(Value::Text(a.to_ascii_uppercase()));
+            values.push(Value::Text(a.name().into()));
         }
         if let Some(k) = &self.key_id {
             clauses.push("d.key_id = ?");
@@ -179,13 +142,13 @@ impl AuditFilter {
             clauses.push("d.endpoint = ?");
             values.push(Value::Text(e.clone()));
         }
-        if let Some(l) = &self.intent_label {
+        if let Some(l) = self.intent_label {
             clauses.push("d.judge_intent_label = ?");
-            values.push(Value::Text(l.to_ascii_lowercase()));
+            values.push(Value::Text(l.name().into()));
         }
-        if let Some(o) = &self.judge_outcome {
+        if let Some(o) = self.judge_outcome {
             clauses.push("d.judge_outcome = ?");
-            values.push(Value::Text(o.to_ascii_lowercase()));
+            values.push(Value::Text(o.name().into()));
         }
         if let Some(r) = &self.rule_id {
             clauses.push(
@@ -361,8 +324,8 @@ impl AuditReader {
                     endpoint: row.get(4)?,
                     input_hash: row.get(5)?,
                     hash_key_id: row.get(6)?,
-                    action: row.get(7)?,
-                    risk: row.get(8)?,
+                    action: Action::Allow,
+                    risk: RiskClass::LowRisk,
                     policy_version: row.get(9)?,
                     findings: Vec::new(),
                     layer_timings_us: BTreeMap::new(),
@@ -375,14 +338,22 @@ impl AuditReader {
                 row.get::<_, String>(11)?,
                 row.get::<_, Option<String>>(14)?,
                 row.get::<_, Option<String>>(15)?,
+                row.get::<_, String>(7)?,
+                row.get::<_, String>(8)?,
             ))
         };
-        let (id, mut record, findings, timings, judge, relational) = get(row).map_err(sq)?;
-        let corrupt = |e: serde_json::Error| AuditError::Corrupt {
+        let (id, mut record, findings, timings, judge, relational, action, risk) =
+            get(row).map_err(sq)?;
+        let damaged = |message: String| AuditError::Corrupt {
             path: self.path.clone(),
             id,
-            message: e.to_string(),
+            message,
         };
+        record.action = stored(&Action::ALL, Action::name, &action)
+            .ok_or_else(|| damaged(format!("unknown action {action:?}")))?;
+        record.risk = stored(&RiskClass::ALL, RiskClass::name, &risk)
+            .ok_or_else(|| damaged(format!("unknown risk {risk:?}")))?;
+        let corrupt = |e: serde_json::Error| damaged(e.to_string());
         record.findings = serde_json::from_str::<Vec<AuditFinding>>(&findings).map_err(corrupt)?;
         record.layer_timings_us = serde_json::from_str(&timings).map_err(corrupt)?;
         record.judge = judge
@@ -397,6 +368,11 @@ impl AuditReader {
             .map_err(corrupt)?;
         Ok(StoredRecord { id, record })
     }
+}
+
+/// The value of `all` stored under `name`.
+fn stored<T: Copy>(all: &[T], name_of: fn(T) -> &'static str, name: &str) -> Option<T> {
+    all.iter().copied().find(|v| name_of(*v) == name)
 }
 
 /// Appends one CSV cell, quoted when it holds a comma, quote, CR or LF (RFC 4180), and
@@ -430,8 +406,8 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
         rec.request_id.clone(),
         rec.key_id.clone().unwrap_or_default(),
         rec.endpoint.clone(),
-        rec.action.clone(),
-        rec.risk.clone(),
+        rec.action.name().to_string(),
+        rec.risk.name().to_string(),
         rec.policy_version.clone(),
         rec.input_hash.clone(),
         rec.hash_key_id.clone(),
@@ -441,13 +417,17 @@ fn csv_row(r: &StoredRecord, out: &mut String) {
         rec.elapsed_us.to_string(),
         rec.degraded.to_string(),
         judge
-            .and_then(|j| j.intent_label.clone())
-            .unwrap_or_default(),
-        judge.and_then(|j| j.outcome.clone()).unwrap_or_default(),
+            .and_then(|j| j.intent_label)
+            .map_or_else(String::new, |l| l.name().to_string()),
+        judge
+            .and_then(|j| j.outcome)
+            .map_or_else(String::new, |o| o.name().to_string()),
         judge
             .and_then(|j| j.explanation.clone())
             .unwrap_or_default(),
-        relational.and_then(|r| r.label.clone()).unwrap_or_default(),
+        relational
+            .and_then(|r| r.label)
+            .map_or_else(String::new, |l| l.name().to_string()),
         relational
             .and_then(|r| r.balance)
             .map(|b| format!("{b:.4}"))
@@ -497,7 +477,7 @@ mod tests {
         let f = AuditFilter {
             since_ms: Some(10),
             until_ms: Some(20),
-            action: Some("block".into()),
+            action: Some(Action::Block),
             rule_id: Some("CTRL_001".into()),
             key_id: Some("k1".into()),
             request_id: Some("r1".into()),
@@ -530,11 +510,6 @@ mod tests {
                 Value::Integer(5),
             ]
         );
-        let bad = AuditFilter {
-            action: Some("DENY".into()),
-            ..AuditFilter::default()
-        };
-        assert!(matches!(bad.select_sql(), Err(AuditError::Filter(_))));
         let backwards = AuditFilter {
             since_ms: Some(2),
             until_ms: Some(1),
@@ -546,8 +521,8 @@ mod tests {
     #[test]
     fn judge_filters_are_columns_with_bound_values() {
         let f = AuditFilter {
-            intent_label: Some("Malicious".into()),
-            judge_outcome: Some("HTTP_ERROR".into()),
+            intent_label: Some(IntentLabel::Malicious),
+            judge_outcome: Some(OutcomeKind::HttpError),
             ..AuditFilter::default()
         };
         let (sql, values) = f.select_sql().unwrap();
@@ -562,18 +537,6 @@ mod tests {
                 Value::Text("http_error".into())
             ]
         );
-        for bad in [
-            AuditFilter {
-                intent_label: Some("safe".into()),
-                ..AuditFilter::default()
-            },
-            AuditFilter {
-                judge_outcome: Some("error".into()),
-                ..AuditFilter::default()
-            },
-        ] {
-            assert!(matches!(bad.select_sql(), Err(AuditError::Filter(_))));
-        }
     }
 
     #[test]
@@ -617,19 +580,16 @@ mod tests {
             since in proptest::option::of(any::<i64>()),
             until in proptest::option::of(any::<i64>()),
             key in text(), request in text(), rule in text(), endpoint in text(),
-            action in proptest::option::of(prop_oneof![
-                Just("ALLOW".to_string()), Just("sanitize".to_string()), Just("Block".to_string())
-            ]),
+            action in proptest::option::of(proptest::sample::select(&Action::ALL[..])),
             limit in proptest::option::of(any::<usize>()),
             newest_first in any::<bool>(),
-            intent_label in proptest::option::of(proptest::sample::select(&INTENT_LABELS[..])),
-            judge_outcome in proptest::option::of(proptest::sample::select(&JUDGE_OUTCOMES[..])),
+            intent_label in proptest::option::of(proptest::sample::select(&IntentLabel::ALL[..])),
+            judge_outcome in proptest::option::of(proptest::sample::select(&OutcomeKind::ALL[..])),
         ) {
             let f = AuditFilter {
                 since_ms: since, until_ms: until, action, rule_id: rule, key_id: key,
                 request_id: request, endpoint,
-                intent_label: intent_label.map(str::to_string),
-                judge_outcome: judge_outcome.map(str::to_string),
+                intent_label, judge_outcome,
                 limit, newest_first,
             };
             match f.select_sql() {
@@ -642,11 +602,11 @@ mod tests {
                     let some = |o: &Option<String>| o.as_ref().map(|_| "x".to_string());
                     let shape = AuditFilter {
                         since_ms: since.map(|_| 0), until_ms: until.map(|_| 0),
-                        action: f.action.as_ref().map(|_| "ALLOW".to_string()),
+                        action: f.action.map(|_| Action::Allow),
                         rule_id: some(&f.rule_id), key_id: some(&f.key_id),
                         request_id: some(&f.request_id), endpoint: some(&f.endpoint),
-                        intent_label: f.intent_label.as_ref().map(|_| "benign".to_string()),
-                        judge_outcome: f.judge_outcome.as_ref().map(|_| "ok".to_string()),
+                        intent_label: f.intent_label.map(|_| IntentLabel::Benign),
+                        judge_outcome: f.judge_outcome.map(|_| OutcomeKind::Ok),
                         limit: limit.map(|_| 0), newest_first,
                     };
                     prop_assert_eq!(sql, shape.select_sql().unwrap().0);

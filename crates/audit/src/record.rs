@@ -1,5 +1,11 @@
 //! What one audit record holds.
 
+use rampart_core::{Action, RiskClass, Strength};
+use rampart_judge::{CacheStatus, IntentLabel, JudgeTriggerKind};
+use rampart_llm::OutcomeKind;
+use rampart_relational::{
+    Backend, ExchangeType, RelationalLabel, RelationalStatusKind, ViolationKind,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -20,10 +26,10 @@ pub struct AuditRecord {
     pub input_hash: String,
     /// Which hash key ([`Decision::hash_key_id`](rampart_core::Decision)).
     pub hash_key_id: String,
-    /// `ALLOW`, `SANITIZE` or `BLOCK`.
-    pub action: String,
-    /// `low_risk`, `medium_risk` or `high_risk`.
-    pub risk: String,
+    /// The verdict: stored as `ALLOW`, `SANITIZE` or `BLOCK`.
+    pub action: Action,
+    /// The risk: stored as `low_risk`, `medium_risk` or `high_risk`.
+    pub risk: RiskClass,
     /// The policy version that decided.
     pub policy_version: String,
     /// The findings, in the decision's order.
@@ -53,24 +59,24 @@ pub struct AuditRelational {
     /// The relational layer's name.
     pub layer: String,
     /// `local`, `llm` or `circle`.
-    pub backend: String,
+    pub backend: Backend,
     /// `ok`, `failed` or `skipped`.
-    pub status: String,
+    pub status: RelationalStatusKind,
     /// Why it failed or was skipped (never input text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// `reciprocal`, `borderline`, `manipulative` or `extractive`, when evaluated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub label: Option<String>,
+    pub label: Option<RelationalLabel>,
     /// The ayni balance in [-1, 1].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balance: Option<f64>,
     /// The exchange type.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exchange: Option<String>,
-    /// The kinds of the trust violations, sorted.
+    pub exchange: Option<ExchangeType>,
+    /// The kinds of the trust violations, once each, sorted by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub violations: Vec<String>,
+    pub violations: Vec<ViolationKind>,
     /// Model calls.
     #[serde(default)]
     pub calls: u64,
@@ -91,27 +97,18 @@ pub struct AuditRelational {
 impl AuditRelational {
     /// The loggable part of a relational report.
     pub fn from_report(r: &rampart_relational::RelationalReport) -> AuditRelational {
-        use rampart_relational::RelationalStatus;
-        let (status, reason) = match &r.status {
-            RelationalStatus::Ok => ("ok", None),
-            RelationalStatus::Failed { reason } => ("failed", Some(reason.clone())),
-            RelationalStatus::Skipped { reason } => ("skipped", Some(reason.clone())),
-        };
-        let mut violations: Vec<String> = r
-            .violations
-            .iter()
-            .map(|v| v.kind.name().to_string())
-            .collect();
-        violations.sort();
+        // Sorted by name, as when they were logged as strings.
+        let mut violations: Vec<ViolationKind> = r.violations.iter().map(|v| v.kind).collect();
+        violations.sort_by_key(|k| k.name());
         violations.dedup();
         AuditRelational {
             layer: r.layer.clone(),
-            backend: r.backend.name().to_string(),
-            status: status.to_string(),
-            reason,
-            label: r.label.map(|l| l.name().to_string()),
+            backend: r.backend,
+            status: r.status.kind(),
+            reason: r.status.reason().map(str::to_string),
+            label: r.label,
             balance: r.balance,
-            exchange: r.exchange.map(|x| x.name().to_string()),
+            exchange: r.exchange,
             violations,
             calls: r.cost.calls,
             input_tokens: r.cost.input_tokens,
@@ -135,13 +132,13 @@ pub struct AuditJudge {
     pub called: bool,
     /// The kinds of the triggers that fired (`deferred`, `ambiguous_score`…).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub triggers: Vec<String>,
+    pub triggers: Vec<JudgeTriggerKind>,
     /// How the call ended (`ok`, `timeout`, `http_error`…), when called.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<String>,
+    pub outcome: Option<OutcomeKind>,
     /// `benign`, `suspicious` or `malicious`, when the judge gave a verdict.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub intent_label: Option<String>,
+    pub intent_label: Option<IntentLabel>,
     /// The verdict's confidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<f32>,
@@ -149,7 +146,7 @@ pub struct AuditJudge {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub explanation: Option<String>,
     /// Cache status: `off`, `hit`, `miss` or `replay_miss`.
-    pub cache: String,
+    pub cache: CacheStatus,
     /// The model asked.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub model: String,
@@ -179,15 +176,14 @@ impl AuditJudge {
         AuditJudge {
             layer: j.layer.clone(),
             called: j.called,
-            triggers: j.triggers.iter().map(|t| t.name().to_string()).collect(),
-            outcome: j.outcome.map(|o| o.name().to_string()),
+            triggers: j.triggers.iter().map(|t| t.kind()).collect(),
+            outcome: j.outcome,
             intent_label: j
                 .intent_label
-                .or(j.verdict.as_ref().map(|v| v.intent_label))
-                .map(|l| l.name().to_string()),
+                .or(j.verdict.as_ref().map(|v| v.intent_label)),
             confidence: j.verdict.as_ref().map(|v| v.confidence),
             explanation: j.verdict.as_ref().map(|v| v.explanation.clone()),
-            cache: j.cache.name().to_string(),
+            cache: j.cache,
             model: j.model.clone(),
             prompt_id: j.prompt_id.clone(),
             prompt_hash: j.prompt_hash.clone(),
@@ -208,7 +204,7 @@ pub struct AuditFinding {
     /// Category name, e.g. `control_phrase`.
     pub category: String,
     /// `weak` or `strong`.
-    pub strength: String,
+    pub strength: Strength,
     /// The layer that produced it.
     pub layer: String,
 }
@@ -229,11 +225,7 @@ impl AuditRecord {
             .map(|f| AuditFinding {
                 rule_id: f.rule_id.clone(),
                 category: f.category.name().to_string(),
-                strength: match f.strength {
-                    rampart_core::Strength::Weak => "weak",
-                    rampart_core::Strength::Strong => "strong",
-                }
-                .to_string(),
+                strength: f.strength,
                 layer: f.layer.clone(),
             })
             .collect();
@@ -254,8 +246,8 @@ impl AuditRecord {
             endpoint: endpoint.to_string(),
             input_hash: d.input_hash.clone(),
             hash_key_id: d.hash_key_id.clone(),
-            action: d.action.name().to_string(),
-            risk: d.risk.name().to_string(),
+            action: d.action,
+            risk: d.risk,
             policy_version: d.policy_version.clone(),
             findings,
             layer_timings_us,

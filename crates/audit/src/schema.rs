@@ -341,8 +341,11 @@ mod tests {
         assert_eq!(all.len(), 1);
         assert_eq!(all[0].record.request_id, "old-1");
         assert_eq!(all[0].record.judge, None);
+        // A record written by the first schema reads its action and risk into the enums.
+        assert_eq!(all[0].record.action, rampart_core::Action::Allow);
+        assert_eq!(all[0].record.risk, rampart_core::RiskClass::LowRisk);
         let judged = AuditFilter {
-            judge_outcome: Some("ok".into()),
+            judge_outcome: Some(rampart_llm::OutcomeKind::Ok),
             ..AuditFilter::default()
         };
         assert_eq!(reader.count(&judged).unwrap(), 0);

@@ -541,8 +541,12 @@ fn write_batch(
                 .map(serde_json::to_string)
                 .transpose()
                 .map_err(json)?;
+            // The filter columns hold the names (as the JSON does).
             let (label, outcome) = rec.judge.as_ref().map_or((None, None), |j| {
-                (j.intent_label.clone(), j.outcome.clone())
+                (
+                    j.intent_label.map(|l| l.name()),
+                    j.outcome.map(|o| o.name()),
+                )
             });
             let id = ins_d.insert(params![
                 rec.time_ms,
@@ -551,8 +555,8 @@ fn write_batch(
                 rec.endpoint,
                 rec.input_hash,
                 rec.hash_key_id,
-                rec.action,
-                rec.risk,
+                rec.action.name(),
+                rec.risk.name(),
                 rec.policy_version,
                 findings,
                 timings,
@@ -565,7 +569,12 @@ fn write_batch(
             ])?;
             for (seq, f) in rec.findings.iter().enumerate() {
                 ins_f.execute(params![
-                    id, seq as i64, f.rule_id, f.category, f.strength, f.layer
+                    id,
+                    seq as i64,
+                    f.rule_id,
+                    f.category,
+                    f.strength.name(),
+                    f.layer
                 ])?;
             }
             ids.push(id);

@@ -4,3 +4,4 @@
 mod crash;
 mod governance;
 mod log;
+mod stored_names;

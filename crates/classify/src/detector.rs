@@ -5,7 +5,8 @@ use crate::model::{LinearModel, ModelError};
 use crate::score::max_margin;
 use rampart_core::{
     BuildError, Category, Detection, Detector, DetectorError, DetectorFactory, Finding, RiskClass,
-    Role, RoleThresholds, ScanInput, Span, SpanScore, Strength, Trust, ViewKind, top_spans,
+    Role, RoleThresholds, RoleThresholdsError, ScanInput, Span, SpanScore, Strength, Trust,
+    ViewKind, top_spans,
 };
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -129,16 +130,40 @@ pub struct LinearDetector {
     window_thresholds: RoleThresholds,
 }
 
-/// Why a detector could not be built.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// Why a detector could not be built: the model, or an option out of range (naming the
+/// option and its value).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LinearBuildError {
     /// The model is invalid.
     #[error(transparent)]
     Model(#[from] ModelError),
-    /// An option is out of range.
-    #[error("{0}")]
-    Option(String),
+    /// `threshold` (or the model's) is outside (0, 1].
+    #[error("threshold must be in (0, 1], got {threshold}")]
+    Threshold {
+        /// The threshold.
+        threshold: f32,
+    },
+    /// `ambiguous` is not `[low, high]` with `0 <= low < high <= 1`.
+    #[error("ambiguous must be [low, high] with 0 <= low < high <= 1, got [{low}, {high}]")]
+    Ambiguous {
+        /// Its low end.
+        low: f32,
+        /// Its high end.
+        high: f32,
+    },
+    /// `window_threshold` is outside (0, 1).
+    #[error("window_threshold must be in (0, 1), got {window_threshold}")]
+    WindowThreshold {
+        /// The window threshold.
+        window_threshold: f32,
+    },
+    /// A per-role threshold (`thresholds`) is out of range.
+    #[error(transparent)]
+    Thresholds(RoleThresholdsError),
+    /// A per-role window threshold (`window_thresholds`) is out of range.
+    #[error("window_{0}")]
+    WindowThresholds(RoleThresholdsError),
 }
 
 impl LinearDetector {
@@ -166,7 +191,7 @@ impl LinearDetector {
     ) -> Result<LinearDetector, LinearBuildError> {
         window_thresholds
             .validate()
-            .map_err(|e| LinearBuildError::Option(format!("window_{e}")))?;
+            .map_err(LinearBuildError::WindowThresholds)?;
         self.window_thresholds = window_thresholds;
         Ok(self)
     }
@@ -179,9 +204,9 @@ impl LinearDetector {
         if let Some(w) = window_threshold
             && !(w > 0.0 && w < 1.0)
         {
-            return Err(LinearBuildError::Option(format!(
-                "window_threshold must be in (0, 1), got {w}"
-            )));
+            return Err(LinearBuildError::WindowThreshold {
+                window_threshold: w,
+            });
         }
         self.window_threshold = window_threshold;
         Ok(self)
@@ -192,7 +217,9 @@ impl LinearDetector {
         mut self,
         thresholds: RoleThresholds,
     ) -> Result<LinearDetector, LinearBuildError> {
-        thresholds.validate().map_err(LinearBuildError::Option)?;
+        thresholds
+            .validate()
+            .map_err(LinearBuildError::Thresholds)?;
         self.thresholds = thresholds;
         Ok(self)
     }
@@ -206,15 +233,11 @@ impl LinearDetector {
     ) -> Result<LinearDetector, LinearBuildError> {
         let threshold = threshold.unwrap_or(model.header().threshold);
         if !(threshold > 0.0 && threshold <= 1.0) {
-            return Err(LinearBuildError::Option(format!(
-                "threshold must be in (0, 1], got {threshold}"
-            )));
+            return Err(LinearBuildError::Threshold { threshold });
         }
-        let [lo, hi] = band;
-        if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo >= hi {
-            return Err(LinearBuildError::Option(format!(
-                "ambiguous must be [low, high] with 0 <= low < high <= 1, got [{lo}, {hi}]"
-            )));
+        let [low, high] = band;
+        if !(0.0..=1.0).contains(&low) || !(0.0..=1.0).contains(&high) || low >= high {
+            return Err(LinearBuildError::Ambiguous { low, high });
         }
         Ok(LinearDetector {
             model,
@@ -537,13 +560,13 @@ impl DetectorFactory for LinearFactory {
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: LinearOptions = rampart_core::layer_options(LINEAR_KIND, options)?;
         let det = LinearDetector::from_options(&opts).map_err(|e| match e {
-            LinearBuildError::Option(message) => BuildError::Options {
+            LinearBuildError::Model(_) => BuildError::Layer {
                 kind: LINEAR_KIND.into(),
-                message,
+                message: e.to_string(),
             },
-            other => BuildError::Layer {
+            option => BuildError::Options {
                 kind: LINEAR_KIND.into(),
-                message: other.to_string(),
+                message: option.to_string(),
             },
         })?;
         Ok(Arc::new(det))

@@ -420,6 +420,77 @@ fn padded_user_prompt_counts_a_window_at_the_user_window_threshold() {
     assert_eq!(action(per_role, Role::User), Action::Block);
     // Other roles keep `window_threshold`.
     assert_eq!(action(per_role, Role::Tool), Action::Allow);
-    // Out of range is refused.
-    assert!(linear_pipeline("window_thresholds = { user = 1.5 }").is_err());
+    // Out of range is refused, naming the option and its value.
+    let e = linear_pipeline("window_thresholds = { user = 1.5 }").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "layer \"linear\": invalid options: window_thresholds.user must be in (0, 1], got 1.5"
+    );
+}
+
+/// Each out-of-range option is its own variant, with the message the options error shows.
+#[test]
+fn out_of_range_options_are_typed_errors() {
+    use rampart_classify::{LinearBuildError, LinearDetector, LinearOptions};
+    use rampart_core::{RoleThresholds, RoleThresholdsError};
+    let build = |o: LinearOptions| LinearDetector::from_options(&o).unwrap_err();
+    let user = |t: f32| RoleThresholds([(Role::User, t)].into());
+    let cases = [
+        (
+            LinearOptions {
+                threshold: Some(0.0),
+                ..LinearOptions::default()
+            },
+            LinearBuildError::Threshold { threshold: 0.0 },
+            "threshold must be in (0, 1], got 0",
+        ),
+        (
+            LinearOptions {
+                ambiguous: [0.5, 0.5],
+                ..LinearOptions::default()
+            },
+            LinearBuildError::Ambiguous {
+                low: 0.5,
+                high: 0.5,
+            },
+            "ambiguous must be [low, high] with 0 <= low < high <= 1, got [0.5, 0.5]",
+        ),
+        (
+            LinearOptions {
+                window_threshold: Some(1.0),
+                ..LinearOptions::default()
+            },
+            LinearBuildError::WindowThreshold {
+                window_threshold: 1.0,
+            },
+            "window_threshold must be in (0, 1), got 1",
+        ),
+        (
+            LinearOptions {
+                thresholds: user(2.0),
+                ..LinearOptions::default()
+            },
+            LinearBuildError::Thresholds(RoleThresholdsError::OutOfRange {
+                role: Role::User,
+                value: 2.0,
+            }),
+            "thresholds.user must be in (0, 1], got 2",
+        ),
+        (
+            LinearOptions {
+                window_thresholds: user(-1.0),
+                ..LinearOptions::default()
+            },
+            LinearBuildError::WindowThresholds(RoleThresholdsError::OutOfRange {
+                role: Role::User,
+                value: -1.0,
+            }),
+            "window_thresholds.user must be in (0, 1], got -1",
+        ),
+    ];
+    for (opts, want, message) in cases {
+        let e = build(opts);
+        assert_eq!(e, want);
+        assert_eq!(e.to_string(), message);
+    }
 }

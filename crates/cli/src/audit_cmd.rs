@@ -302,20 +302,13 @@ impl FilterArgs {
         let f = AuditFilter {
             since_ms: time("since", &self.since)?,
             until_ms: time("until", &self.until)?,
-            action: self
-                .action
-                .map(|a| a.scan_action().map(|x| x.name().to_owned()))
-                .transpose()?,
+            action: self.action.map(ActionArg::scan_action).transpose()?,
             rule_id: self.rule.clone(),
             key_id: self.key.clone(),
             request_id: self.request.clone(),
             endpoint: self.endpoint.clone(),
-            intent_label: self
-                .intent_label
-                .map(|l| rampart_judge::IntentLabel::from(l).name().to_owned()),
-            judge_outcome: self
-                .judge_outcome
-                .map(|o| rampart_llm::OutcomeKind::from(o).name().to_owned()),
+            intent_label: self.intent_label.map(rampart_judge::IntentLabel::from),
+            judge_outcome: self.judge_outcome.map(rampart_llm::OutcomeKind::from),
             limit: None,
             newest_first: false,
         };
@@ -711,10 +704,10 @@ fn judge_cell(j: &AuditJudge) -> String {
     if !j.called {
         return "-".to_string();
     }
-    match (&j.intent_label, j.confidence) {
+    match (j.intent_label, j.confidence) {
         (Some(l), Some(c)) => format!("{l} {c:.2}"),
-        (Some(l), None) => l.clone(),
-        _ => j.outcome.clone().unwrap_or_else(|| "?".to_string()),
+        (Some(l), None) => l.to_string(),
+        _ => j.outcome.map_or("?", |o| o.name()).to_string(),
     }
 }
 
@@ -733,10 +726,14 @@ fn judge_lines(records: &[StoredRecord]) -> String {
             out,
             "  {}: {} via {} · {} · {} · {}+{} tokens · {cost} · {} ms",
             printable(&r.record.request_id),
-            printable(j.outcome.as_deref().unwrap_or("?")),
-            printable(&j.triggers.join("+")),
+            j.outcome.map_or("?", |o| o.name()),
+            j.triggers
+                .iter()
+                .map(|t| t.name())
+                .collect::<Vec<_>>()
+                .join("+"),
             printable(if j.model.is_empty() { "-" } else { &j.model }),
-            printable(&j.cache),
+            j.cache.name(),
             j.input_tokens,
             j.output_tokens,
             j.latency_ms,
@@ -755,10 +752,10 @@ fn judge_lines(records: &[StoredRecord]) -> String {
 
 /// The RELATIONAL cell: the label and balance, or the status when there is no label.
 fn relational_cell(r: &AuditRelational) -> String {
-    match (&r.label, r.balance) {
+    match (r.label, r.balance) {
         (Some(l), Some(b)) => format!("{l} {b:+.2}"),
-        (Some(l), None) => l.clone(),
-        (None, _) => r.status.clone(),
+        (Some(l), None) => l.to_string(),
+        (None, _) => r.status.to_string(),
     }
 }
 
@@ -781,14 +778,14 @@ fn table(records: &[StoredRecord]) -> String {
         .iter()
         .map(|r| {
             let rec = &r.record;
-            let mut action = rec.action.clone();
+            let mut action = rec.action.name().to_string();
             if rec.degraded {
                 action.push('*');
             }
             let mut row = vec![
                 format_time_ms(rec.time_ms),
-                printable(&action),
-                printable(&rec.risk),
+                action,
+                rec.risk.name().to_string(),
                 printable(&rec.endpoint),
                 printable(rec.key_id.as_deref().unwrap_or("-")),
                 printable(&rec.request_id),
@@ -885,14 +882,18 @@ mod tests {
             endpoint: "scan".into(),
             input_hash: "ab".repeat(32),
             hash_key_id: "hk".into(),
-            action: if i % 2 == 0 { "BLOCK" } else { "ALLOW" }.into(),
-            risk: "low_risk".into(),
+            action: if i % 2 == 0 {
+                rampart_core::Action::Block
+            } else {
+                rampart_core::Action::Allow
+            },
+            risk: rampart_core::RiskClass::LowRisk,
             policy_version: "1".into(),
             findings: if i % 2 == 0 {
                 vec![AuditFinding {
                     rule_id: "CTRL_001".into(),
                     category: "control_phrase".into(),
-                    strength: "strong".into(),
+                    strength: rampart_core::Strength::Strong,
                     layer: "rules".into(),
                 }]
             } else {
@@ -1032,16 +1033,19 @@ mod tests {
         assert!(run_args(&["export", "--db", db, "--format", "xml"]).is_err());
     }
 
-    fn judged(label: Option<&str>, outcome: &str) -> AuditJudge {
+    fn judged(
+        label: Option<rampart_judge::IntentLabel>,
+        outcome: rampart_llm::OutcomeKind,
+    ) -> AuditJudge {
         AuditJudge {
             layer: "judge".into(),
             called: true,
-            triggers: vec!["deferred".into()],
-            outcome: Some(outcome.into()),
-            intent_label: label.map(str::to_string),
+            triggers: vec![rampart_judge::JudgeTriggerKind::Deferred],
+            outcome: Some(outcome),
+            intent_label: label,
             confidence: label.map(|_| 0.8),
             explanation: label.map(|_| "asks to reveal [input 0:4..40]".to_string()),
-            cache: "miss".into(),
+            cache: rampart_judge::CacheStatus::Miss,
             model: "smollm2".into(),
             prompt_id: "judge-v1".into(),
             prompt_hash: "abcd".into(),
@@ -1059,8 +1063,11 @@ mod tests {
         let log = AuditLog::open(AuditConfig::at(&path)).unwrap();
         let w = log.writer();
         let mut recs: Vec<AuditRecord> = (0..3).map(|i| record(i, 1000 - i)).collect();
-        recs[0].judge = Some(judged(Some("malicious"), "ok"));
-        recs[1].judge = Some(judged(None, "http_error"));
+        recs[0].judge = Some(judged(
+            Some(rampart_judge::IntentLabel::Malicious),
+            rampart_llm::OutcomeKind::Ok,
+        ));
+        recs[1].judge = Some(judged(None, rampart_llm::OutcomeKind::HttpError));
         for r in recs {
             block_on(w.append(r)).unwrap();
         }
@@ -1114,7 +1121,45 @@ mod tests {
         let out = run_args(&["query", "--db", db, "--judge-outcome", "http_error"]).unwrap();
         assert!(out.contains("req-1") && !out.contains("req-0"), "{out}");
         assert!(out.ends_with("1 record\n"), "{out}");
-        assert!(run_args(&["query", "--db", db, "--judge-outcome", "error"]).is_err());
+        let e = run_args(&["query", "--db", db, "--judge-outcome", "error"]).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("possible values: ok, refused"),
+            "{e:#}"
+        );
+    }
+
+    /// The flags' values are the library enums' names, every one of them.
+    #[test]
+    fn flag_values_are_the_enums_names() {
+        fn names<A: ValueEnum>() -> Vec<String> {
+            A::value_variants()
+                .iter()
+                .filter_map(|v| v.to_possible_value())
+                .map(|p| p.get_name().to_string())
+                .collect()
+        }
+        assert_eq!(
+            names::<IntentLabelArg>(),
+            rampart_judge::IntentLabel::ALL.map(|l| l.name())
+        );
+        for a in IntentLabelArg::value_variants() {
+            let name = a.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(rampart_judge::IntentLabel::from(*a).name(), name);
+        }
+        assert_eq!(
+            names::<JudgeOutcomeArg>(),
+            rampart_llm::OutcomeKind::ALL.map(|o| o.name())
+        );
+        for a in JudgeOutcomeArg::value_variants() {
+            let name = a.to_possible_value().unwrap().get_name().to_string();
+            assert_eq!(rampart_llm::OutcomeKind::from(*a).name(), name);
+        }
+        for a in ActionArg::value_variants() {
+            let name = a.to_possible_value().unwrap().get_name().to_string();
+            if let Ok(action) = a.scan_action() {
+                assert_eq!(action.name(), name);
+            }
+        }
     }
 
     #[test]
@@ -1128,12 +1173,13 @@ mod tests {
 
     #[test]
     fn table_shows_the_relational_label_and_balance() {
-        let rel = |label: Option<&str>, status: &str| rampart_audit::AuditRelational {
+        use rampart_relational::{RelationalLabel, RelationalStatusKind};
+        let rel = |label: Option<RelationalLabel>, status| rampart_audit::AuditRelational {
             layer: "relational".into(),
-            backend: "local".into(),
-            status: status.into(),
+            backend: rampart_relational::Backend::Local,
+            status,
             reason: None,
-            label: label.map(str::to_string),
+            label,
             balance: label.map(|_| -0.5),
             exchange: None,
             violations: Vec::new(),
@@ -1144,9 +1190,12 @@ mod tests {
             elapsed_us: 12,
         };
         let mut a = record(1, 0);
-        a.relational = Some(rel(Some("extractive"), "ok"));
+        a.relational = Some(rel(
+            Some(RelationalLabel::Extractive),
+            RelationalStatusKind::Ok,
+        ));
         let mut b = record(2, 0);
-        b.relational = Some(rel(None, "failed"));
+        b.relational = Some(rel(None, RelationalStatusKind::Failed));
         let c = record(3, 0);
         let t = table(&[
             StoredRecord { id: 1, record: a },

@@ -510,8 +510,7 @@ fn run_batch(relator: &Relator, args: &RelateArgs, path: &Path) -> Result<u8> {
     }
     bar.finish_and_clear();
     out.flush()?;
-    let backend = relator.backend().map(|b| b.name().to_string());
-    let s = batch.finish(relator.layer().to_string(), backend);
+    let s = batch.finish(relator.layer().to_string(), relator.backend());
     if let Some(p) = &args.summary {
         let mut json = serde_json::to_vec_pretty(&s)?;
         json.push(b'\n');

@@ -296,6 +296,14 @@ pub enum ConfigError {
         /// What is wrong.
         message: String,
     },
+    /// The `[localize]` table is out of range.
+    #[error("{origin}: {source}")]
+    Localize {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        source: crate::localize::LocalizeError,
+    },
 }
 
 impl PipelineConfig {
@@ -331,7 +339,12 @@ impl PipelineConfig {
         if cfg.layers.is_empty() {
             return Err(invalid("at least one layer is required".into()));
         }
-        cfg.localize.validate().map_err(invalid)?;
+        cfg.localize
+            .validate()
+            .map_err(|source| ConfigError::Localize {
+                origin: origin.to_string(),
+                source,
+            })?;
         Ok(cfg)
     }
 

@@ -21,6 +21,9 @@ pub enum Action {
 }
 
 impl Action {
+    /// Every action, in order (`Allow < Sanitize < Block`).
+    pub const ALL: [Action; 3] = [Action::Allow, Action::Sanitize, Action::Block];
+
     /// `ALLOW`, `SANITIZE` or `BLOCK`.
     pub fn name(self) -> &'static str {
         match self {

@@ -94,12 +94,26 @@ impl RoleThresholds {
     }
 
     /// Checks every threshold is in (0, 1].
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RoleThresholdsError> {
         match self.0.iter().find(|(_, t)| !(**t > 0.0 && **t <= 1.0)) {
-            Some((role, t)) => Err(format!("thresholds.{role} must be in (0, 1], got {t}")),
+            Some((&role, &value)) => Err(RoleThresholdsError::OutOfRange { role, value }),
             None => Ok(()),
         }
     }
+}
+
+/// Why [`RoleThresholds`] are invalid.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RoleThresholdsError {
+    /// A role's threshold is outside (0, 1] (or not a number).
+    #[error("thresholds.{role} must be in (0, 1], got {value}")]
+    OutOfRange {
+        /// The role.
+        role: Role,
+        /// Its threshold.
+        value: f32,
+    },
 }
 
 /// What a detector found.

@@ -19,7 +19,8 @@
 
 use crate::decision::{Finding, Span};
 use crate::detector::{
-    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SpanScore, top_spans,
+    Detection, Detector, DetectorError, Earlier, RoleThresholds, RoleThresholdsError, ScanInput,
+    SpanScore, top_spans,
 };
 use crate::input::Trust;
 use crate::vocab::{Category, RiskClass, Strength};
@@ -72,6 +73,49 @@ fn default_name() -> String {
     crate::config::FUSE_KIND.into()
 }
 
+/// Why [`FuseOptions`] are invalid: which option, and its value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FuseOptionsError {
+    /// `name` is empty.
+    #[error("name must not be empty")]
+    EmptyName,
+    /// `inputs` is empty.
+    #[error("inputs must name at least one earlier layer")]
+    NoInputs,
+    /// An input's weight is infinite or NaN.
+    #[error("input {input:?} has a weight that is not finite: {weight}")]
+    Weight {
+        /// The input layer.
+        input: String,
+        /// Its weight.
+        weight: f32,
+    },
+    /// `bias` is infinite or NaN.
+    #[error("bias must be finite, got {bias}")]
+    Bias {
+        /// The bias.
+        bias: f32,
+    },
+    /// `threshold` is outside (0, 1].
+    #[error("threshold must be in (0, 1], got {threshold}")]
+    Threshold {
+        /// The threshold.
+        threshold: f32,
+    },
+    /// A per-role threshold (`thresholds`) is outside (0, 1].
+    #[error(transparent)]
+    Thresholds(#[from] RoleThresholdsError),
+    /// `ambiguous` is not `[low, high]` with `0 <= low < high <= 1`.
+    #[error("ambiguous must be [low, high] with 0 <= low < high <= 1, got [{low}, {high}]")]
+    Ambiguous {
+        /// Its low end.
+        low: f32,
+        /// Its high end.
+        high: f32,
+    },
+}
+
 /// The `fuse` layer (see the module docs). Built once; reads earlier layers through
 /// [`Detector::detect_after`].
 #[derive(Debug, Clone)]
@@ -90,34 +134,32 @@ fn logit(p: f32) -> f32 {
 
 impl FuseDetector {
     /// Validates the options and builds the layer.
-    pub fn new(opts: FuseOptions) -> Result<FuseDetector, String> {
+    pub fn new(opts: FuseOptions) -> Result<FuseDetector, FuseOptionsError> {
         if opts.name.trim().is_empty() {
-            return Err("name must not be empty".into());
+            return Err(FuseOptionsError::EmptyName);
         }
         if opts.inputs.is_empty() {
-            return Err("inputs must name at least one earlier layer".into());
+            return Err(FuseOptionsError::NoInputs);
         }
-        if let Some((name, w)) = opts.inputs.iter().find(|(_, w)| !w.is_finite()) {
-            return Err(format!(
-                "input {name:?} has a weight that is not finite: {w}"
-            ));
+        if let Some((input, &weight)) = opts.inputs.iter().find(|(_, w)| !w.is_finite()) {
+            return Err(FuseOptionsError::Weight {
+                input: input.clone(),
+                weight,
+            });
         }
         if !opts.bias.is_finite() {
-            return Err(format!("bias must be finite, got {}", opts.bias));
+            return Err(FuseOptionsError::Bias { bias: opts.bias });
         }
         if !(opts.threshold > 0.0 && opts.threshold <= 1.0) {
-            return Err(format!(
-                "threshold must be in (0, 1], got {}",
-                opts.threshold
-            ));
+            return Err(FuseOptionsError::Threshold {
+                threshold: opts.threshold,
+            });
         }
         opts.thresholds.validate()?;
-        if let Some([lo, hi]) = opts.ambiguous
-            && !(0.0 <= lo && lo < hi && hi <= 1.0)
+        if let Some([low, high]) = opts.ambiguous
+            && !(0.0 <= low && low < high && high <= 1.0)
         {
-            return Err(format!(
-                "ambiguous must be [low, high] with 0 <= low < high <= 1, got [{lo}, {hi}]"
-            ));
+            return Err(FuseOptionsError::Ambiguous { low, high });
         }
         Ok(FuseDetector { opts })
     }

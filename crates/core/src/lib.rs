@@ -93,12 +93,12 @@ pub use decision::{
     ScanOutcome, Span,
 };
 pub use detector::{
-    Detection, Detector, DetectorError, Earlier, RoleThresholds, ScanInput, SegmentInput,
-    SpanScore, TOP_SPANS_PER_SEGMENT, top_spans,
+    Detection, Detector, DetectorError, Earlier, RoleThresholds, RoleThresholdsError, ScanInput,
+    SegmentInput, SpanScore, TOP_SPANS_PER_SEGMENT, top_spans,
 };
-pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions};
+pub use fuse::{FUSE_AMBIGUOUS_ID, FUSE_ID, FuseDetector, FuseOptions, FuseOptionsError};
 pub use input::{InputError, Limits, Role, ScanRequest, Segment, Trust};
-pub use localize::LocalizeConfig;
+pub use localize::{LocalizeConfig, LocalizeError};
 pub use location::Location;
 pub use normalize_layer::{
     BIDI_ID, CONFUSABLE_ID, ENCODED_PAYLOAD_ID, LIMIT_ID, TAG_CHARS_ID, ZERO_WIDTH_ID,

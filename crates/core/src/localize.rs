@@ -56,26 +56,49 @@ impl Default for LocalizeConfig {
     }
 }
 
+/// Why a [`LocalizeConfig`] is invalid: which option, its value and its range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalizeError {
+    /// `max_sentences` is outside `1..=max`.
+    #[error("localize.max_sentences must be in 1..={max}, got {value}")]
+    MaxSentences {
+        /// The value.
+        value: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+    /// `max_window_bytes` is outside `min..=max`.
+    #[error("localize.max_window_bytes must be in {min}..={max}, got {value}")]
+    MaxWindowBytes {
+        /// The value.
+        value: usize,
+        /// The smallest allowed.
+        min: usize,
+        /// The largest allowed.
+        max: usize,
+    },
+}
+
 /// Bounds [`LocalizeConfig::validate`] enforces.
 const MAX_SENTENCES_LIMIT: usize = 8;
 const WINDOW_BYTES_RANGE: Range<usize> = 32..65_537;
 
 impl LocalizeConfig {
     /// Checks the ranges: `max_sentences` in 1..=8, `max_window_bytes` in 32..=65536.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), LocalizeError> {
         if !(1..=MAX_SENTENCES_LIMIT).contains(&self.max_sentences) {
-            return Err(format!(
-                "localize.max_sentences must be in 1..={MAX_SENTENCES_LIMIT}, got {}",
-                self.max_sentences
-            ));
+            return Err(LocalizeError::MaxSentences {
+                value: self.max_sentences,
+                max: MAX_SENTENCES_LIMIT,
+            });
         }
         if !WINDOW_BYTES_RANGE.contains(&self.max_window_bytes) {
-            return Err(format!(
-                "localize.max_window_bytes must be in {}..={}, got {}",
-                WINDOW_BYTES_RANGE.start,
-                WINDOW_BYTES_RANGE.end - 1,
-                self.max_window_bytes
-            ));
+            return Err(LocalizeError::MaxWindowBytes {
+                value: self.max_window_bytes,
+                min: WINDOW_BYTES_RANGE.start,
+                max: WINDOW_BYTES_RANGE.end - 1,
+            });
         }
         Ok(())
     }
@@ -201,6 +224,40 @@ mod tests {
     use proptest::prelude::*;
 
     #[test]
+    fn out_of_range_options_name_the_option_value_and_range() {
+        assert_eq!(LocalizeConfig::default().validate(), Ok(()));
+        let e = LocalizeConfig {
+            max_sentences: 0,
+            ..LocalizeConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(e, LocalizeError::MaxSentences { value: 0, max: 8 });
+        assert_eq!(
+            e.to_string(),
+            "localize.max_sentences must be in 1..=8, got 0"
+        );
+        let e = LocalizeConfig {
+            max_window_bytes: 65_537,
+            ..LocalizeConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            e,
+            LocalizeError::MaxWindowBytes {
+                value: 65_537,
+                min: 32,
+                max: 65_536
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "localize.max_window_bytes must be in 32..=65536, got 65537"
+        );
+    }
+
+    #[test]
     fn one_sentence_has_no_windows() {
         let l = LocalizeConfig::default();
         assert!(l.windows("What is the capital of France?").is_empty());
@@ -271,12 +328,18 @@ mod tests {
             max_sentences: 0,
             ..LocalizeConfig::default()
         };
-        assert!(bad.validate().unwrap_err().contains("max_sentences"));
+        assert!(matches!(
+            bad.validate(),
+            Err(LocalizeError::MaxSentences { value: 0, .. })
+        ));
         let bad = LocalizeConfig {
             max_window_bytes: 8,
             ..LocalizeConfig::default()
         };
-        assert!(bad.validate().unwrap_err().contains("max_window_bytes"));
+        assert!(matches!(
+            bad.validate(),
+            Err(LocalizeError::MaxWindowBytes { value: 8, .. })
+        ));
     }
 
     proptest! {

@@ -122,9 +122,9 @@ impl DetectorFactory for FuseFactory {
 
     fn build(&self, options: &toml::Table) -> Result<Arc<dyn Detector>, BuildError> {
         let opts: FuseOptions = layer_options(FUSE_KIND, options)?;
-        let det = FuseDetector::new(opts).map_err(|message| BuildError::Options {
+        let det = FuseDetector::new(opts).map_err(|e| BuildError::Options {
             kind: FUSE_KIND.into(),
-            message,
+            message: e.to_string(),
         })?;
         Ok(Arc::new(det))
     }

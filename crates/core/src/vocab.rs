@@ -93,6 +93,25 @@ pub enum Strength {
     Strong,
 }
 
+impl Strength {
+    /// Both strengths.
+    pub const ALL: [Strength; 2] = [Strength::Weak, Strength::Strong];
+
+    /// The snake_case name (as serialized): `"weak"` or `"strong"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strength::Weak => "weak",
+            Strength::Strong => "strong",
+        }
+    }
+}
+
+impl fmt::Display for Strength {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A risk class: the severity hint of a rule, and the risk of a scan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -106,6 +125,13 @@ pub enum RiskClass {
 }
 
 impl RiskClass {
+    /// Every risk class, lowest first.
+    pub const ALL: [RiskClass; 3] = [
+        RiskClass::LowRisk,
+        RiskClass::MediumRisk,
+        RiskClass::HighRisk,
+    ];
+
     /// The snake_case name, e.g. `"high_risk"`.
     pub fn name(self) -> &'static str {
         match self {

@@ -233,6 +233,97 @@ fn bad_fuse_layers_are_build_errors() {
     }
 }
 
+/// Each invalid option is its own error variant, naming the value, with the message the
+/// layer's build error shows.
+#[test]
+fn invalid_fuse_options_name_the_option_and_its_value() {
+    use rampart_core::{FuseOptionsError, Role, RoleThresholds, RoleThresholdsError};
+    let ok = || FuseOptions {
+        name: "fuse".into(),
+        inputs: [("a".to_string(), 1.0)].into(),
+        bias: 0.0,
+        threshold: 0.5,
+        ambiguous: None,
+        thresholds: RoleThresholds::default(),
+    };
+    let err = |o: FuseOptions| FuseDetector::new(o).unwrap_err();
+    let cases = [
+        (
+            FuseOptions {
+                name: " ".into(),
+                ..ok()
+            },
+            FuseOptionsError::EmptyName,
+            "name must not be empty",
+        ),
+        (
+            FuseOptions {
+                inputs: Default::default(),
+                ..ok()
+            },
+            FuseOptionsError::NoInputs,
+            "inputs must name at least one earlier layer",
+        ),
+        (
+            FuseOptions {
+                inputs: [("a".to_string(), f32::INFINITY)].into(),
+                ..ok()
+            },
+            FuseOptionsError::Weight {
+                input: "a".into(),
+                weight: f32::INFINITY,
+            },
+            "input \"a\" has a weight that is not finite: inf",
+        ),
+        (
+            FuseOptions {
+                bias: f32::NEG_INFINITY,
+                ..ok()
+            },
+            FuseOptionsError::Bias {
+                bias: f32::NEG_INFINITY,
+            },
+            "bias must be finite, got -inf",
+        ),
+        (
+            FuseOptions {
+                threshold: 1.5,
+                ..ok()
+            },
+            FuseOptionsError::Threshold { threshold: 1.5 },
+            "threshold must be in (0, 1], got 1.5",
+        ),
+        (
+            FuseOptions {
+                thresholds: RoleThresholds([(Role::Tool, 0.0)].into()),
+                ..ok()
+            },
+            FuseOptionsError::Thresholds(RoleThresholdsError::OutOfRange {
+                role: Role::Tool,
+                value: 0.0,
+            }),
+            "thresholds.tool must be in (0, 1], got 0",
+        ),
+        (
+            FuseOptions {
+                ambiguous: Some([0.6, 0.2]),
+                ..ok()
+            },
+            FuseOptionsError::Ambiguous {
+                low: 0.6,
+                high: 0.2,
+            },
+            "ambiguous must be [low, high] with 0 <= low < high <= 1, got [0.6, 0.2]",
+        ),
+    ];
+    for (opts, want, message) in cases {
+        let e = err(opts);
+        assert_eq!(e, want);
+        assert_eq!(e.to_string(), message);
+    }
+    assert!(FuseDetector::new(ok()).is_ok());
+}
+
 /// A fuse layer over `inputs` (name, weight), threshold 0.5, no bias or band.
 fn detector(inputs: &[(&str, f32)]) -> FuseDetector {
     FuseDetector::new(FuseOptions {

@@ -500,3 +500,25 @@ proptest! {
         prop_assert!(!out.decision.reasons.is_empty());
     }
 }
+
+/// An out-of-range `[localize]` table is a typed configuration error naming the file, the
+/// option and its value.
+#[test]
+fn localize_out_of_range_is_a_typed_config_error() {
+    let e = rampart_core::PipelineConfig::parse(
+        "version = 1\n[localize]\nmax_sentences = 9\n[[layers]]\nkind = \"rules\"\n",
+        "test.toml",
+    )
+    .unwrap_err();
+    assert_eq!(
+        e,
+        rampart_core::ConfigError::Localize {
+            origin: "test.toml".into(),
+            source: rampart_core::LocalizeError::MaxSentences { value: 9, max: 8 },
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "test.toml: localize.max_sentences must be in 1..=8, got 9"
+    );
+}

@@ -47,14 +47,10 @@ pub enum EvalError {
     /// The conversation options are invalid.
     #[error("conversation options: {0}")]
     ConversationOptions(#[from] rampart_conversation::OptionsError),
-    /// The conversation options file is malformed.
-    #[error("{path}: {message}")]
-    ConversationConfig {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
+    /// The conversation options file could not be read, or is malformed (it names the
+    /// file).
+    #[error(transparent)]
+    ConversationConfig(#[from] rampart_conversation::LoadOptionsError),
     /// A plot could not be drawn.
     #[error("drawing a plot: {0}")]
     Plot(String),

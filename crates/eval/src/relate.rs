@@ -5,13 +5,13 @@
 //!
 //! ```
 //! use rampart_core::Action;
-//! use rampart_relational::{RelationalCost, RelationalLabel};
 //! use rampart_eval::relate::{RelateBatch, RelateTally};
+//! use rampart_relational::{Backend, RelationalCost, RelationalLabel, RelationalStatusKind};
 //!
 //! let tally = |expected: &str, label, us| RelateTally {
 //!     expected: Some(expected.into()),
 //!     label: Some(label),
-//!     status: "ok",
+//!     status: RelationalStatusKind::Ok,
 //!     action: Action::Allow,
 //!     elapsed_us: us,
 //!     cost: RelationalCost::default(),
@@ -20,7 +20,7 @@
 //! batch.add(tally("reciprocal", RelationalLabel::Reciprocal, 1_000));
 //! batch.add(tally("extractive", RelationalLabel::Manipulative, 3_000));
 //! batch.error();
-//! let s = batch.finish("relational".into(), Some("local".into()));
+//! let s = batch.finish("relational".into(), Some(Backend::Local));
 //! assert_eq!((s.related, s.errors, s.labelled, s.correct), (2, 1, 2, 1));
 //! assert_eq!(s.confusion["extractive"]["manipulative"], 1);
 //! assert_eq!(s.time_ms.p50, Some(1.0));
@@ -29,7 +29,9 @@
 
 use crate::metrics::percentile;
 use rampart_core::Action;
-use rampart_relational::{RelationalCost, RelationalLabel, RelationalReport, RelationalStatus};
+use rampart_relational::{
+    Backend, RelationalCost, RelationalLabel, RelationalReport, RelationalStatusKind,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -44,8 +46,8 @@ pub struct RelateTally {
     pub expected: Option<String>,
     /// The label the evaluation gave, if it gave one.
     pub label: Option<RelationalLabel>,
-    /// The report's status: `ok`, `failed` or `skipped`.
-    pub status: &'static str,
+    /// The report's status.
+    pub status: RelationalStatusKind,
     /// The pipeline's action.
     pub action: Action,
     /// Wall time of the whole pipeline, microseconds.
@@ -65,11 +67,7 @@ impl RelateTally {
         RelateTally {
             expected,
             label: report.label,
-            status: match report.status {
-                RelationalStatus::Ok => "ok",
-                RelationalStatus::Failed { .. } => "failed",
-                RelationalStatus::Skipped { .. } => "skipped",
-            },
+            status: report.status.kind(),
             action,
             elapsed_us,
             cost: report.cost.clone(),
@@ -106,7 +104,7 @@ impl RelateBatch {
     }
 
     /// The summary, for the relational layer `layer` whose backend is `backend`.
-    pub fn finish(self, layer: String, backend: Option<String>) -> RelateSummary {
+    pub fn finish(self, layer: String, backend: Option<Backend>) -> RelateSummary {
         let mut s = RelateSummary {
             schema: RELATE_SUMMARY_SCHEMA,
             layer,
@@ -135,9 +133,9 @@ impl RelateBatch {
         }
         for t in &self.tallies {
             match t.status {
-                "ok" => s.ok += 1,
-                "failed" => s.failed += 1,
-                _ => s.skipped += 1,
+                RelationalStatusKind::Ok => s.ok += 1,
+                RelationalStatusKind::Failed => s.failed += 1,
+                RelationalStatusKind::Skipped => s.skipped += 1,
             }
             *s.actions.entry(t.action.name().to_string()).or_default() += 1;
             times.push(t.elapsed_us);
@@ -221,8 +219,8 @@ pub struct RelateSummary {
     pub schema: &'static str,
     /// The relational layer.
     pub layer: String,
-    /// Its backend.
-    pub backend: Option<String>,
+    /// Its backend (`local`, `llm` or `circle` in JSON).
+    pub backend: Option<Backend>,
     /// Prompts related (each has a report, possibly failed or skipped).
     pub related: u64,
     /// Lines that could not be related (error records).
@@ -267,7 +265,7 @@ impl RelateSummary {
             self.failed,
             self.skipped,
             self.errors,
-            self.backend.as_deref().unwrap_or("?")
+            self.backend.map_or("?", Backend::name)
         ));
         if self.labelled > 0 {
             o.push_str(&format!(
@@ -346,7 +344,11 @@ mod tests {
         RelateTally {
             expected: expected.map(Into::into),
             label,
-            status: if label.is_some() { "ok" } else { "failed" },
+            status: if label.is_some() {
+                RelationalStatusKind::Ok
+            } else {
+                RelationalStatusKind::Failed
+            },
             action: Action::Allow,
             elapsed_us: us,
             cost: RelationalCost::default(),

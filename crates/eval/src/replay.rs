@@ -18,7 +18,8 @@
 //! A conversation is flagged when any call's decision is not ALLOW.
 
 use rampart_conversation::{
-    AssistantLedger, ConversationOptions, ConversationScanner, ConversationStore, OptionsError,
+    AssistantLedger, ConversationOptions, ConversationScanner, ConversationStore, LoadOptionsError,
+    OptionsError,
 };
 use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{Action, Decision, Role};
@@ -145,15 +146,10 @@ pub fn replay(
 /// ignored, so a server configuration file can be given as it is). Checked with
 /// [`ConversationOptions::validate`].
 pub fn load_options(path: &Path) -> Result<ConversationOptions, crate::EvalError> {
-    let bad = |message: String| crate::EvalError::ConversationConfig {
-        path: path.to_path_buf(),
-        message,
-    };
-    let src = std::fs::read_to_string(path).map_err(|e| crate::EvalError::io(path, e))?;
-    parse_options(&src).map_err(bad)
+    Ok(ConversationOptions::load(path)?)
 }
 
 /// [`load_options`] on a string.
-pub fn parse_options(src: &str) -> Result<ConversationOptions, String> {
-    ConversationOptions::from_toml_str(src).map_err(|e| e.to_string())
+pub fn parse_options(src: &str) -> Result<ConversationOptions, LoadOptionsError> {
+    ConversationOptions::from_toml_str(src)
 }

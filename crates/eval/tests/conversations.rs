@@ -288,12 +288,14 @@ fn conversation_options_are_read_from_the_conversation_table() {
     assert!(
         parse_options("[conversation]\nblock_att = 0.6\n")
             .unwrap_err()
+            .to_string()
             .contains("unknown field")
     );
     assert!(parse_options("[conversation]\nblock_at = 1.5\n").is_err());
     assert!(
         parse_options("block_at = 0.6\n")
             .unwrap_err()
+            .to_string()
             .contains("no `[conversation]` table")
     );
 }

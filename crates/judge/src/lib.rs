@@ -89,6 +89,7 @@ pub use options::{
     JudgeOptions, Limit, NoCacheError, TriggerOptions, force_replay,
 };
 pub use report::{
-    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
+    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,
+    JudgeTriggerKind, JudgeVerdict,
 };
 pub use trigger::{Contract, ConversationRisk, ConversationTrigger};

@@ -27,6 +27,13 @@ pub enum IntentLabel {
 }
 
 impl IntentLabel {
+    /// Every label, mildest first.
+    pub const ALL: [IntentLabel; 3] = [
+        IntentLabel::Benign,
+        IntentLabel::Suspicious,
+        IntentLabel::Malicious,
+    ];
+
     /// The label's name, as in JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -120,16 +127,70 @@ pub enum JudgeTrigger {
 }
 
 impl JudgeTrigger {
-    /// A short name of the trigger kind.
-    pub fn name(&self) -> &'static str {
+    /// The trigger's kind, without its data.
+    pub fn kind(&self) -> JudgeTriggerKind {
         match self {
-            JudgeTrigger::AmbiguousScore { .. } => "ambiguous_score",
-            JudgeTrigger::Deferred { .. } => "deferred",
-            JudgeTrigger::LayerConflict { .. } => "layer_conflict",
-            JudgeTrigger::NeedsJudgement { .. } => "needs_judgement",
-            JudgeTrigger::Conversation { .. } => "conversation",
-            JudgeTrigger::Direct => "direct",
+            JudgeTrigger::AmbiguousScore { .. } => JudgeTriggerKind::AmbiguousScore,
+            JudgeTrigger::Deferred { .. } => JudgeTriggerKind::Deferred,
+            JudgeTrigger::LayerConflict { .. } => JudgeTriggerKind::LayerConflict,
+            JudgeTrigger::NeedsJudgement { .. } => JudgeTriggerKind::NeedsJudgement,
+            JudgeTrigger::Conversation { .. } => JudgeTriggerKind::Conversation,
+            JudgeTrigger::Direct => JudgeTriggerKind::Direct,
         }
+    }
+
+    /// A short name of the trigger kind (its `trigger` tag in JSON).
+    pub fn name(&self) -> &'static str {
+        self.kind().name()
+    }
+}
+
+/// The variant of a [`JudgeTrigger`], without its data; serialized as its tag
+/// (`ambiguous_score`, `deferred`…).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeTriggerKind {
+    /// [`JudgeTrigger::AmbiguousScore`].
+    AmbiguousScore,
+    /// [`JudgeTrigger::Deferred`].
+    Deferred,
+    /// [`JudgeTrigger::LayerConflict`].
+    LayerConflict,
+    /// [`JudgeTrigger::NeedsJudgement`].
+    NeedsJudgement,
+    /// [`JudgeTrigger::Conversation`].
+    Conversation,
+    /// [`JudgeTrigger::Direct`].
+    Direct,
+}
+
+impl JudgeTriggerKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [JudgeTriggerKind; 6] = [
+        JudgeTriggerKind::AmbiguousScore,
+        JudgeTriggerKind::Deferred,
+        JudgeTriggerKind::LayerConflict,
+        JudgeTriggerKind::NeedsJudgement,
+        JudgeTriggerKind::Conversation,
+        JudgeTriggerKind::Direct,
+    ];
+
+    /// The snake_case name (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            JudgeTriggerKind::AmbiguousScore => "ambiguous_score",
+            JudgeTriggerKind::Deferred => "deferred",
+            JudgeTriggerKind::LayerConflict => "layer_conflict",
+            JudgeTriggerKind::NeedsJudgement => "needs_judgement",
+            JudgeTriggerKind::Conversation => "conversation",
+            JudgeTriggerKind::Direct => "direct",
+        }
+    }
+}
+
+impl std::fmt::Display for JudgeTriggerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -148,6 +209,14 @@ pub enum CacheStatus {
 }
 
 impl CacheStatus {
+    /// Every status.
+    pub const ALL: [CacheStatus; 4] = [
+        CacheStatus::Off,
+        CacheStatus::Hit,
+        CacheStatus::Miss,
+        CacheStatus::ReplayMiss,
+    ];
+
     /// The status as serialized (`off`, `hit`, `miss`, `replay_miss`).
     pub fn name(self) -> &'static str {
         match self {
@@ -156,6 +225,12 @@ impl CacheStatus {
             CacheStatus::Miss => "miss",
             CacheStatus::ReplayMiss => "replay_miss",
         }
+    }
+}
+
+impl std::fmt::Display for CacheStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -82,5 +82,6 @@ pub use relate::{
 pub use report::{
     Backend, CircleConsensus, EvaluatorRun, ExchangeType, LayerAssessment, ModelCost, Neutrosophic,
     PromptLayer, RELATIONAL_KIND, RelationalCost, RelationalLabel, RelationalReport,
-    RelationalStatus, TRIPLE_SUM_TOLERANCE, TripleError, TrustViolation, ViolationKind,
+    RelationalStatus, RelationalStatusKind, TRIPLE_SUM_TOLERANCE, TripleError, TrustViolation,
+    ViolationKind,
 };

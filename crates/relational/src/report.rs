@@ -176,6 +176,14 @@ pub enum ViolationKind {
 }
 
 impl ViolationKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [ViolationKind; 4] = [
+        ViolationKind::RoleConfusion,
+        ViolationKind::InstructionOverride,
+        ViolationKind::SystemExtraction,
+        ViolationKind::ContextSaturation,
+    ];
+
     /// The snake_case name.
     pub fn name(self) -> &'static str {
         match self {
@@ -221,6 +229,14 @@ pub enum ExchangeType {
 }
 
 impl ExchangeType {
+    /// Every exchange type, in declaration order.
+    pub const ALL: [ExchangeType; 4] = [
+        ExchangeType::Extractive,
+        ExchangeType::Reciprocal,
+        ExchangeType::Generative,
+        ExchangeType::Neutral,
+    ];
+
     /// The snake_case name.
     pub fn name(self) -> &'static str {
         match self {
@@ -304,6 +320,9 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend.
+    pub const ALL: [Backend; 3] = [Backend::Local, Backend::Llm, Backend::Circle];
+
     /// The snake_case name.
     pub fn name(self) -> &'static str {
         match self {
@@ -423,6 +442,64 @@ pub enum RelationalStatus {
         /// Why.
         reason: String,
     },
+}
+
+impl RelationalStatus {
+    /// The status without its reason.
+    pub fn kind(&self) -> RelationalStatusKind {
+        match self {
+            RelationalStatus::Ok => RelationalStatusKind::Ok,
+            RelationalStatus::Failed { .. } => RelationalStatusKind::Failed,
+            RelationalStatus::Skipped { .. } => RelationalStatusKind::Skipped,
+        }
+    }
+
+    /// Why it failed or was skipped (`None` when ok).
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            RelationalStatus::Ok => None,
+            RelationalStatus::Failed { reason } | RelationalStatus::Skipped { reason } => {
+                Some(reason)
+            }
+        }
+    }
+}
+
+/// The variant of a [`RelationalStatus`], without its reason; serialized as its tag (`ok`,
+/// `failed`, `skipped`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RelationalStatusKind {
+    /// [`RelationalStatus::Ok`].
+    Ok,
+    /// [`RelationalStatus::Failed`].
+    Failed,
+    /// [`RelationalStatus::Skipped`].
+    Skipped,
+}
+
+impl RelationalStatusKind {
+    /// Every status kind.
+    pub const ALL: [RelationalStatusKind; 3] = [
+        RelationalStatusKind::Ok,
+        RelationalStatusKind::Failed,
+        RelationalStatusKind::Skipped,
+    ];
+
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            RelationalStatusKind::Ok => "ok",
+            RelationalStatusKind::Failed => "failed",
+            RelationalStatusKind::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for RelationalStatusKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// One evaluator's part in a report: the only one for the `local` and `llm` backends, one

@@ -1019,7 +1019,7 @@ impl AppState {
                 .extend(c.findings.iter().map(|f| rampart_audit::AuditFinding {
                     rule_id: f.id.clone(),
                     category: CONVERSATION_CATEGORY.into(),
-                    strength: "strong".into(),
+                    strength: rampart_core::Strength::Strong,
                     layer: rampart_conversation::CONVERSATION_LAYER.into(),
                 }));
         }

@@ -729,7 +729,7 @@ async fn acknowledged_decisions_are_in_the_audit_log() {
         .iter()
         .find(|r| r.record.request_id == "audit-test-1")
         .unwrap();
-    assert_eq!(blocked.record.action, "BLOCK");
+    assert_eq!(blocked.record.action, rampart_core::Action::Block);
     assert!(!blocked.record.findings.is_empty());
     assert_eq!(
         recs.iter()
@@ -937,24 +937,24 @@ kind = "judge"
     let reader = rampart_audit::AuditReader::open(&db).unwrap();
     let judged = reader
         .query(&rampart_audit::AuditFilter {
-            intent_label: Some("malicious".into()),
+            intent_label: Some(rampart_judge::IntentLabel::Malicious),
             ..rampart_audit::AuditFilter::default()
         })
         .unwrap();
     assert_eq!(judged.len(), 2, "{judged:?}");
     let j = judged[0].record.judge.as_ref().unwrap();
-    assert_eq!(j.triggers, ["deferred"]);
+    assert_eq!(j.triggers, [rampart_judge::JudgeTriggerKind::Deferred]);
     assert_eq!(
         j.explanation.as_deref(),
         Some("the request [input 0:0..12] reads as described")
     );
     let failed = reader
         .query(&rampart_audit::AuditFilter {
-            judge_outcome: Some("http_error".into()),
+            judge_outcome: Some(rampart_llm::OutcomeKind::HttpError),
             ..rampart_audit::AuditFilter::default()
         })
         .unwrap();
     assert_eq!(failed.len(), 1);
-    assert_eq!(failed[0].record.action, "BLOCK");
+    assert_eq!(failed[0].record.action, rampart_core::Action::Block);
     s.stop().await;
 }

@@ -617,7 +617,7 @@ async fn allowed_responses_plain_and_streamed_are_audited() {
             .iter()
             .find(|r| r.record.endpoint == "/v1/chat/completions#response")
             .unwrap_or_else(|| panic!("{rid}: no response record in {endpoints:?}"));
-        assert_eq!(resp.record.action, "ALLOW", "{rid}");
+        assert_eq!(resp.record.action, rampart_core::Action::Allow, "{rid}");
     }
 }
 

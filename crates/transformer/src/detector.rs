@@ -133,7 +133,7 @@ impl TransformerDetector {
         options
             .thresholds
             .validate()
-            .map_err(TransformerError::Options)?;
+            .map_err(TransformerError::Thresholds)?;
         if options.max_windows == Some(0) {
             return Err(TransformerError::Options(
                 "max_windows must be at least 1".into(),
@@ -490,6 +490,10 @@ impl DetectorFactory for TransformerFactory {
             TransformerError::Options(m) => BuildError::Options {
                 kind: TRANSFORMER_KIND.into(),
                 message: m,
+            },
+            TransformerError::Thresholds(e) => BuildError::Options {
+                kind: TRANSFORMER_KIND.into(),
+                message: e.to_string(),
             },
             other => {
                 let mut message = format!("model {}: {other}", opts.model_dir.display());

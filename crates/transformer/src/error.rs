@@ -37,6 +37,9 @@ pub enum TransformerError {
     /// Invalid options (window size, stride, threads …).
     #[error("options: {0}")]
     Options(String),
+    /// A per-role threshold (`thresholds`) is out of range.
+    #[error("options: {0}")]
+    Thresholds(rampart_core::RoleThresholdsError),
     /// The tensor backend failed during a forward pass.
     #[error("backend: {0}")]
     Backend(String),

@@ -61,7 +61,7 @@ pub fn check(path: &Path) -> Result<String> {
     let pc = cfg.pipeline_config(&crate::default_config()?)?;
     let layers: Vec<String> = pc.layers.iter().map(|l| l.kind.clone()).collect();
     let pipeline = rampart_core::Pipeline::from_config_with(pc, &rampart::registry())?;
-    rampart_server::check_rule_examples(pipeline.config())?;
+    rampart_server::check_rule_examples(&pipeline)?;
     rampart_server::check_tool_policy(&cfg)?;
     Ok(format!(
         "ok: server config; listen {}; {} API key(s); audit {}; tls {}; proxy upstream {}; conversation state {}; layers {}",

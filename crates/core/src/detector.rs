@@ -203,6 +203,13 @@ pub trait Detector: Send + Sync + Debug {
         false
     }
 
+    /// This layer as [`Any`](std::any::Any), for a caller that needs its concrete type (a
+    /// server runs a rules layer's own examples on the matcher the pipeline compiled rather
+    /// than compiling the packs again). `None` by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+
     /// Examines several requests; models override this to batch their forward passes.
     fn detect_batch(&self, inputs: &[ScanInput<'_>]) -> Vec<Result<Detection, DetectorError>> {
         inputs.iter().map(|i| self.detect(i)).collect()

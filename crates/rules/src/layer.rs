@@ -296,6 +296,10 @@ impl Detector for RulesDetector {
         RULES_KIND
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn judgement_rules(&self) -> Vec<String> {
         self.matcher
             .rules()

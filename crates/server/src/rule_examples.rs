@@ -3,11 +3,11 @@
 //! fail is refused, as `rampart rules test` would fail it, so a typo that silently turns a
 //! BLOCK into an ALLOW never goes live.
 
-use rampart_core::{BuildError, PipelineConfig};
+use rampart_core::{BuildError, Detector, Pipeline};
 use rampart_normalize::Normalizer;
 use rampart_rules::RulesConfig;
 use rampart_rules::{ExampleFailure, run_examples};
-use rampart_rules::{RulesDetector, RulesLayerOptions};
+use rampart_rules::{RULES_KIND, RulesDetector, RulesLayerOptions};
 
 /// A pipeline whose rule packs fail their own examples (or cannot be loaded to run them).
 #[derive(Debug, thiserror::Error)]
@@ -33,18 +33,32 @@ pub enum RuleExamplesError {
     Packs(#[from] rampart_rules::RulesLayerError),
 }
 
-/// Runs the examples of every rule of every `rules` layer of `config` (each pack once)
-/// through the pipeline's normalizer, the way `rampart rules test` does.
-pub fn check_rule_examples(config: &PipelineConfig) -> Result<(), RuleExamplesError> {
+/// Runs the examples of every rule of every `rules` layer of `pipeline` (each pack set once)
+/// through the pipeline's normalizer, the way `rampart rules test` does, on the matchers the
+/// pipeline compiled (a layer whose detector is not a [`RulesDetector`] has its packs
+/// compiled here).
+pub fn check_rule_examples(pipeline: &Pipeline) -> Result<(), RuleExamplesError> {
+    let config = pipeline.config();
     let normalizer = Normalizer::new(config.normalize.to_config());
     let mut failures: Vec<ExampleFailure> = Vec::new();
     let mut total = 0;
     let mut seen: Vec<RulesLayerOptions> = Vec::new();
-    for opts in config.rules_layers()? {
+    for (opts, detector) in config
+        .rules_layers()?
+        .into_iter()
+        .zip(rules_detectors(pipeline))
+    {
         if seen.contains(&opts) {
             continue;
         }
-        let detector = RulesDetector::from_options(&opts)?;
+        let compiled;
+        let detector = match detector.and_then(|d| d.as_any()?.downcast_ref::<RulesDetector>()) {
+            Some(d) => d,
+            None => {
+                compiled = RulesDetector::from_options(&opts)?;
+                &compiled
+            }
+        };
         let report = run_examples(detector.matcher(), &normalizer);
         total += report.total;
         for f in report.failures {
@@ -59,4 +73,27 @@ pub fn check_rule_examples(config: &PipelineConfig) -> Result<(), RuleExamplesEr
     } else {
         Err(RuleExamplesError::Failed { failures, total })
     }
+}
+
+/// The detector of each `rules` layer of `pipeline`, in layer order (the pipeline builds one
+/// detector per configured layer, in order).
+fn rules_detectors(pipeline: &Pipeline) -> impl Iterator<Item = Option<&dyn Detector>> {
+    let layers = &pipeline.config().layers;
+    let aligned = layers.len() == pipeline.detectors().len();
+    layers
+        .iter()
+        .zip(
+            pipeline
+                .detectors()
+                .map(Some)
+                .chain(std::iter::repeat(None)),
+        )
+        .filter(|(layer, _)| layer.kind == RULES_KIND)
+        .map(move |(_, detector)| {
+            if aligned {
+                detector.map(|d| &**d)
+            } else {
+                None
+            }
+        })
 }

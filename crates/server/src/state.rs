@@ -615,7 +615,7 @@ pub(crate) fn build_pipeline(
     let pc = cfg.pipeline_config(default_pipeline)?;
     warn_if_request_deadline_cuts_judge(cfg, &pc);
     let pipeline = Pipeline::from_config_with(pc, registry)?;
-    crate::rule_examples::check_rule_examples(pipeline.config())?;
+    crate::rule_examples::check_rule_examples(&pipeline)?;
     let output = OutputScanners::build(pipeline.config(), &cfg.output)?;
     const PROBE: &str = "rampart readiness probe";
     let started = Instant::now();

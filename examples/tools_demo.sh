@@ -7,19 +7,29 @@
 #
 #   cargo build -p rampart-cli && bash examples/tools_demo.sh
 #
-# Needs curl and jq. RAMPART (default target/debug/rampart) is the binary; ports 18080/18081.
+# Needs curl and jq. RAMPART (default target/debug/rampart) is the binary; ports PORT (default
+# 18080, the server) and MOCK_PORT (default 18081, the stand-in model) must be free.
 set -euo pipefail
 RAMPART="${RAMPART:-target/debug/rampart}"
+PORT="${PORT:-18080}"
+MOCK_PORT="${MOCK_PORT:-18081}"
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+for p in "$PORT" "$MOCK_PORT"; do
+  # Something already listening would answer in place of the demo's server or model.
+  if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+    echo "tools_demo: port $p is in use; free it or set PORT / MOCK_PORT to free ports" >&2
+    exit 1
+  fi
+done
 WORK="$(mktemp -d)"
 export RAMPART_HASH_KEY="demo-chain-key-0123456789abcdef"   # the audit chain's key
-python3 "$ROOT/examples/mock_tool_model.py" 18081 & MOCK=$!
+python3 "$ROOT/examples/mock_tool_model.py" "$MOCK_PORT" & MOCK=$!
 cat >"$WORK/server.toml" <<TOML
 version = 1
 [server]
-listen = "127.0.0.1:18080"
+listen = "127.0.0.1:$PORT"
 [proxy]
-upstream_url = "http://127.0.0.1:18081/v1"
+upstream_url = "http://127.0.0.1:$MOCK_PORT/v1"
 [audit]
 path = "audit.db"
 [tools]
@@ -34,9 +44,13 @@ admin = true
 TOML
 "$RAMPART" serve --config "$WORK/server.toml" >"$WORK/serve.log" 2>&1 & SERVER=$!
 trap 'kill $SERVER $MOCK 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 100); do curl -sf http://127.0.0.1:18080/readyz >/dev/null && break; sleep 0.1; done
-
-R=http://127.0.0.1:18080
+R=http://127.0.0.1:$PORT
+for _ in $(seq 100); do curl -sf "$R/readyz" >/dev/null && break; sleep 0.1; done
+if ! curl -sf "$R/readyz" >/dev/null; then
+  echo "tools_demo: rampart serve did not become ready; its log:" >&2
+  cat "$WORK/serve.log" >&2
+  exit 1
+fi
 chat() { # the call the stand-in model makes; stream (true/false)
   jq -n --arg c "$1" --argjson s "${2:-false}" '{model: "mock-model", stream: $s, messages: [
     {role: "system", content: "You are a coding agent working in /workspace."},

@@ -240,7 +240,7 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
     };
 
     let mut out = crate::out::stdout();
-    out.write_all(rampart_eval::render::markdown_headline(&summary).as_bytes())?;
+    out.write_all(rampart_eval::render::terminal_summary(&summary).as_bytes())?;
     out.flush()?;
     eprintln!(
         "rampart: {} scans in {:.2} s ({:.0} prompts/s); reports:",

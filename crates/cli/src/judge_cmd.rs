@@ -7,6 +7,7 @@ use clap::Args;
 use rampart_core::{PipelineConfig, ScanRequest};
 use rampart_judge::JudgeLayer;
 use rampart_judge::{IntentLabel, JudgeReport};
+use rampart_llm::OutcomeKind;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -43,7 +44,7 @@ pub struct JudgeArgs {
 /// copy.
 fn load_config(path: Option<&Path>) -> Result<PipelineConfig> {
     match path {
-        Some(p) => Ok(PipelineConfig::from_path(p)?),
+        Some(p) => Ok(rampart::load_config(p)?),
         None if Path::new(DEFAULT_JUDGE_CONFIG).is_file() => {
             Ok(PipelineConfig::from_path(Path::new(DEFAULT_JUDGE_CONFIG))?)
         }
@@ -106,8 +107,33 @@ pub fn run(args: &JudgeArgs) -> Result<u8> {
             Some(d) => eprintln!("rampart: the judge gave no verdict: outcome {outcome}: {d}"),
             None => eprintln!("rampart: the judge gave no verdict: outcome {outcome}"),
         }
+        if let Some(hint) = no_server_hint(&report) {
+            eprintln!("rampart: {hint}");
+        }
     }
     Ok(code)
+}
+
+/// What to do when no judge server answered at all (connection refused, unknown host): the
+/// outcome alone ("Connection refused") did not say that a server has to be started.
+fn no_server_hint(report: &JudgeReport) -> Option<&'static str> {
+    let detail = report.outcome_detail.as_deref()?.to_lowercase();
+    let unreachable = [
+        "refused",
+        "connect",
+        "resolve",
+        "dns",
+        "no route",
+        "unreachable",
+    ];
+    (report.outcome == Some(OutcomeKind::HttpError)
+        && unreachable.iter().any(|w| detail.contains(w)))
+    .then_some(
+        "no judge server answered at the configured url: start the local one with \
+         `bash scripts/judge/judge_server.sh setup` and then `... start` (it prints the url \
+         to set as RAMPART_JUDGE_URL), or point `url` at a provider (docs/judge.md, \
+         \"Quick start\" and \"Pointing it at a provider\")",
+    )
 }
 
 /// Writes the report: JSON (one line), or the human block `scan` prints for a judged

@@ -276,7 +276,7 @@ fn config_cmd(cmd: &ConfigCommand) -> Result<u8> {
                 }
             }
             let config = match path {
-                Some(p) => PipelineConfig::from_path(p)?,
+                Some(p) => rampart::load_config(p)?,
                 None => default_config()?,
             };
             let layers: Vec<String> = config.layers.iter().map(|l| l.kind.clone()).collect();

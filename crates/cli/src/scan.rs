@@ -6,7 +6,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_conversation::{ConversationOptions, ConversationScanner};
 use rampart_core::conversation::{ConversationRequest, Turn};
-use rampart_core::{Action, ScanOutcome, ScanRequest, Segment};
+use rampart_core::{Action, Role, ScanOutcome, ScanRequest, Segment};
 use rampart_datasets::DatasetTurn;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,11 @@ pub struct ScanArgs {
     /// joins them).
     #[arg(long, value_name = "FILE", conflicts_with = "text")]
     pub jsonl: Option<PathBuf>,
+    /// The role of the text, --file or stdin: `user` (default), `system`, `developer`, `tool`
+    /// (a tool's output), `retrieved` (a pasted document, web page or email) or `assistant`.
+    /// `tool` and `retrieved` are scanned as data channels. A batch names roles per line.
+    #[arg(long, value_name = "ROLE", value_parser = parse_role, conflicts_with = "jsonl")]
+    pub role: Option<Role>,
     /// Print decisions as JSON (one per line).
     #[arg(long)]
     pub json: bool,
@@ -109,7 +114,7 @@ struct BatchLine {
 struct ErrorRecord<'a> {
     line: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
+    id: Option<serde_json::Value>,
     error: &'a str,
 }
 
@@ -155,16 +160,25 @@ pub fn run(args: &ScanArgs) -> Result<u8> {
         }
         read_bounded(io::stdin().lock(), limit).context("reading stdin")?
     };
-    let req = ScanRequest::text(text);
+    let req = ScanRequest::segments(vec![Segment::new(args.role.unwrap_or(Role::User), text)]);
     let outcome = pipeline.scan(&req)?;
     let mut out = crate::out::stdout();
     if args.json {
-        write_json(&mut out, &outcome, args.include_sanitized)?;
+        write_json(&mut out, &outcome, args.include_sanitized, None)?;
     } else {
         crate::human::write(&mut out, &outcome, &req, args.show_matches)?;
     }
     out.flush()?;
     Ok(exit_code(outcome.decision.action))
+}
+
+/// A role by its name or one of its aliases (`document`, `rag`, `function`, `application`),
+/// as in a JSONL batch.
+fn parse_role(name: &str) -> Result<Role, String> {
+    serde_json::from_value(serde_json::Value::String(name.to_string())).map_err(|_| {
+        let names: Vec<&str> = Role::ALL.iter().map(|r| r.name()).collect();
+        format!("unknown role {name:?}: one of {}", names.join(", "))
+    })
 }
 
 /// Reads at most `limit` bytes; more is an error (never a silent truncation), and memory
@@ -185,15 +199,28 @@ pub(crate) fn read_bounded(r: impl Read, limit: usize) -> Result<String> {
     })
 }
 
-fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bool) -> Result<()> {
+/// One decision as a JSON line; `id` replaces the decision's `id` (a batch line's `id` that
+/// was not a string is echoed as it was given).
+fn write_json(
+    out: &mut impl Write,
+    outcome: &ScanOutcome,
+    include_sanitized: bool,
+    id: Option<serde_json::Value>,
+) -> Result<()> {
     let mut line = Vec::new();
-    if include_sanitized && outcome.sanitized.is_some() {
+    let sanitized = include_sanitized && outcome.sanitized.is_some();
+    if sanitized || id.is_some() {
         let mut v = serde_json::to_value(&outcome.decision)?;
         if let serde_json::Value::Object(m) = &mut v {
-            m.insert(
-                "sanitized".into(),
-                serde_json::to_value(&outcome.sanitized)?,
-            );
+            if sanitized {
+                m.insert(
+                    "sanitized".into(),
+                    serde_json::to_value(&outcome.sanitized)?,
+                );
+            }
+            if let Some(id) = id {
+                m.insert("id".into(), id);
+            }
         }
         serde_json::to_writer(&mut line, &v)?;
     } else {
@@ -206,9 +233,18 @@ fn write_json(out: &mut impl Write, outcome: &ScanOutcome, include_sanitized: bo
     Ok(())
 }
 
+/// A scanned line: the outcome, the request shown by the human format and the line's `id` as
+/// it was given (a number is echoed as a number; the decision's `id` is its text).
 enum LineResult {
-    Outcome(Box<ScanOutcome>, Box<ScanRequest>),
-    Error { id: Option<String>, message: String },
+    Outcome(
+        Box<ScanOutcome>,
+        Box<ScanRequest>,
+        Option<serde_json::Value>,
+    ),
+    Error {
+        id: Option<serde_json::Value>,
+        message: String,
+    },
     Blank,
 }
 
@@ -256,26 +292,26 @@ fn scan_line(scanner: &ConversationScanner, raw: &[u8]) -> LineResult {
         Some(Err(message)) => return LineResult::Error { id: None, message },
         Some(Ok(l)) => l,
     };
-    let id = line.id.as_ref().map(id_string);
+    let raw_id = line.id;
     let segments = match (line.text, line.segments, line.turns) {
         (Some(t), None, None) => vec![Segment::new(rampart_core::Role::User, t)],
         (None, Some(s), None) => s,
         (None, None, Some(turns)) => {
-            return scan_conversation(scanner, id, turns, line.conversation_id);
+            return scan_conversation(scanner, raw_id, turns, line.conversation_id);
         }
         _ => {
             return LineResult::Error {
-                id,
+                id: raw_id,
                 message: "a record needs exactly one of `text`, `segments` or `turns`".into(),
             };
         }
     };
     let mut req = ScanRequest::segments(segments);
-    req.id = id.clone();
+    req.id = raw_id.as_ref().map(id_string);
     match pipeline.scan(&req) {
-        Ok(o) => LineResult::Outcome(Box::new(o), Box::new(req)),
+        Ok(o) => LineResult::Outcome(Box::new(o), Box::new(req), raw_id),
         Err(e) => LineResult::Error {
-            id,
+            id: raw_id,
             message: e.to_string(),
         },
     }
@@ -286,16 +322,17 @@ fn scan_line(scanner: &ConversationScanner, raw: &[u8]) -> LineResult {
 /// wrote an assistant turn: meaningless without a ledger, ignored).
 fn scan_conversation(
     scanner: &ConversationScanner,
-    id: Option<String>,
+    raw_id: Option<serde_json::Value>,
     raw: Vec<DatasetTurn>,
     conversation_id: Option<String>,
 ) -> LineResult {
+    let id = raw_id.as_ref().map(id_string);
     let mut turns: Vec<Turn> = Vec::with_capacity(raw.len());
     for (i, t) in raw.iter().enumerate() {
         if let Some(k) = t.rewind {
             if k > turns.len() {
                 return LineResult::Error {
-                    id,
+                    id: raw_id,
                     message: format!(
                         "turns[{i}].rewind must be a number of messages kept, at most {}",
                         turns.len()
@@ -336,10 +373,10 @@ fn scan_conversation(
                 decision: o.decision,
                 sanitized: o.sanitized,
             };
-            LineResult::Outcome(Box::new(outcome), Box::new(shown))
+            LineResult::Outcome(Box::new(outcome), Box::new(shown), raw_id)
         }
         Err(e) => LineResult::Error {
-            id,
+            id: raw_id,
             message: e.to_string(),
         },
     }
@@ -535,12 +572,13 @@ fn render(n: usize, r: LineResult, args: &ScanArgs) -> Rendered {
             };
             (None, true, res)
         }
-        LineResult::Outcome(outcome, _) if args.summary => {
+        LineResult::Outcome(outcome, _, _) if args.summary => {
             (Some(outcome.decision.action), false, Ok(()))
         }
-        LineResult::Outcome(outcome, req) => {
+        LineResult::Outcome(outcome, req, raw_id) => {
             let res = if args.json {
-                write_json(&mut bytes, &outcome, args.include_sanitized)
+                let echo = raw_id.filter(|v| !v.is_string());
+                write_json(&mut bytes, &outcome, args.include_sanitized, echo)
             } else {
                 crate::human::write(&mut bytes, &outcome, &req, args.show_matches)
                     .map_err(Into::into)

@@ -134,6 +134,8 @@ fn judge_benign_exits_0_and_a_down_endpoint_names_the_outcome() {
         err.contains("the judge gave no verdict: outcome http_error"),
         "{err}"
     );
+    // "Connection refused" alone did not say a server has to be started, nor how.
+    assert!(err.contains("scripts/judge/judge_server.sh setup"), "{err}");
     assert!(text(&o.stdout).contains(": http_error  trigger: direct"));
 }
 

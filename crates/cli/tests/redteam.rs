@@ -94,6 +94,10 @@ fn generate_is_reproducible_records_skips_and_eval_scores_it() {
         s.contains("\"encoding\"") && s.contains("\"unicode\""),
         "{s}"
     );
+    // The per-family table is printed too (it was only in the Markdown and HTML reports).
+    let printed = String::from_utf8_lossy(&o.stdout);
+    assert!(printed.contains("## By category: a ("), "{printed}");
+    assert!(printed.contains("| encoding |"), "{printed}");
 
     // `rampart scan --jsonl` reads the file as it is (`mutation` accepted and ignored): no
     // per-line errors (exit 3), the strictest decision as the status.

@@ -357,6 +357,8 @@ fn an_undecided_blind_spot_fails_and_is_named() {
             &[
                 "redteam",
                 "findings",
+                "--matrix",
+                "docs/reports/coverage_matrix.json",
                 "--decisions",
                 decisions.to_str().unwrap(),
                 "--out-md",
@@ -380,4 +382,60 @@ fn an_undecided_blind_spot_fails_and_is_named() {
     let o = findings(&path);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("missing field"));
+}
+
+/// `rampart redteam report` wrote over the tracked `docs/reports/*` by default.
+#[test]
+fn report_and_findings_write_under_reports_redteam_by_default() {
+    let dir = fixture();
+    let d = dir.path();
+    let cfg = configs();
+    let o = rampart(
+        &[
+            "redteam",
+            "report",
+            "--attack",
+            "attacks.jsonl",
+            "--benign",
+            "benign.jsonl",
+            "--configs",
+            cfg.to_str().unwrap(),
+            "--pipeline",
+            "rules",
+            "--no-progress",
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    for f in [
+        "Coverage_Matrix.md",
+        "coverage_matrix.svg",
+        "coverage_matrix.json",
+    ] {
+        assert!(d.join("reports/redteam").join(f).is_file(), "{f}");
+    }
+    assert!(!d.join("docs").exists());
+    // `findings` reads the matrix `report` just wrote, and writes beside it.
+    let decisions = d.join("decisions.toml");
+    std::fs::write(
+        &decisions,
+        "version = 1\n[target]\npipeline = \"rules\"\nmin_tpr = 0.0\n\
+         fpr_pipelines = [\"rules\"]\nmax_fpr = 1.0\n",
+    )
+    .unwrap();
+    let o = rampart(
+        &[
+            "redteam",
+            "findings",
+            "--decisions",
+            decisions.to_str().unwrap(),
+        ],
+        d,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(
+        d.join("reports/redteam/Adversarial_Testing_Report.md")
+            .is_file()
+    );
+    assert!(!d.join("docs").exists());
 }

@@ -306,13 +306,56 @@ pub enum ConfigError {
     },
 }
 
+/// The key of a partial configuration that names what it extends ([`PipelineConfig::parse_over`]).
+pub const EXTENDS_KEY: &str = "extends";
+
+fn syntax(src: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
+    ConfigError::Syntax {
+        location: Location::from_span(origin, src, e.span().map(|s| s.start).unwrap_or(0)),
+        message: e.message().trim().to_string(),
+    }
+}
+
 impl PipelineConfig {
     /// Parses and validates a configuration.
     pub fn parse(src: &str, origin: &str) -> Result<PipelineConfig, ConfigError> {
-        let cfg: PipelineConfig = toml::from_str(src).map_err(|e| ConfigError::Syntax {
-            location: Location::from_span(origin, src, e.span().map(|s| s.start).unwrap_or(0)),
-            message: e.message().trim().to_string(),
+        let cfg: PipelineConfig = toml::from_str(src).map_err(|e| syntax(src, origin, &e))?;
+        cfg.validated(origin)
+    }
+
+    /// Parses `src`, a partial configuration with `extends`, over the complete configuration
+    /// `base`: each table of `src` overrides `base` key by key (nested tables merged, other
+    /// values and arrays replaced); each `[[layers]]` entry is merged into `base`'s layer of
+    /// the same `kind` (added at the end when `base` has none, an error when it has several).
+    /// `version` may be left out. So a file that changes one threshold holds just that.
+    pub fn parse_over(
+        base: &str,
+        base_origin: &str,
+        src: &str,
+        origin: &str,
+    ) -> Result<PipelineConfig, ConfigError> {
+        let mut merged: toml::Table =
+            toml::from_str(base).map_err(|e| syntax(base, base_origin, &e))?;
+        let mut over: toml::Table = toml::from_str(src).map_err(|e| syntax(src, origin, &e))?;
+        over.remove(EXTENDS_KEY);
+        crate::config_merge::merge_config(&mut merged, over).map_err(|message| {
+            ConfigError::Invalid {
+                origin: origin.to_string(),
+                message,
+            }
         })?;
+        let cfg = PipelineConfig::deserialize(toml::Value::Table(merged)).map_err(|e| {
+            ConfigError::Invalid {
+                origin: format!("{origin} (over {base_origin})"),
+                message: e.message().trim().to_string(),
+            }
+        })?;
+        cfg.validated(origin)
+    }
+
+    /// The checks beyond the types.
+    fn validated(self, origin: &str) -> Result<PipelineConfig, ConfigError> {
+        let cfg = self;
         let invalid = |message: String| ConfigError::Invalid {
             origin: origin.to_string(),
             message,
@@ -348,7 +391,8 @@ impl PipelineConfig {
         Ok(cfg)
     }
 
-    /// Reads and parses a configuration file.
+    /// Reads and parses a complete configuration file (one with `extends` is read by the
+    /// facade, `rampart::load_config`, which knows the embedded default).
     pub fn from_path(path: &std::path::Path) -> Result<PipelineConfig, ConfigError> {
         let origin = path.display().to_string();
         let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {

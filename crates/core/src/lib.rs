@@ -65,6 +65,7 @@
 #![deny(missing_docs)]
 
 mod config;
+mod config_merge;
 pub mod conversation;
 mod decision;
 mod detector;
@@ -84,8 +85,8 @@ pub mod timefmt;
 mod vocab;
 
 pub use config::{
-    CONFIG_VERSION, ConfigError, DataInjection, FUSE_KIND, FailMode, HashSection, LayerConfig,
-    NORMALIZE_LAYER, NormalizeSection, PipelineConfig, PolicyConfig, RunIf,
+    CONFIG_VERSION, ConfigError, DataInjection, EXTENDS_KEY, FUSE_KIND, FailMode, HashSection,
+    LayerConfig, NORMALIZE_LAYER, NormalizeSection, PipelineConfig, PolicyConfig, RunIf,
 };
 pub use conversation::{ConversationContext, ConversationEvidence};
 pub use decision::{

@@ -411,7 +411,9 @@ impl Pipeline {
         };
         reasons.splice(
             0..0,
-            explain(&categories, combined_risk, &scan.findings, uncounted_why),
+            explain(&categories, combined_risk, &scan.findings, uncounted_why)
+                .into_iter()
+                .map(|r| decided_by_layers(r, &categories, action, &scan.layers)),
         );
         let mut reports = Reports::default();
         for r in &scan.reports {
@@ -564,6 +566,34 @@ fn explain(
     )]
 }
 
+/// A decision above ALLOW without any scored category was decided by layers, not by the
+/// category scores (a conversation rule, a layer's fail mode, a classifier's own threshold):
+/// the first reason names them instead of saying that nothing was found.
+fn decided_by_layers(
+    reason: String,
+    categories: &BTreeMap<Category, u8>,
+    action: Action,
+    layers: &[LayerResult],
+) -> String {
+    if !categories.is_empty() || action == Action::Allow {
+        return reason;
+    }
+    let deciding: Vec<&str> = layers
+        .iter()
+        .filter(|l| l.action == action)
+        .map(|l| l.layer.as_str())
+        .collect();
+    if deciding.is_empty() {
+        return reason;
+    }
+    let detail = if reason == NO_SIGNAL {
+        "no rule category scored".to_string()
+    } else {
+        reason
+    };
+    format!("{action} from layer {}; {detail}", deciding.join(", "))
+}
+
 /// Why a finding does not count towards the risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Uncounted {
@@ -575,6 +605,9 @@ enum Uncounted {
     /// the layer's threshold.
     Informational,
 }
+
+/// The reason of a decision without any finding.
+const NO_SIGNAL: &str = "no signal found";
 
 /// The reason of a decision without counted signal: how many findings were reported
 /// anyway, and why each kind does not count.
@@ -598,7 +631,7 @@ fn no_signal(findings: &[Finding], why: impl Fn(&Finding) -> Uncounted) -> Strin
         }
     }
     if trusted + n_score_only + n_informational == 0 {
-        return "no signal found".to_string();
+        return NO_SIGNAL.to_string();
     }
     let mut parts = Vec::new();
     if trusted > 0 {

@@ -282,3 +282,39 @@ fn findings_of_score_only_layers_are_said_to_be_score_only() {
         )
     );
 }
+
+/// Asserts high risk without a finding, the way the conversation layer blocks a conversation
+/// (CONV_001) or a classifier over its own threshold does.
+#[derive(Debug)]
+struct Asserts;
+
+impl Detector for Asserts {
+    fn name(&self) -> &str {
+        "asserts"
+    }
+    fn detect(&self, _input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
+        Ok(Detection {
+            risk: Some(RiskClass::HighRisk),
+            ..Detection::default()
+        })
+    }
+}
+
+/// A BLOCK printed "reason: no signal found" when no rule category scored (a CONV_001 block,
+/// a layer past its time limit).
+#[test]
+fn a_block_without_scored_categories_names_its_layer_not_no_signal_found() {
+    let config = rampart_rules::rules_config();
+    let p = Pipeline::with_detectors(config, vec![Arc::new(Asserts)]).unwrap();
+    let d = p.scan_text("hello").unwrap().decision;
+    assert_eq!(d.action, Action::Block);
+    assert!(d.categories.is_empty());
+    assert_eq!(
+        d.reasons[0],
+        "BLOCK from layer asserts; no rule category scored"
+    );
+    // An ALLOW keeps the plain reason.
+    let p = rampart_rules::rules_pipeline().unwrap();
+    let d = p.scan_text("hello").unwrap().decision;
+    assert_eq!(d.reasons[0], "no signal found");
+}

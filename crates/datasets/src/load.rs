@@ -83,10 +83,19 @@ impl LoadedDataset {
 pub enum LoadError {
     /// Not a file, not built in, not in the data directory.
     #[error(
-        "unknown dataset `{0}`: not a file, not built in, and not in the data directory {1} \
-         (run `rampart datasets fetch` or `rampart datasets list`)"
+        "unknown dataset `{name}`: not a file, not built in, and not in the data directory {} \
+         ({}run `rampart datasets fetch` or `rampart datasets list`)",
+        data_dir.display(),
+        suggestion.as_ref().map(|s| format!("did you mean `{s}`? ")).unwrap_or_default()
     )]
-    Unknown(String, PathBuf),
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The data directory looked in.
+        data_dir: PathBuf,
+        /// The closest built-in or downloaded name, when one is close.
+        suggestion: Option<String>,
+    },
     /// The file could not be read.
     #[error("reading {path}: {source}")]
     Io {
@@ -126,7 +135,11 @@ pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
         p.is_file().then_some(p)
     };
     let Some(path) = file else {
-        return Err(LoadError::Unknown(spec.to_owned(), data_dir.to_path_buf()));
+        return Err(LoadError::Unknown {
+            name: spec.to_owned(),
+            data_dir: data_dir.to_path_buf(),
+            suggestion: closest_name(spec, data_dir),
+        });
     };
     let (records, errors) = read_jsonl(&path).map_err(|source| LoadError::Io {
         path: path.clone(),
@@ -141,6 +154,27 @@ pub fn load(spec: &str, data_dir: &Path) -> Result<LoadedDataset, LoadError> {
         records,
         errors,
     })
+}
+
+/// The built-in or downloaded (`DATA_DIR/*.jsonl`) dataset name closest to `spec`, when one
+/// is close enough to be a typo of it (case and `-`/`_` aside, or a Jaro-Winkler similarity of
+/// at least 0.85).
+fn closest_name(spec: &str, data_dir: &Path) -> Option<String> {
+    let fold = |s: &str| s.to_lowercase().replace('-', "_");
+    let mut names: Vec<String> = BUILTIN.iter().map(|(n, _)| (*n).to_owned()).collect();
+    if let Ok(dir) = std::fs::read_dir(data_dir) {
+        names.extend(dir.filter_map(|e| {
+            let p = e.ok()?.path();
+            (p.extension()? == "jsonl").then(|| p.file_stem()?.to_str().map(str::to_owned))?
+        }));
+    }
+    let wanted = fold(spec);
+    names
+        .into_iter()
+        .map(|n| (strsim::jaro_winkler(&wanted, &fold(&n)), n))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| b.1.cmp(&a.1)))
+        .map(|(_, n)| n)
 }
 
 /// Loads datasets in the order given ([`load`] each). `loaded` sees each one as soon as it
@@ -293,7 +327,7 @@ mod tests {
         assert!(all[0].unreadable_note().is_none());
         let mut seen = 0;
         let e = load_all(&[CLEAN_BENIGN_NAME, "no_such_set"], dir, |_| seen += 1).unwrap_err();
-        assert!(matches!(e, LoadError::Unknown(ref s, _) if s == "no_such_set"));
+        assert!(matches!(e, LoadError::Unknown { ref name, .. } if name == "no_such_set"));
         assert_eq!(seen, 1);
     }
 
@@ -317,5 +351,24 @@ mod tests {
     fn unknown_name_is_a_clear_error() {
         let e = load("no_such_set", Path::new("/nonexistent")).unwrap_err();
         assert!(e.to_string().contains("rampart datasets fetch"), "{e}");
+        assert!(!e.to_string().contains("did you mean"), "{e}");
+    }
+
+    /// An unknown dataset name got no "did you mean".
+    #[test]
+    fn a_near_miss_of_a_name_suggests_it() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("My_Downloaded_Set.jsonl"), "").unwrap();
+        for (typo, meant) in [
+            ("handwritten_attacks_v1", "Handwritten_Attacks_v1"),
+            ("Handwriten_Attacks_v1", "Handwritten_Attacks_v1"),
+            ("my-downloaded-set", "My_Downloaded_Set"),
+        ] {
+            let e = load(typo, dir.path()).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!("did you mean `{meant}`?")),
+                "{typo}: {e}"
+            );
+        }
     }
 }

@@ -917,6 +917,28 @@ pub fn markdown_headline(s: &Summary) -> String {
     md
 }
 
+/// What `rampart eval` prints: the headline, and for a run over one dataset (a red-team
+/// file, one set) its "By category" table per configuration, which otherwise was only in the
+/// Markdown and HTML reports.
+pub fn terminal_summary(s: &Summary) -> String {
+    let mut md = markdown_headline(s);
+    if s.datasets.len() != 1 {
+        return md;
+    }
+    for r in &s.reports {
+        if r.by_category.len() < 2 {
+            continue;
+        }
+        let mut tables = Vec::new();
+        slice_tables(r, &mut tables);
+        if let Some((title, t)) = tables.into_iter().find(|(t, _)| *t == "By category") {
+            let _ = write!(md, "\n## {title}: {} ({})\n\n", r.dataset, r.config);
+            md.push_str(&t.md());
+        }
+    }
+    md
+}
+
 /// The full Markdown summary (`eval_{ts}_summary.md`).
 pub fn markdown(s: &Summary) -> String {
     let mut md = markdown_headline(s);

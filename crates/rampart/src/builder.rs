@@ -145,8 +145,8 @@ impl Builder {
     pub fn config(&self) -> Result<PipelineConfig, Error> {
         let mut config = match &self.source {
             Source::Embedded => crate::default_config()?,
-            Source::File(p) => PipelineConfig::from_path(p)?,
-            Source::Toml { text, origin } => PipelineConfig::parse(text, origin)?,
+            Source::File(p) => crate::load_config(p)?,
+            Source::Toml { text, origin } => crate::parse_config(text, origin)?,
             Source::Config(c) => (**c).clone(),
         };
         if self.fail_open {

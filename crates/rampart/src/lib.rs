@@ -60,6 +60,42 @@ pub fn default_config() -> Result<PipelineConfig, ConfigError> {
     PipelineConfig::parse(DEFAULT_CONFIG_SRC, DEFAULT_CONFIG_ORIGIN)
 }
 
+/// What a configuration file may extend: `extends = "default"`, the embedded default.
+const EXTENDS_DEFAULT: &str = "default";
+
+/// Reads a configuration file. A file with `extends = "default"` holds only what it changes:
+/// it is merged over the embedded default ([`PipelineConfig::parse_over`]: tables key by key,
+/// `[[layers]]` entries into the default's layer of the same `kind`). Any other file is a
+/// complete configuration.
+pub fn load_config(path: &std::path::Path) -> Result<PipelineConfig, ConfigError> {
+    let origin = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| ConfigError::Io {
+        origin: origin.clone(),
+        message: e.to_string(),
+    })?;
+    parse_config(&src, &origin)
+}
+
+/// [`load_config`] on text already read (`origin` names it in errors).
+pub fn parse_config(src: &str, origin: &str) -> Result<PipelineConfig, ConfigError> {
+    let extends = toml::from_str::<toml::Table>(src)
+        .ok()
+        .and_then(|t| t.get(rampart_core::EXTENDS_KEY).cloned());
+    match extends {
+        None => PipelineConfig::parse(src, origin),
+        Some(toml::Value::String(s)) if s == EXTENDS_DEFAULT => {
+            PipelineConfig::parse_over(DEFAULT_CONFIG_SRC, DEFAULT_CONFIG_ORIGIN, src, origin)
+        }
+        Some(other) => Err(ConfigError::Invalid {
+            origin: origin.to_string(),
+            message: format!(
+                "`extends` must be \"{EXTENDS_DEFAULT}\" (the embedded default configuration), \
+                 got {other}"
+            ),
+        }),
+    }
+}
+
 /// Every layer kind compiled into this build: core's `fuse`, `rules`, `linear`, and with
 /// their cargo features `transformer`, `judge` and `relational`.
 pub fn registry() -> Registry {

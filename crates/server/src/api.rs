@@ -47,6 +47,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route_layer(from_fn_with_state(max_body, refuse_declared_oversize))
         .route_layer(from_fn_with_state(state.clone(), auth::observe))
         .fallback(not_found)
+        .layer(axum::middleware::map_response(json_method_not_allowed))
         .layer(DefaultBodyLimit::max(max_body))
         .with_state(state)
 }
@@ -59,6 +60,24 @@ async fn not_found(State(state): State<Arc<AppState>>) -> ServiceError {
         .metrics()
         .observe_request("unmatched", StatusCode::NOT_FOUND.as_u16(), 0.0);
     e
+}
+
+/// A known path asked with a method it does not serve gets the JSON error shape like every
+/// other error: axum's own 405 has an empty body. Its `Allow` header is kept. Done on the
+/// response, so admin paths still authenticate first (a method fallback would run outside
+/// their authentication layer), and only empty 405s are replaced (never an upstream's).
+async fn json_method_not_allowed(resp: Response) -> Response {
+    use axum::body::HttpBody;
+    if resp.status() != StatusCode::METHOD_NOT_ALLOWED || resp.body().size_hint().exact() != Some(0)
+    {
+        return resp;
+    }
+    let allow = resp.headers().get(header::ALLOW).cloned();
+    let mut out = ServiceError::MethodNotAllowed.into_response();
+    if let Some(allow) = allow {
+        out.headers_mut().insert(header::ALLOW, allow);
+    }
+    out
 }
 
 /// The message of a 413 for a body over `server.max_body_bytes`.

@@ -763,10 +763,10 @@ impl ServerConfig {
         default: &PipelineConfig,
     ) -> Result<PipelineConfig, ServerConfigError> {
         let mut pc = if let Some(p) = &self.pipeline.path {
-            PipelineConfig::from_path(&self.resolve(p))?
+            rampart::load_config(&self.resolve(p))?
         } else if let Some(t) = &self.pipeline.inline {
             let src = toml::to_string(t).map_err(ServerConfigError::Inline)?;
-            PipelineConfig::parse(&src, "[pipeline.inline]")?
+            rampart::parse_config(&src, "[pipeline.inline]")?
         } else {
             default.clone()
         };

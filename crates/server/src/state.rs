@@ -55,6 +55,9 @@ pub enum ServiceError {
     /// 404: no such route.
     #[error("no such endpoint")]
     NotFound,
+    /// 405: the route exists, but not with this method.
+    #[error("this endpoint does not serve this method (see the Allow header)")]
+    MethodNotAllowed,
     /// 404: the route exists, but the resource it names does not (an unknown id).
     #[error("{0}")]
     UnknownId(String),
@@ -100,6 +103,7 @@ impl ServiceError {
             ServiceError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound | ServiceError::UnknownId(_) => StatusCode::NOT_FOUND,
+            ServiceError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -122,6 +126,7 @@ impl ServiceError {
             ServiceError::NotFound | ServiceError::UnknownId(_) => {
                 ("invalid_request_error", "not_found")
             }
+            ServiceError::MethodNotAllowed => ("invalid_request_error", "method_not_allowed"),
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
             ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ServiceError::AuthFailuresLimited { .. } => {

@@ -382,13 +382,8 @@ async fn openapi_matches_the_router() {
         } else {
             reqwest::Method::GET
         };
-        let st = c
-            .request(other, s.url(path))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16();
+        let resp = c.request(other, s.url(path)).send().await.unwrap();
+        let st = resp.status().as_u16();
         // Admin routes authenticate first (no keys configured here: 401).
         let want = if path.starts_with("/admin/") {
             401
@@ -396,6 +391,15 @@ async fn openapi_matches_the_router() {
             405
         };
         assert_eq!(st, want, "{path}");
+        // A 405 had an empty body: it has the JSON error shape and still says what is allowed.
+        let allow = resp.headers().get("allow").cloned();
+        let v: Value = resp.json().await.unwrap();
+        assert!(v["error"]["message"].is_string(), "{path}: {v}");
+        if want == 405 {
+            assert_eq!(v["error"]["code"], "method_not_allowed", "{path}: {v}");
+            let allow = allow.expect("an Allow header");
+            assert!(allow.to_str().unwrap().contains(method.as_str()), "{path}");
+        }
     }
     let resp = c.get(s.url("/v1/nope")).send().await.unwrap();
     assert_eq!(resp.status(), 404);

@@ -17,13 +17,10 @@ status: 0 written, 1 error (unreadable matrix or decisions, undecided blind spot
 
 #[derive(Debug, Args)]
 pub struct FindingsArgs {
-    /// The coverage matrix (`rampart redteam report`'s JSON).
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/coverage_matrix.json"
-    )]
-    pub matrix: PathBuf,
+    /// The coverage matrix (`rampart redteam report`'s JSON; default:
+    /// OUT_DIR/coverage_matrix.json, where `report` writes it).
+    #[arg(long, value_name = "FILE")]
+    pub matrix: Option<PathBuf>,
     /// The matrix before the fixes: fixed rows show `before → after`.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
@@ -34,25 +31,34 @@ pub struct FindingsArgs {
         default_value = "docs/reports/redteam_decisions.toml"
     )]
     pub decisions: PathBuf,
-    /// The Markdown report.
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/Adversarial_Testing_Report.md"
-    )]
-    pub out_md: PathBuf,
-    /// The defense-in-depth diagram (SVG), linked from the report by its file name.
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/defense_in_depth.svg"
-    )]
-    pub out_svg: PathBuf,
+    /// Where the report and the diagram go (Adversarial_Testing_Report.md,
+    /// defense_in_depth.svg). The tracked copies are regenerated with `--out-dir docs/reports`.
+    #[arg(long, value_name = "DIR", default_value = super::report::DEFAULT_OUT_DIR)]
+    pub out_dir: PathBuf,
+    /// The Markdown report (default: OUT_DIR/Adversarial_Testing_Report.md).
+    #[arg(long, value_name = "FILE")]
+    pub out_md: Option<PathBuf>,
+    /// The defense-in-depth diagram (SVG), linked from the report by its file name (default:
+    /// OUT_DIR/defense_in_depth.svg).
+    #[arg(long, value_name = "FILE")]
+    pub out_svg: Option<PathBuf>,
 }
 
 pub fn run(args: &FindingsArgs) -> Result<u8> {
-    let matrix = CoverageMatrix::load(&args.matrix)
-        .with_context(|| format!("coverage matrix {}", args.matrix.display()))?;
+    let matrix_path = args
+        .matrix
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("coverage_matrix.json"));
+    let out_md = args
+        .out_md
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("Adversarial_Testing_Report.md"));
+    let out_svg = args
+        .out_svg
+        .clone()
+        .unwrap_or_else(|| args.out_dir.join("defense_in_depth.svg"));
+    let matrix = CoverageMatrix::load(&matrix_path)
+        .with_context(|| format!("coverage matrix {}", matrix_path.display()))?;
     let baseline = args
         .baseline
         .as_deref()
@@ -61,14 +67,16 @@ pub fn run(args: &FindingsArgs) -> Result<u8> {
     let decisions = Decisions::load(&args.decisions)?;
     let mut command = format!(
         "rampart redteam findings --matrix {} --decisions {}",
-        args.matrix.display(),
+        matrix_path.display(),
         args.decisions.display()
     );
     if let Some(b) = &args.baseline {
         command.push_str(&format!(" --baseline {}", b.display()));
     }
-    let svg_name = args
-        .out_svg
+    if args.out_dir != std::path::Path::new(super::report::DEFAULT_OUT_DIR) {
+        command.push_str(&format!(" --out-dir {}", args.out_dir.display()));
+    }
+    let svg_name = out_svg
         .file_name()
         .map_or_else(|| "defense_in_depth.svg".into(), |n| n.to_string_lossy());
     let md = findings::report(
@@ -82,13 +90,13 @@ pub fn run(args: &FindingsArgs) -> Result<u8> {
     )?;
     // Both are made before either is written: a failed report leaves the old pair in place.
     let svg = findings::svg(&matrix, Some(decisions.target.min_tpr));
-    super::report::write(&args.out_md, &md)?;
-    super::report::write(&args.out_svg, &svg)?;
+    super::report::write(&out_md, &md)?;
+    super::report::write(&out_svg, &svg)?;
     let spots = findings::blind_spots(&matrix, &decisions).len();
     eprintln!(
         "wrote {} and {} ({spots} blind spot(s), every one decided)",
-        args.out_md.display(),
-        args.out_svg.display()
+        out_md.display(),
+        out_svg.display()
     );
     Ok(0)
 }

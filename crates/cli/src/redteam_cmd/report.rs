@@ -114,27 +114,19 @@ pub struct ReportArgs {
     /// fails.
     #[arg(long, value_name = "FILE")]
     pub gate: Option<PathBuf>,
-    /// The Markdown report.
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/Coverage_Matrix.md"
-    )]
-    pub out_md: PathBuf,
-    /// The SVG heatmap.
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/coverage_matrix.svg"
-    )]
-    pub out_svg: PathBuf,
-    /// The matrix as JSON.
-    #[arg(
-        long,
-        value_name = "FILE",
-        default_value = "docs/reports/coverage_matrix.json"
-    )]
-    pub out_json: PathBuf,
+    /// Where the report, heatmap and matrix go (Coverage_Matrix.md, coverage_matrix.svg,
+    /// coverage_matrix.json). The tracked copies are regenerated with `--out-dir docs/reports`.
+    #[arg(long, value_name = "DIR", default_value = DEFAULT_OUT_DIR)]
+    pub out_dir: PathBuf,
+    /// The Markdown report (default: OUT_DIR/Coverage_Matrix.md).
+    #[arg(long, value_name = "FILE")]
+    pub out_md: Option<PathBuf>,
+    /// The SVG heatmap (default: OUT_DIR/coverage_matrix.svg).
+    #[arg(long, value_name = "FILE")]
+    pub out_svg: Option<PathBuf>,
+    /// The matrix as JSON (default: OUT_DIR/coverage_matrix.json).
+    #[arg(long, value_name = "FILE")]
+    pub out_json: Option<PathBuf>,
     /// Worker threads (default: all cores).
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
@@ -144,6 +136,31 @@ pub struct ReportArgs {
     /// Never draw a progress bar (none is drawn when stderr is not a terminal).
     #[arg(long)]
     pub no_progress: bool,
+}
+
+/// Where `report` and `findings` write by default: not the tracked `docs/reports/` (a first
+/// run overwrote them).
+pub(crate) const DEFAULT_OUT_DIR: &str = "reports/redteam";
+
+impl ReportArgs {
+    /// The Markdown report's path.
+    pub fn md_path(&self) -> PathBuf {
+        self.out_md
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("Coverage_Matrix.md"))
+    }
+    /// The heatmap's path.
+    pub fn svg_path(&self) -> PathBuf {
+        self.out_svg
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("coverage_matrix.svg"))
+    }
+    /// The matrix's path.
+    pub fn json_path(&self) -> PathBuf {
+        self.out_json
+            .clone()
+            .unwrap_or_else(|| self.out_dir.join("coverage_matrix.json"))
+    }
 }
 
 /// The command line as typed, each argument quoted when the shell would need it.
@@ -402,12 +419,13 @@ pub fn run(args: &ReportArgs) -> Result<u8> {
     bar.finish_and_clear();
     let matrix = matrix?;
 
+    let (out_md, out_svg, out_json) = (args.md_path(), args.svg_path(), args.json_path());
     write(
-        &args.out_md,
+        &out_md,
         &rampart_redteam::report::markdown(&matrix, baseline.as_ref()),
     )?;
-    write(&args.out_svg, &rampart_redteam::report::svg(&matrix))?;
-    write(&args.out_json, &matrix.to_json())?;
+    write(&out_svg, &rampart_redteam::report::svg(&matrix))?;
+    write(&out_json, &matrix.to_json())?;
 
     outln!(
         "{:<15} {}",
@@ -434,9 +452,9 @@ pub fn run(args: &ReportArgs) -> Result<u8> {
     }
     eprintln!(
         "rampart: redteam report: wrote {}, {} and {}",
-        args.out_md.display(),
-        args.out_svg.display(),
-        args.out_json.display()
+        out_md.display(),
+        out_svg.display(),
+        out_json.display()
     );
     let Some(gates) = gates else {
         return Ok(0);

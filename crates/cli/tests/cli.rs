@@ -415,12 +415,7 @@ fn a_config_extending_the_default_changes_only_what_it_names() {
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    let layers: Vec<&str> = v["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["layer"].as_str().unwrap())
-        .collect();
+    let layers = crate::common::layer_names(&v);
     assert_eq!(layers, ["normalize", "rules", "linear"], "{v}");
     let o = run(
         &[

@@ -54,3 +54,13 @@ pub fn isolated(args: &[&str], cwd: Option<&Path>) -> Output {
         .output()
         .expect("spawn rampart")
 }
+
+/// The `layer` of each entry of `v["layers"]` (a decision's layers, a relational report's).
+pub fn layer_names(v: &serde_json::Value) -> Vec<&str> {
+    v["layers"]
+        .as_array()
+        .expect("layers")
+        .iter()
+        .map(|l| l["layer"].as_str().expect("a layer name"))
+        .collect()
+}

@@ -99,12 +99,7 @@ fn json_output_carries_the_report_fields() {
     assert_eq!(v["backend"], "local");
     assert_eq!(v["label"], "extractive");
     assert!(v["balance"].as_f64().unwrap() < 0.0, "{v}");
-    let layers: Vec<&str> = v["layers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|l| l["layer"].as_str().unwrap())
-        .collect();
+    let layers = common::layer_names(v);
     assert_eq!(layers, ["system", "application", "user"]);
     let user = &v["layers"][2]["value"];
     let sum = user["truth"].as_f64().unwrap()

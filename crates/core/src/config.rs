@@ -323,20 +323,20 @@ impl PipelineConfig {
         cfg.validated(origin)
     }
 
-    /// Parses `src`, a partial configuration with `extends`, over the complete configuration
-    /// `base`: each table of `src` overrides `base` key by key (nested tables merged, other
-    /// values and arrays replaced); each `[[layers]]` entry is merged into `base`'s layer of
-    /// the same `kind` (added at the end when `base` has none, an error when it has several).
-    /// `version` may be left out. So a file that changes one threshold holds just that.
+    /// Merges `over`, a partial configuration (already parsed, its `extends` ignored), over
+    /// the complete configuration `base`: each table of `over` overrides `base` key by key
+    /// (nested tables merged, other values and arrays replaced); each `[[layers]]` entry is
+    /// merged into `base`'s layer of the same `kind` (added at the end when `base` has none,
+    /// an error when it has several). `version` may be left out. So a file that changes one
+    /// threshold holds just that.
     pub fn parse_over(
         base: &str,
         base_origin: &str,
-        src: &str,
+        mut over: toml::Table,
         origin: &str,
     ) -> Result<PipelineConfig, ConfigError> {
         let mut merged: toml::Table =
             toml::from_str(base).map_err(|e| syntax(base, base_origin, &e))?;
-        let mut over: toml::Table = toml::from_str(src).map_err(|e| syntax(src, origin, &e))?;
         over.remove(EXTENDS_KEY);
         crate::config_merge::merge_config(&mut merged, over).map_err(|message| {
             ConfigError::Invalid {

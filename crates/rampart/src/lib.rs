@@ -78,13 +78,15 @@ pub fn load_config(path: &std::path::Path) -> Result<PipelineConfig, ConfigError
 
 /// [`load_config`] on text already read (`origin` names it in errors).
 pub fn parse_config(src: &str, origin: &str) -> Result<PipelineConfig, ConfigError> {
-    let extends = toml::from_str::<toml::Table>(src)
-        .ok()
-        .and_then(|t| t.get(rampart_core::EXTENDS_KEY).cloned());
-    match extends {
+    // A file that is not TOML, or has no `extends`, is parsed as a complete configuration
+    // (errors with file:line:col).
+    let Ok(table) = toml::from_str::<toml::Table>(src) else {
+        return PipelineConfig::parse(src, origin);
+    };
+    match table.get(rampart_core::EXTENDS_KEY) {
         None => PipelineConfig::parse(src, origin),
         Some(toml::Value::String(s)) if s == EXTENDS_DEFAULT => {
-            PipelineConfig::parse_over(DEFAULT_CONFIG_SRC, DEFAULT_CONFIG_ORIGIN, src, origin)
+            PipelineConfig::parse_over(DEFAULT_CONFIG_SRC, DEFAULT_CONFIG_ORIGIN, table, origin)
         }
         Some(other) => Err(ConfigError::Invalid {
             origin: origin.to_string(),

@@ -75,25 +75,23 @@ pub fn check_rule_examples(pipeline: &Pipeline) -> Result<(), RuleExamplesError>
     }
 }
 
-/// The detector of each `rules` layer of `pipeline`, in layer order (the pipeline builds one
-/// detector per configured layer, in order).
-fn rules_detectors(pipeline: &Pipeline) -> impl Iterator<Item = Option<&dyn Detector>> {
+/// The detector of each `rules` layer of `pipeline`, one entry per layer in layer order (the
+/// pipeline builds one detector per configured layer, in order; `None` for every layer if
+/// it ever did not, so the packs are compiled here instead).
+fn rules_detectors(pipeline: &Pipeline) -> Vec<Option<&dyn Detector>> {
     let layers = &pipeline.config().layers;
-    let aligned = layers.len() == pipeline.detectors().len();
+    let detectors: Vec<&dyn Detector> = pipeline.detectors().map(|d| &**d).collect();
+    let aligned = layers.len() == detectors.len();
     layers
         .iter()
-        .zip(
-            pipeline
-                .detectors()
-                .map(Some)
-                .chain(std::iter::repeat(None)),
-        )
-        .filter(|(layer, _)| layer.kind == RULES_KIND)
-        .map(move |(_, detector)| {
+        .enumerate()
+        .filter(|(_, layer)| layer.kind == RULES_KIND)
+        .map(|(i, _)| {
             if aligned {
-                detector.map(|d| &**d)
+                detectors.get(i).copied()
             } else {
                 None
             }
         })
+        .collect()
 }

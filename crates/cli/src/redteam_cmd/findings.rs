@@ -45,18 +45,10 @@ pub struct FindingsArgs {
 }
 
 pub fn run(args: &FindingsArgs) -> Result<u8> {
-    let matrix_path = args
-        .matrix
-        .clone()
-        .unwrap_or_else(|| args.out_dir.join("coverage_matrix.json"));
-    let out_md = args
-        .out_md
-        .clone()
-        .unwrap_or_else(|| args.out_dir.join("Adversarial_Testing_Report.md"));
-    let out_svg = args
-        .out_svg
-        .clone()
-        .unwrap_or_else(|| args.out_dir.join("defense_in_depth.svg"));
+    let out = |given, name| super::report::out_path(given, &args.out_dir, name);
+    let matrix_path = out(args.matrix.as_ref(), "coverage_matrix.json");
+    let out_md = out(args.out_md.as_ref(), "Adversarial_Testing_Report.md");
+    let out_svg = out(args.out_svg.as_ref(), "defense_in_depth.svg");
     let matrix = CoverageMatrix::load(&matrix_path)
         .with_context(|| format!("coverage matrix {}", matrix_path.display()))?;
     let baseline = args

@@ -142,25 +142,9 @@ pub struct ReportArgs {
 /// run overwrote them).
 pub(crate) const DEFAULT_OUT_DIR: &str = "reports/redteam";
 
-impl ReportArgs {
-    /// The Markdown report's path.
-    pub fn md_path(&self) -> PathBuf {
-        self.out_md
-            .clone()
-            .unwrap_or_else(|| self.out_dir.join("Coverage_Matrix.md"))
-    }
-    /// The heatmap's path.
-    pub fn svg_path(&self) -> PathBuf {
-        self.out_svg
-            .clone()
-            .unwrap_or_else(|| self.out_dir.join("coverage_matrix.svg"))
-    }
-    /// The matrix's path.
-    pub fn json_path(&self) -> PathBuf {
-        self.out_json
-            .clone()
-            .unwrap_or_else(|| self.out_dir.join("coverage_matrix.json"))
-    }
+/// The path given for an output, else `name` in the output directory.
+pub(crate) fn out_path(given: Option<&PathBuf>, out_dir: &Path, name: &str) -> PathBuf {
+    given.cloned().unwrap_or_else(|| out_dir.join(name))
 }
 
 /// The command line as typed, each argument quoted when the shell would need it.
@@ -419,7 +403,13 @@ pub fn run(args: &ReportArgs) -> Result<u8> {
     bar.finish_and_clear();
     let matrix = matrix?;
 
-    let (out_md, out_svg, out_json) = (args.md_path(), args.svg_path(), args.json_path());
+    let out_md = out_path(args.out_md.as_ref(), &args.out_dir, "Coverage_Matrix.md");
+    let out_svg = out_path(args.out_svg.as_ref(), &args.out_dir, "coverage_matrix.svg");
+    let out_json = out_path(
+        args.out_json.as_ref(),
+        &args.out_dir,
+        "coverage_matrix.json",
+    );
     write(
         &out_md,
         &rampart_redteam::report::markdown(&matrix, baseline.as_ref()),

@@ -410,6 +410,7 @@ fn relational_violations_are_sorted_by_name() {
         balance: None,
         exchange: None,
         label: None,
+        why: None,
         evaluators: Vec::new(),
         consensus: None,
         cost: RelationalCost::default(),

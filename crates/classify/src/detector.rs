@@ -506,10 +506,10 @@ impl LinearDetector {
         let view = &seg.normalized.views[i];
         let computed;
         let windows = if view.kind == ViewKind::Raw && view.text == seg.text {
-            &seg.windows
+            seg.windows(&input.localize)
         } else {
             computed = input.localize.windows(&view.text);
-            &computed
+            &computed[..]
         };
         for w in windows {
             *scored += 1;

@@ -369,7 +369,7 @@ fn a_passed_deadline_stops_the_layer_between_segments() {
                 trust: Trust::Untrusted,
                 text: t,
                 normalized: n.normalize(t),
-                windows: Vec::new(),
+                windows: Default::default(),
             })
             .collect()
     };

@@ -196,6 +196,15 @@ impl PipelineArgs {
         self.builder().build().map_err(Into::into)
     }
 
+    /// As [`PipelineArgs::build`], for a command that scans and exits: the embedded packs'
+    /// regexes compile when a scan first needs them, not all before the first scan.
+    pub fn build_for_one_run(&self) -> Result<Pipeline> {
+        self.builder()
+            .compile_on_first_use()
+            .build()
+            .map_err(Into::into)
+    }
+
     /// Loads the configuration and applies the command-line overrides.
     pub fn load(&self) -> Result<PipelineConfig> {
         self.builder().config().map_err(Into::into)

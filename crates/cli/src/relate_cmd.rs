@@ -257,6 +257,9 @@ fn write_human(out: &mut Vec<u8>, o: &RelateOutcome, expected: Option<&str>) -> 
         head.push_str("  (degraded)");
     }
     writeln!(out, "{head}")?;
+    if let Some(why) = &r.why {
+        writeln!(out, "  why: {why}")?;
+    }
     if !r.layers.is_empty() {
         writeln!(
             out,

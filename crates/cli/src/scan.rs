@@ -127,12 +127,16 @@ pub(crate) fn exit_code(action: Action) -> u8 {
 }
 
 pub fn run(args: &ScanArgs) -> Result<u8> {
-    let pipeline = Arc::new(args.pipeline.build()?);
+    let pipeline = Arc::new(args.pipeline.build_for_one_run()?);
     if let Some(path) = &args.jsonl {
-        let options = match &args.conversation_config {
+        let mut options = match &args.conversation_config {
             Some(p) => ConversationOptions::load(p)?,
             None => ConversationOptions::default(),
         };
+        // As the pipeline's rules: the agreement pack compiles when a conversation needs it.
+        options
+            .compile
+            .get_or_insert(rampart_rules::plans::Compile::FirstUse);
         let scanner = ConversationScanner::stateless(pipeline.clone(), options)
             .context("conversation options")?;
         if let Some(n) = args.threads {

@@ -10,7 +10,7 @@ use rampart_conversation::{AgreementDetector, parse_claims};
 use std::io::BufRead;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let detector = AgreementDetector::embedded()?;
+    let detector = AgreementDetector::embedded(rampart_rules::plans::Compile::AtBuild)?;
     let mut args = std::env::args().skip(1);
     let rows: Vec<(String, String)> = match (args.next().as_deref(), args.next()) {
         (Some("--data"), Some(path)) => parse_claims(&std::fs::read_to_string(&path)?)?

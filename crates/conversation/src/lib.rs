@@ -67,7 +67,8 @@ mod store;
 pub use agreement::{
     AGREEMENT_MODEL_V1, AgreementDetector, AgreementError, AgreementSignal, AgreementTrainOptions,
     AgreementTraining, ClaimLabel, ClaimRecord, ClaimSplit, Confusion, EvalReport,
-    HISTORY_PACK_ORIGIN, HISTORY_PACK_SRC, finding_id, parse_claims, train_agreement,
+    HISTORY_PACK_ORIGIN, HISTORY_PACK_SRC, HISTORY_PLANS_ORIGIN, HISTORY_PLANS_SRC, finding_id,
+    parse_claims, train_agreement,
 };
 pub use chain::{ChainKey, ChainSecret, normalize};
 pub use fingerprint::{hamming, simhash};

@@ -19,6 +19,7 @@ use crate::risk::OptionsError;
 use crate::store::{ConversationState, ConversationStore, ObserveError, StoreOptions, TurnVerdict};
 use crate::{ConversationFinding, ConversationReport, HistoryReport, StateMode, TurnRisk};
 use crate::{LedgerOptions, ledger::HistoryCheck};
+use rampart_core::WarmUpError;
 use rampart_core::conversation::{
     ConversationContext, ConversationEvidence, ConversationRequest, DEFAULT_MAX_TURNS, Turn,
 };
@@ -26,6 +27,7 @@ use rampart_core::{
     Action, Decision, InputError, LayerResult, LayerStatus, Pipeline, RiskClass, Role,
     SanitizedSegment, ScanRequest, Segment, Trust,
 };
+use rampart_rules::plans::Compile;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -88,6 +90,11 @@ pub struct ConversationOptions {
     pub ledger: LedgerOptions,
     /// Look for claims of an earlier agreement the assistant never gave (`HIST_002`…).
     pub agreement: bool,
+    /// When the agreement pack's regexes compile (`at_build` when unset; see
+    /// [`Compile`]). `rampart scan` sets `first_use`; `rampart serve` compiles at build
+    /// whatever this says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Compile>,
 }
 
 impl Default for ConversationOptions {
@@ -105,6 +112,7 @@ impl Default for ConversationOptions {
             store: StoreOptions::default(),
             ledger: LedgerOptions::default(),
             agreement: true,
+            compile: None,
         }
     }
 }
@@ -235,6 +243,19 @@ impl ConversationScanner {
             refusals: RefusalDetector::new(),
             agreement,
         })
+    }
+
+    /// Compiles now what was left for first use (the pipeline's layers and the agreement
+    /// pack; see [`Compile`]): a server calls it before it reports ready.
+    pub fn warm_up(&self) -> Result<(), WarmUpError> {
+        self.pipeline.warm_up()?;
+        if let Some(a) = &self.agreement {
+            a.warm_up().map_err(|e| WarmUpError {
+                layer: "conversation".to_string(),
+                source: rampart_core::DetectorError::Failed(e.to_string()),
+            })?;
+        }
+        Ok(())
     }
 
     /// A stateful scanner over another state, sharing everything compiled (pipeline,
@@ -837,7 +858,7 @@ fn agreement_of(
     if !options.agreement {
         return Ok(None);
     }
-    AgreementDetector::embedded()
+    AgreementDetector::embedded(options.compile.unwrap_or_default())
         .map(Some)
         .map_err(|e| OptionsError::Agreement(e.to_string()))
 }

@@ -106,7 +106,7 @@ pub use normalize_layer::{
     transform_findings,
 };
 pub use owasp::{Capability, OwaspEntry, Protection};
-pub use pipeline::Pipeline;
+pub use pipeline::{Pipeline, WarmUpError};
 pub use rampart_normalize::{TransformKind, ViewKind};
 pub use registry::{BuildError, DetectorFactory, Registry, layer_options};
 pub use report::{LayerReport, Report, ReportError, Reports};

@@ -157,6 +157,19 @@ impl Pipeline {
         self.layers.iter().map(|l| &l.detector)
     }
 
+    /// Warms every layer up ([`Detector::warm_up`]): after it, no request compiles or
+    /// loads anything. A long-running process calls it before it serves. The error names
+    /// the layer.
+    pub fn warm_up(&self) -> Result<(), WarmUpError> {
+        for l in &self.layers {
+            l.detector.warm_up().map_err(|source| WarmUpError {
+                layer: l.name().to_string(),
+                source,
+            })?;
+        }
+        Ok(())
+    }
+
     /// The names of the layers every decision reports, in order: [`NORMALIZE_LAYER`], then
     /// each detector's.
     pub fn layer_names(&self) -> Vec<&str> {
@@ -309,4 +322,15 @@ fn resolve_hash_key(section: &HashSection) -> [u8; 32] {
             blake3::derive_key("rampart input hash v1 (ephemeral)", &seed)
         }
     }
+}
+
+/// A layer that failed to warm up ([`Pipeline::warm_up`]).
+#[derive(Debug, thiserror::Error)]
+#[error("layer {layer} failed to warm up: {source}")]
+pub struct WarmUpError {
+    /// The layer's name.
+    pub layer: String,
+    /// What went wrong.
+    #[source]
+    pub source: crate::DetectorError,
 }

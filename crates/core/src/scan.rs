@@ -85,11 +85,11 @@ impl Pipeline {
     }
 
     /// Normalization: once per segment, shared by every layer; the `normalize` layer's
-    /// findings; each untrusted segment cut into windows.
+    /// findings (windows are cut on first use, see `SegmentInput::windows`).
     fn normalize<'r>(&self, req: &'r ScanRequest) -> Scan<'r> {
         let policy = &self.config.policy;
         let t0 = Instant::now();
-        let mut segments: Vec<SegmentInput<'r>> = req
+        let segments: Vec<SegmentInput<'r>> = req
             .segments
             .iter()
             .enumerate()
@@ -99,7 +99,7 @@ impl Pipeline {
                 trust: s.trust.unwrap_or_else(|| policy.trust_of(s.role)),
                 text: &s.text,
                 normalized: self.normalizer.normalize(&s.text),
-                windows: Vec::new(),
+                windows: Default::default(),
             })
             .collect();
         let mut findings: Vec<Finding> = Vec::new();
@@ -122,7 +122,6 @@ impl Pipeline {
             None,
             t0.elapsed(),
         );
-        self.window_segments(&mut segments);
         Scan {
             input: ScanInput {
                 segments,
@@ -498,14 +497,6 @@ impl Pipeline {
             action = action.max(own);
         }
         action
-    }
-
-    /// Cuts each untrusted segment into the windows classifier layers score
-    /// ([`LocalizeConfig::windows`](crate::LocalizeConfig::windows)), once per scan.
-    fn window_segments(&self, segments: &mut [SegmentInput<'_>]) {
-        for seg in segments.iter_mut().filter(|s| s.trust == Trust::Untrusted) {
-            seg.windows = self.config.localize.windows(seg.text);
-        }
     }
 }
 

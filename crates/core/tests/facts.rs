@@ -41,10 +41,12 @@ fn rules_layers_lists_each_rules_layer_in_order() {
             RulesLayerOptions {
                 default_pack: true,
                 packs: vec![PathBuf::from("a.toml")],
+                compile: None,
             },
             RulesLayerOptions {
                 default_pack: false,
                 packs: vec![PathBuf::from("b.toml"), PathBuf::from("a.toml")],
+                compile: None,
             },
         ]
     );

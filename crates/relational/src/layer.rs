@@ -219,6 +219,7 @@ impl RelationalLayer {
             balance: None,
             exchange: None,
             label: None,
+            why: None,
             evaluators: runs,
             consensus,
             cost,
@@ -230,6 +231,7 @@ impl RelationalLayer {
                 violations.extend(model::structural_violations(&a.layers, &self.opts.model));
                 let violations = model::normalize_violations(violations);
                 let j = model::judge(&a.layers, &violations, &self.opts.model);
+                report.why = Some(model::explain(&a.layers, &violations, &self.opts.model, &j));
                 report.layers = a.layers;
                 report.violations = violations;
                 report.balance = Some(j.balance);
@@ -372,6 +374,7 @@ impl Detector for RelationalLayer {
                 balance: None,
                 exchange: None,
                 label: None,
+                why: None,
                 evaluators: Vec::new(),
                 consensus: None,
                 cost: RelationalCost::default(),

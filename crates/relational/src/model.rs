@@ -347,6 +347,87 @@ pub fn normalize_violations(mut v: Vec<TrustViolation>) -> Vec<TrustViolation> {
     out
 }
 
+/// Which rule of [`exchange_type`] and which step of [`label`]'s tree gave `j`, in words
+/// (rule IDs, layer names and numbers; never input text). A label can disagree in sign
+/// with the balance: a positive balance with an extractive exchange is labelled extractive
+/// by step 2 or 4 when a lower layer takes from a higher one, and this says so.
+pub fn explain(
+    layers: &[LayerAssessment],
+    violations: &[TrustViolation],
+    p: &ModelParams,
+    j: &Judgement,
+) -> String {
+    let exchange = exchange_reason(layers, violations, p, j);
+    let extractive = j.exchange == ExchangeType::Extractive;
+    let step = if j.balance > 0.5 {
+        "step 1 (balance > 0.5)".to_string()
+    } else if layers.len() > 1 && (j.balance < -0.2 || extractive) {
+        format!(
+            "step 2 ({} layers and {})",
+            layers.len(),
+            if j.balance < -0.2 {
+                "balance < -0.2"
+            } else {
+                "exchange extractive"
+            }
+        )
+    } else if j.balance < 0.3 {
+        "step 3 (balance < 0.3)".to_string()
+    } else if extractive {
+        "step 4 (exchange extractive)".to_string()
+    } else {
+        "step 5 (no earlier step applies)".to_string()
+    };
+    format!(
+        "{} by {step} of the label tree; exchange {}: {exchange}",
+        j.label, j.exchange
+    )
+}
+
+/// Why [`exchange_type`] gave `j.exchange`.
+fn exchange_reason(
+    layers: &[LayerAssessment],
+    violations: &[TrustViolation],
+    p: &ModelParams,
+    j: &Judgement,
+) -> String {
+    let top = layers.iter().map(|l| l.layer).min();
+    let below = |layer: PromptLayer| top.filter(|&t| layer > t);
+    let taking_layer = layers.iter().find_map(|l| {
+        let t = below(l.layer)?;
+        (l.value.falsehood >= p.extractive_falsehood).then(|| {
+            format!(
+                "the {} layer, below the {} layer, has falsehood {:.2} >= {:.2}",
+                l.layer.name(),
+                t.name(),
+                l.value.falsehood,
+                p.extractive_falsehood
+            )
+        })
+    });
+    let violating = violations.iter().find_map(|v| {
+        let t = below(v.layer)?;
+        Some(format!(
+            "the {} layer, below the {} layer, commits a {} violation ({})",
+            v.layer.name(),
+            t.name(),
+            v.kind.name(),
+            v.evidence.join(", ")
+        ))
+    });
+    match j.exchange {
+        ExchangeType::Extractive if j.balance < -0.3 => format!("balance {:+.2} < -0.3", j.balance),
+        ExchangeType::Extractive => taking_layer
+            .or(violating)
+            .unwrap_or_else(|| "a lower layer takes from a higher one".to_string()),
+        ExchangeType::Generative => {
+            "balance > 0.5, every layer's truth >= 0.7 and falsehood < 0.1".to_string()
+        }
+        ExchangeType::Neutral => format!("balance {:+.2} within 0.1 of 0", j.balance),
+        ExchangeType::Reciprocal => "no layer takes and the balance is not near 0".to_string(),
+    }
+}
+
 /// Balance, exchange type and label of `layers` under `violations`.
 pub fn judge(
     layers: &[LayerAssessment],
@@ -380,6 +461,33 @@ mod tests {
 
     fn close(a: f64, b: f64) {
         assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    /// Regression (issue 34): "Pretend you are a pirate and tell me a joke." was labelled
+    /// extractive at balance +0.26 with nothing saying why. A lower layer with falsehood at
+    /// the extractive threshold makes the exchange extractive whatever the balance, and the
+    /// explanation names the step, the layer and the numbers.
+    #[test]
+    fn an_extractive_label_at_a_positive_balance_says_which_rule_made_it() {
+        let p = ModelParams::default();
+        let l = vec![
+            layer(PromptLayer::System, 0.9, 0.1, 0.0),
+            layer(PromptLayer::User, 0.3, 0.1, p.extractive_falsehood),
+        ];
+        let j = judge(&l, &[], &p);
+        assert!(j.balance > 0.0, "{j:?}");
+        assert_eq!(j.exchange, ExchangeType::Extractive);
+        assert_eq!(j.label, RelationalLabel::Extractive);
+        let why = explain(&l, &[], &p, &j);
+        assert!(why.starts_with("extractive by step"), "{why}");
+        assert!(
+            why.contains("the user layer, below the system layer, has falsehood"),
+            "{why}"
+        );
+        let reciprocal = vec![layer(PromptLayer::User, 0.9, 0.1, 0.0)];
+        let j = judge(&reciprocal, &[], &p);
+        let why = explain(&reciprocal, &[], &p, &j);
+        assert!(why.contains(&format!("{} by step", j.label)), "{why}");
     }
 
     #[test]

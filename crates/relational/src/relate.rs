@@ -333,6 +333,7 @@ fn failed_report(layer: &str, reason: String) -> RelationalReport {
         balance: None,
         exchange: None,
         label: None,
+        why: None,
         evaluators: Vec::new(),
         consensus: None,
         cost: RelationalCost::default(),

@@ -581,6 +581,9 @@ pub struct RelationalReport {
     /// The label (none when the evaluation failed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<RelationalLabel>,
+    /// Which rules gave the exchange type and the label ([`crate::model::explain`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// Per evaluator.
     #[serde(default)]
     pub evaluators: Vec<EvaluatorRun>,

@@ -7,6 +7,7 @@
 
 use crate::error::{CompileError, PackErrors};
 use crate::matcher::{Matcher, MatcherBuilder};
+use crate::plans::{Compile, PlanError, Plans};
 use crate::schema::RulePack;
 use crate::types::RuleScope;
 use rampart_core::{
@@ -39,6 +40,10 @@ pub struct RulesLayerOptions {
     /// Extra pack files.
     #[serde(default)]
     pub packs: Vec<PathBuf>,
+    /// When the embedded pack's regexes compile (`at_build` when unset; `first_use` for
+    /// commands that scan and exit, see [`Compile`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compile: Option<Compile>,
 }
 
 fn yes() -> bool {
@@ -50,6 +55,7 @@ impl Default for RulesLayerOptions {
         Self {
             default_pack: true,
             packs: Vec::new(),
+            compile: None,
         }
     }
 }
@@ -194,6 +200,9 @@ pub enum RulesLayerError {
     /// The packs failed to compile.
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
     Compile(Vec<CompileError>),
+    /// The embedded plan file does not read (a build of Rampart that never passed its tests).
+    #[error(transparent)]
+    Plans(#[from] PlanError),
 }
 
 /// The rule layer: an immutable compiled matcher shared in an `Arc`.
@@ -210,8 +219,11 @@ impl RulesDetector {
 
     /// Loads and compiles the packs named by the options.
     pub fn from_options(options: &RulesLayerOptions) -> Result<Self, RulesLayerError> {
-        let mut builder = MatcherBuilder::new();
+        let mut builder = MatcherBuilder::new().compile(options.compile.unwrap_or_default());
         for source in options.sources() {
+            if source == PackSource::Default {
+                builder = builder.plans(Plans::default_pack()?);
+            }
             builder = builder.add_pack(source.load()?);
         }
         let matcher = builder.build().map_err(RulesLayerError::Compile)?;
@@ -223,8 +235,18 @@ impl RulesDetector {
         &self.matcher
     }
 
-    fn segment_findings(&self, seg: &SegmentInput<'_>, out: &mut Vec<Finding>) {
+    fn segment_findings(
+        &self,
+        seg: &SegmentInput<'_>,
+        out: &mut Vec<Finding>,
+    ) -> Result<(), DetectorError> {
         let mut hits = self.matcher.scan(&seg.normalized);
+        if let Some(&rule) = hits.failed.first() {
+            return Err(DetectorError::Failed(format!(
+                "the regex of rule {} did not compile on first use",
+                self.matcher.rules()[rule].rule.id
+            )));
+        }
         // `data` rules speak to text that addresses the assistant from inside a tool result
         // or document; the same words from the user are an ordinary request.
         hits.hits.retain(|h| {
@@ -288,6 +310,7 @@ impl RulesDetector {
                 rationale: rule.rationale.clone(),
             });
         }
+        Ok(())
     }
 }
 
@@ -309,10 +332,17 @@ impl Detector for RulesDetector {
             .collect()
     }
 
+    fn warm_up(&self) -> Result<(), DetectorError> {
+        match self.matcher.compile_all().first() {
+            None => Ok(()),
+            Some(e) => Err(DetectorError::Failed(e.to_string())),
+        }
+    }
+
     fn detect(&self, input: &ScanInput<'_>) -> Result<Detection, DetectorError> {
         let mut findings = Vec::new();
         for seg in &input.segments {
-            self.segment_findings(seg, &mut findings);
+            self.segment_findings(seg, &mut findings)?;
             if std::time::Instant::now() > input.deadline {
                 return Err(DetectorError::Timeout);
             }

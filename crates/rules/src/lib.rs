@@ -38,6 +38,7 @@ mod examples;
 mod layer;
 mod lint;
 mod matcher;
+pub mod plans;
 mod schema;
 mod types;
 

@@ -6,18 +6,21 @@
 //! automaton. A scan is one automaton pass per view; a regex runs only on views where one of
 //! its anchors occurred (regexes without usable anchors run on every view of their family).
 
-use crate::anchors::{AnchorPlan, anchor_plan_hir, raw_gate_groups_hir};
+use crate::anchors::AnchorPlan;
 use crate::error::CompileError;
+use crate::plans::{Compile, Plans, RegexPlan};
 use crate::schema::{Rule, RuleMatch, RulePack};
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rampart_core::Location;
 use rampart_normalize::{Normalized, View, ViewKind, fold_pattern};
 use regex_automata::meta::Regex as MetaRegex;
+use regex_automata::nfa::thompson::WhichCaptures;
 use regex_automata::{Anchored, Input};
 use regex_syntax::hir::Hir;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
+use std::sync::{Arc, OnceLock};
 
 /// Default compiled-size limit for one regex (bytes of compiled program).
 pub const DEFAULT_REGEX_SIZE_LIMIT: usize = 1 << 20;
@@ -32,6 +35,8 @@ pub struct MatcherBuilder {
     max_hits_per_rule: usize,
     raw_gate: bool,
     anchors: bool,
+    plans: Plans,
+    compile: Compile,
 }
 
 impl Default for MatcherBuilder {
@@ -49,7 +54,23 @@ impl MatcherBuilder {
             max_hits_per_rule: DEFAULT_MAX_HITS_PER_RULE,
             raw_gate: true,
             anchors: true,
+            plans: Plans::default(),
+            compile: Compile::AtBuild,
         }
+    }
+
+    /// Plans computed ahead for some regexes ([`Plans`]): with [`Compile::FirstUse`],
+    /// a regex whose exact pattern has one is neither parsed nor compiled by `build`.
+    pub fn plans(mut self, plans: Plans) -> Self {
+        self.plans.extend(plans);
+        self
+    }
+
+    /// When the regexes that have a plan compile (default [`Compile::AtBuild`]). Deferring
+    /// needs the default anchors, raw-view gates and size limit (the plans assume them).
+    pub fn compile(mut self, when: Compile) -> Self {
+        self.compile = when;
+        self
     }
 
     /// Whether regexes run only where their anchors occur (default true). Off, every regex
@@ -95,14 +116,19 @@ impl MatcherBuilder {
     /// time.
     pub fn build(self) -> Result<Matcher, Vec<CompileError>> {
         let (rules, mut errors) = gather_rules(self.packs);
-        let prepared = prepare_regexes(&rules, self.anchors, self.raw_gate);
+        let deferring = self.compile == Compile::FirstUse
+            && self.anchors
+            && self.raw_gate
+            && self.regex_size_limit == DEFAULT_REGEX_SIZE_LIMIT;
+        let plans = deferring.then_some(&self.plans);
+        let prepared = prepare_regexes(&rules, self.anchors, self.raw_gate, plans);
         let mut index = Index::default();
         index.add_rules(&rules, prepared, &mut errors);
         if !errors.is_empty() {
             return Err(errors);
         }
         let gates = RawGates::new(&rules, self.raw_gate, &mut index);
-        let (folded, cased) = build_engines(index, &rules, self.regex_size_limit)?;
+        let (folded, cased) = build_engines(index, &rules, self.regex_size_limit, self.compile)?;
         Ok(Matcher {
             folded,
             cased,
@@ -111,6 +137,7 @@ impl MatcherBuilder {
             gate_of_rule: gates.gate_of_rule,
             gate_masks: gates.gate_masks,
             max_hits_per_rule: self.max_hits_per_rule,
+            regex_size_limit: self.regex_size_limit,
         })
     }
 }
@@ -147,14 +174,17 @@ fn prepare_regexes(
     rules: &[CompiledRule],
     anchors: bool,
     raw_gate: bool,
+    plans: Option<&Plans>,
 ) -> Vec<Result<PreparedRegex, String>> {
     let jobs: Vec<Job<'_, Result<PreparedRegex, String>>> = rules
         .iter()
         .filter_map(|cr| match &cr.rule.matcher {
             RuleMatch::Regex { pattern } => {
                 let cs = cr.rule.case_sensitive;
-                let job: Job<'_, _> =
-                    Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate && cs));
+                let job: Job<'_, _> = match plans.and_then(|p| p.get(pattern, cs)) {
+                    Some(plan) => Box::new(move || Ok(PreparedRegex::deferred(plan))),
+                    None => Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate)),
+                };
                 Some(job)
             }
             _ => None,
@@ -347,7 +377,14 @@ fn build_engines(
     index: Index,
     rules: &[CompiledRule],
     size_limit: usize,
+    compile: Compile,
 ) -> Result<(Engine, Engine), Vec<CompileError>> {
+    // Compiling on first use, the automata start as contiguous NFAs (a tenth of the build
+    // time) and their DFAs are built in the background; see `Engine::automaton`.
+    let kind = match compile {
+        Compile::AtBuild => AhoCorasickKind::DFA,
+        Compile::FirstUse => AhoCorasickKind::ContiguousNFA,
+    };
     let Index {
         folded: folded_lits,
         cased: cased_lits,
@@ -356,14 +393,14 @@ fn build_engines(
     } = index;
     let mut jobs: Vec<Job<'_, Built>> = Vec::with_capacity(pending.len() + 2);
     jobs.push(Box::new(|| {
-        Built::Automaton(build_automaton(&folded_lits.patterns, false))
+        Built::Automaton(build_automaton(&folded_lits.patterns, false, kind))
     }));
     jobs.push(Box::new(|| {
-        Built::Automaton(build_automaton(&cased_lits.patterns, true))
+        Built::Automaton(build_automaton(&cased_lits.patterns, true, kind))
     }));
-    for p in &pending {
+    for hir in pending.iter().filter_map(|p| p.hir.as_ref()) {
         jobs.push(Box::new(move || {
-            Built::Regex(compile_regex(&p.hir, size_limit))
+            Built::Regex(compile_regex(hir, size_limit))
         }));
     }
     let mut built = run_jobs(jobs).into_iter();
@@ -377,12 +414,19 @@ fn build_engines(
     let mut cased_res: Vec<CompiledRegex> = Vec::new();
     for p in pending {
         let rule = &rules[p.rule].rule;
-        let re = match built.next() {
-            Some(Some(Built::Regex(r))) => r,
-            _ => Err("builder thread failed".to_string()),
+        let re = if p.hir.is_some() {
+            match built.next() {
+                Some(Some(Built::Regex(r))) => r.map(|re| OnceLock::from(Ok(re))),
+                _ => Err("builder thread failed".to_string()),
+            }
+        } else {
+            // Planned ahead: it compiled when its plan was written, and compiles on first
+            // use (`Matcher::engine`).
+            Ok(OnceLock::new())
         };
+        let empty = |re: &OnceLock<Result<MetaRegex, String>>| matches!(re.get(), Some(Ok(re)) if re.is_match(""));
         match re {
-            Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
+            Ok(re) if empty(&re) => errors.push(CompileError::EmptyMatch {
                 location: rule.location.clone(),
                 rule_id: rule.id.clone(),
             }),
@@ -413,8 +457,8 @@ fn build_engines(
     }
     match (folded_ac, cased_ac) {
         (Ok(f), Ok(c)) => Ok((
-            Engine::new(f, folded_lits, folded_res, false),
-            Engine::new(c, cased_lits, cased_res, true),
+            Engine::new(f, folded_lits, folded_res, false, kind),
+            Engine::new(c, cased_lits, cased_res, true, kind),
         )),
         (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
     }
@@ -512,7 +556,9 @@ pub const UNBOUNDED_REACH: usize = 1024;
 #[derive(Debug)]
 struct CompiledRegex {
     rule: usize,
-    re: MetaRegex,
+    /// The engine: compiled by `build`, or on first use when planned ahead (an error then
+    /// is the compiler's message; see [`ScanHits::failed`]).
+    re: OnceLock<Result<MetaRegex, String>>,
     /// Whether the regex has anchors in the automaton (else it runs on whole views).
     anchored: bool,
     /// Bit mask of its anchor groups; the regex runs only where all of them occurred.
@@ -578,8 +624,9 @@ enum Built {
 
 /// A regex rule after phase one: what it compiles from and how it is searched.
 struct PreparedRegex {
-    /// Parsed with the rule's case option: the NFA is compiled from it.
-    hir: Hir,
+    /// Parsed with the rule's case option: the NFA is compiled from it. `None` when it is
+    /// compiled on first use from its pattern.
+    hir: Option<Hir>,
     /// Longest match in bytes, if bounded.
     max_len: Option<usize>,
     plan: AnchorPlan,
@@ -587,11 +634,27 @@ struct PreparedRegex {
     raw_gates: Vec<Vec<String>>,
 }
 
+impl PreparedRegex {
+    /// A regex prepared from its plan, to compile on first use.
+    fn deferred(plan: &RegexPlan) -> PreparedRegex {
+        PreparedRegex {
+            hir: None,
+            max_len: plan.max_len,
+            plan: AnchorPlan {
+                groups: plan.groups.clone(),
+                prefix: plan.prefix,
+            },
+            raw_gates: plan.raw_gates.clone(),
+        }
+    }
+}
+
 /// A regex rule waiting for its NFA (phase two).
 struct PendingRegex {
     rule: usize,
     cased: bool,
-    hir: Hir,
+    /// `None`: compiled on first use.
+    hir: Option<Hir>,
     anchored: bool,
     all_groups: u8,
     prefix: bool,
@@ -604,36 +667,17 @@ fn prepare_regex(
     pattern: &str,
     case_sensitive: bool,
     anchors: bool,
-    raw_gates: bool,
+    raw_gate: bool,
 ) -> Result<PreparedRegex, String> {
-    let hir = regex_syntax::ParserBuilder::new()
-        .case_insensitive(!case_sensitive)
-        .build()
-        .parse(pattern)
-        .map_err(|e| e.to_string())?;
-    // Folded views hold single spaces only, so there whitespace runs count as one byte.
-    let max_len = crate::anchors::max_len(&hir, !case_sensitive);
-    let plain = if anchors || raw_gates {
-        crate::anchors::parse_plain(pattern)
-    } else {
-        None
-    };
-    let plan = match (&plain, anchors) {
-        (Some(h), true) => anchor_plan_hir(h, case_sensitive),
-        _ => AnchorPlan {
-            groups: Vec::new(),
-            prefix: false,
-        },
-    };
-    let raw_gates = match (&plain, raw_gates) {
-        (Some(h), true) => raw_gate_groups_hir(h, fold_pattern),
-        _ => Vec::new(),
-    };
+    let (hir, plan) = crate::plans::compute(pattern, case_sensitive, anchors, raw_gate)?;
     Ok(PreparedRegex {
-        hir,
-        max_len,
-        plan,
-        raw_gates,
+        hir: Some(hir),
+        max_len: plan.max_len,
+        plan: AnchorPlan {
+            groups: plan.groups,
+            prefix: plan.prefix,
+        },
+        raw_gates: plan.raw_gates,
     })
 }
 
@@ -645,6 +689,11 @@ fn compile_regex(hir: &Hir, size_limit: usize) -> Result<MetaRegex, String> {
                 // Anchors already decide where a regex runs (small windows): a literal
                 // prefilter per regex would cost start-up time and win little.
                 .auto_prefilter(false)
+                // Only where a match is: no capture groups, and none of the engines that
+                // serve them (one-pass DFA, backtracker), a sixth of compile time.
+                .which_captures(WhichCaptures::Implicit)
+                .onepass(false)
+                .backtrack(false)
                 .nfa_size_limit(Some(size_limit))
                 .hybrid_cache_capacity(2 * size_limit),
         )
@@ -653,7 +702,11 @@ fn compile_regex(hir: &Hir, size_limit: usize) -> Result<MetaRegex, String> {
 }
 
 /// The automaton of one family's literals, or `None` when it has none.
-fn build_automaton(patterns: &[String], cased: bool) -> Result<Option<AhoCorasick>, CompileError> {
+fn build_automaton(
+    patterns: &[String],
+    cased: bool,
+    kind: AhoCorasickKind,
+) -> Result<Option<AhoCorasick>, CompileError> {
     if patterns.is_empty() {
         return Ok(None);
     }
@@ -662,8 +715,8 @@ fn build_automaton(patterns: &[String], cased: bool) -> Result<Option<AhoCorasic
     AhoCorasick::builder()
         .match_kind(MatchKind::Standard)
         // A full DFA: a few MB for the default pack, and the fastest overlapping search
-        // (the automatic choice is an NFA at this pattern count).
-        .kind(Some(AhoCorasickKind::DFA))
+        // (twice a contiguous NFA's speed here, but eight times its build time: ~40 ms).
+        .kind(Some(kind))
         .ascii_case_insensitive(cased)
         .build(patterns)
         .map(Some)
@@ -674,8 +727,14 @@ fn build_automaton(patterns: &[String], cased: bool) -> Result<Option<AhoCorasic
 /// anchors) and the regexes.
 #[derive(Debug)]
 struct Engine {
-    /// All literals (standard semantics, overlapping search).
+    /// All literals (standard semantics, overlapping search), as built by `build`.
     ac: Option<AhoCorasick>,
+    /// When `ac` is a contiguous NFA: the same patterns as a DFA, set by a background
+    /// thread started at build. Both report the same matches with the same pattern IDs
+    /// (standard semantics, overlapping), so a scan may use either.
+    dfa: Arc<OnceLock<AhoCorasick>>,
+    /// `true` for the cased family (the automaton's ASCII case option).
+    cased: bool,
     entries: Vec<Vec<LitEntry>>,
     patterns: Vec<String>,
     regexes: Vec<CompiledRegex>,
@@ -689,13 +748,51 @@ impl Engine {
         lits: LiteralTable,
         regexes: Vec<CompiledRegex>,
         verify_case: bool,
+        kind: AhoCorasickKind,
     ) -> Engine {
-        Engine {
+        let engine = Engine {
             ac,
+            dfa: Arc::new(OnceLock::new()),
+            cased: verify_case,
             entries: lits.entries,
             patterns: lits.patterns,
             regexes,
             verify_case,
+        };
+        if kind != AhoCorasickKind::DFA && engine.ac.is_some() {
+            engine.build_dfa_in_background();
+        }
+        engine
+    }
+
+    /// Starts a detached thread that builds the DFA. The process may exit before it ends
+    /// (a one-shot command that was done sooner); scans use the NFA until it is set.
+    fn build_dfa_in_background(&self) {
+        let (patterns, cased, cell) = (self.patterns.clone(), self.cased, self.dfa.clone());
+        let spawned = std::thread::Builder::new()
+            .name("rampart-ac-dfa".into())
+            .spawn(move || {
+                if let Ok(Some(dfa)) = build_automaton(&patterns, cased, AhoCorasickKind::DFA) {
+                    let _ = cell.set(dfa);
+                }
+            });
+        // No thread (resource limits): the NFA serves, which is correct, only slower.
+        drop(spawned);
+    }
+
+    /// The automaton scans use: the DFA once built, else the one `build` made.
+    fn automaton(&self) -> Option<&AhoCorasick> {
+        self.dfa.get().or(self.ac.as_ref())
+    }
+
+    /// Builds the DFA now if the background thread has not set it yet.
+    fn finish_dfa(&self) {
+        if self.dfa.get().is_none()
+            && let Some(ac) = &self.ac
+            && ac.kind() != AhoCorasickKind::DFA
+            && let Ok(Some(dfa)) = build_automaton(&self.patterns, self.cased, AhoCorasickKind::DFA)
+        {
+            let _ = self.dfa.set(dfa);
         }
     }
 }
@@ -720,6 +817,10 @@ pub struct ScanHits {
     pub hits: Vec<RuleHit>,
     /// How many hits were dropped by the per-rule cap.
     pub dropped: usize,
+    /// Rules (by index) whose regex, planned ahead and compiled on first use, did not
+    /// compile: they were not searched. Never happens with the embedded packs, whose plan
+    /// files list only patterns that compiled; a layer fails rather than miss them.
+    pub failed: Vec<usize>,
 }
 
 /// An immutable, `Send + Sync` compiled rule set. Build once, share in an `Arc`, scan many.
@@ -736,6 +837,8 @@ pub struct Matcher {
     folded: Engine,
     cased: Engine,
     max_hits_per_rule: usize,
+    /// For regexes compiled on first use.
+    regex_size_limit: usize,
 }
 
 impl Matcher {
@@ -769,6 +872,7 @@ impl Matcher {
         // view (index 0).
         let mut gates_seen: Vec<u8> = vec![0; self.gate_masks.len()];
         let mut raw_rules: Option<Vec<bool>> = None;
+        let mut failed: Vec<usize> = Vec::new();
         let order = [1, 0].into_iter().chain(2..normalized.views.len());
         for vi in order {
             let Some(view) = normalized.views.get(vi) else {
@@ -796,7 +900,7 @@ impl Matcher {
             } else {
                 None
             };
-            self.scan_view(engine, vi, view, allowed, gates, &mut raw_hits);
+            failed.extend(self.scan_view(engine, vi, view, allowed, gates, &mut raw_hits));
         }
         // Sort by rule, original span, then view order; keep the first view per (rule, span).
         raw_hits.sort_by(|a, b| {
@@ -808,7 +912,12 @@ impl Matcher {
             ))
         });
         raw_hits.dedup_by(|b, a| a.rule == b.rule && a.span == b.span);
-        let mut out = ScanHits::default();
+        failed.sort_unstable();
+        failed.dedup();
+        let mut out = ScanHits {
+            failed,
+            ..ScanHits::default()
+        };
         let mut per_rule: BTreeMap<usize, usize> = BTreeMap::new();
         for hit in raw_hits {
             let n = per_rule.entry(hit.rule).or_insert(0);
@@ -823,7 +932,8 @@ impl Matcher {
     }
 
     /// Scans one view, only for the `allowed` rules (by rule index) if given; records in
-    /// `gates` (if given) which groups of each raw-view gate occurred.
+    /// `gates` (if given) which groups of each raw-view gate occurred. Returns the rules
+    /// whose regex failed to compile on first use (see [`ScanHits::failed`]).
     fn scan_view(
         &self,
         engine: &Engine,
@@ -832,10 +942,10 @@ impl Matcher {
         allowed: Option<&[bool]>,
         gates: Option<&mut [u8]>,
         out: &mut Vec<RuleHit>,
-    ) {
+    ) -> Vec<usize> {
         let text = view.text.as_str();
         if text.is_empty() {
-            return;
+            return Vec::new();
         }
         let vs = ViewScan {
             engine,
@@ -851,9 +961,10 @@ impl Matcher {
         sc.reset(engine);
         self.literal_pass(&vs, gates, &mut sc, &mut keyword_hits, out);
         self.keyword_set_hits(&vs, keyword_hits, out);
-        self.regex_pass(&vs, &mut sc, out);
+        let failed = self.regex_pass(&vs, &mut sc, out);
         sc.clear_windows();
         SCRATCH.with(|c| c.set(sc));
+        failed
     }
 
     /// The automaton pass over the view: raw-view gate groups go to `gates`, regex anchors
@@ -868,7 +979,7 @@ impl Matcher {
         out: &mut Vec<RuleHit>,
     ) {
         let (engine, text) = (vs.engine, vs.text);
-        let Some(ac) = &engine.ac else {
+        let Some(ac) = engine.automaton() else {
             return;
         };
         for m in ac.find_overlapping_iter(text) {
@@ -934,8 +1045,14 @@ impl Matcher {
 
     /// Runs each allowed regex whose anchor groups all occurred: over the whole view, at its
     /// anchors (prefix regexes) or over the merged windows around them.
-    fn regex_pass(&self, vs: &ViewScan<'_>, sc: &mut Scratch, out: &mut Vec<RuleHit>) {
+    fn regex_pass(
+        &self,
+        vs: &ViewScan<'_>,
+        sc: &mut Scratch,
+        out: &mut Vec<RuleHit>,
+    ) -> Vec<usize> {
         let (text, vi, view) = (vs.text, vs.vi, vs.view);
+        let mut failed = Vec::new();
         let Scratch {
             windows: regex_windows,
             whole,
@@ -947,20 +1064,78 @@ impl Matcher {
             if (cr.anchored && groups_seen[i] != cr.all_groups) || !vs.is_allowed(cr.rule) {
                 continue;
             }
+            if !whole[i] && regex_windows[i].is_empty() {
+                continue;
+            }
+            // Only now, with somewhere to search: a regex planned ahead compiles here.
+            let Ok(re) = self.engine(cr) else {
+                failed.push(cr.rule);
+                continue;
+            };
             merged.clear();
             let rule = &self.rules[cr.rule].rule;
             if whole[i] {
                 merged.push(0..text.len());
-            } else if regex_windows[i].is_empty() {
-                continue;
             } else if cr.prefix {
-                self.run_anchored(cr, rule, vi, view, &mut regex_windows[i], out);
+                self.run_anchored(cr, re, vi, view, &mut regex_windows[i], out);
                 continue;
             } else {
                 merge_windows(text, &mut regex_windows[i], merged);
             }
-            self.run_windows(vs, cr, rule, merged, out);
+            self.run_windows(vs, cr, re, rule, merged, out);
         }
+        failed
+    }
+
+    /// The engine of a regex, compiling it now if it was planned ahead and this is its
+    /// first use (once per matcher; threads that need it meanwhile wait for it).
+    fn engine<'c>(&self, cr: &'c CompiledRegex) -> Result<&'c MetaRegex, &'c str> {
+        cr.re
+            .get_or_init(|| {
+                let rule = &self.rules[cr.rule].rule;
+                match &rule.matcher {
+                    RuleMatch::Regex { pattern } => {
+                        crate::plans::parse_cased(pattern, rule.case_sensitive)
+                            .and_then(|hir| compile_regex(&hir, self.regex_size_limit))
+                    }
+                    _ => Err(format!("rule {} is not a regex rule", rule.id)),
+                }
+            })
+            .as_ref()
+            .map_err(String::as_str)
+    }
+
+    /// How many regexes are compiled, of how many: all of them unless some were planned
+    /// ahead and have not been needed yet ([`Compile::FirstUse`]).
+    pub fn regexes_compiled(&self) -> (usize, usize) {
+        let all = self.folded.regexes.iter().chain(&self.cased.regexes);
+        let total = all.clone().count();
+        (all.filter(|cr| cr.re.get().is_some()).count(), total)
+    }
+
+    /// Compiles every regex not compiled yet (those planned ahead, see [`Compile`]), so
+    /// that no scan compiles: a server does this before it reports ready. Returns an error
+    /// per regex that does not compile or matches the empty string.
+    pub fn compile_all(&self) -> Vec<CompileError> {
+        self.folded.finish_dfa();
+        self.cased.finish_dfa();
+        let mut errors = Vec::new();
+        for cr in self.folded.regexes.iter().chain(&self.cased.regexes) {
+            let rule = &self.rules[cr.rule].rule;
+            match self.engine(cr) {
+                Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
+                    location: rule.location.clone(),
+                    rule_id: rule.id.clone(),
+                }),
+                Ok(_) => {}
+                Err(message) => errors.push(CompileError::Regex {
+                    location: rule.location.clone(),
+                    rule_id: rule.id.clone(),
+                    message: message.to_string(),
+                }),
+            }
+        }
+        errors
     }
 
     /// Runs a regex over merged search windows, up to the per-rule cap.
@@ -968,6 +1143,7 @@ impl Matcher {
         &self,
         vs: &ViewScan<'_>,
         cr: &CompiledRegex,
+        re: &MetaRegex,
         rule: &Rule,
         merged: &[Range<usize>],
         out: &mut Vec<RuleHit>,
@@ -977,7 +1153,7 @@ impl Matcher {
         let mut last_end = 0;
         for w in merged.iter().cloned() {
             let input = Input::new(text).range(w.start.max(last_end)..w.end);
-            for m in cr.re.find_iter(input) {
+            for m in re.find_iter(input) {
                 last_end = last_end.max(m.end());
                 if rule.token_boundary && !boundary_ok(text, m.start(), m.end()) {
                     continue;
@@ -1027,13 +1203,14 @@ impl Matcher {
     fn run_anchored(
         &self,
         cr: &CompiledRegex,
-        rule: &Rule,
+        re: &MetaRegex,
         vi: usize,
         view: &View,
         starts: &mut [Range<usize>],
         out: &mut Vec<RuleHit>,
     ) {
         let text = view.text.as_str();
+        let rule = &self.rules[cr.rule].rule;
         starts.sort_unstable_by_key(|r| r.start);
         let mut last_end = 0;
         let mut found = 0;
@@ -1048,7 +1225,7 @@ impl Matcher {
                 end += 1;
             }
             let input = Input::new(text).range(w.start..end).anchored(Anchored::Yes);
-            let Some(m) = cr.re.search(&input) else {
+            let Some(m) = re.search(&input) else {
                 continue;
             };
             last_end = m.end();

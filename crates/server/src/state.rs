@@ -291,17 +291,22 @@ impl ConversationScanners {
         pipeline: &Arc<Pipeline>,
         shared: Option<&Conversations>,
     ) -> Result<Self, OptionsError> {
+        // A server compiles everything before it serves, whatever `compile` says.
+        let at_build = |o: &ConversationOptions| ConversationOptions {
+            compile: Some(rampart_rules::plans::Compile::AtBuild),
+            ..o.clone()
+        };
         Ok(match shared {
             Some(c) => ConversationScanners {
                 api: Arc::new(ConversationScanner::stateful(
                     pipeline.clone(),
-                    c.options.clone(),
+                    at_build(&c.options),
                     c.store.clone(),
                     None,
                 )?),
                 proxy: Some(Arc::new(ConversationScanner::stateful(
                     pipeline.clone(),
-                    c.options.clone(),
+                    at_build(&c.options),
                     c.store.clone(),
                     Some(c.ledger.clone()),
                 )?)),
@@ -565,6 +570,9 @@ pub enum PipelineError {
     /// A layer could not be built.
     #[error(transparent)]
     Build(#[from] rampart_core::BuildError),
+    /// A layer failed to compile what it had left for first use.
+    #[error(transparent)]
+    WarmUp(#[from] rampart_core::WarmUpError),
     /// A rule pack fails its own examples.
     #[error(transparent)]
     Examples(#[from] crate::rule_examples::RuleExamplesError),
@@ -620,6 +628,9 @@ pub(crate) fn build_pipeline(
     let pc = cfg.pipeline_config(default_pipeline)?;
     warn_if_request_deadline_cuts_judge(cfg, &pc);
     let pipeline = Pipeline::from_config_with(pc, registry)?;
+    // A configuration may defer compiling (`compile = "first_use"`): a server compiles
+    // everything before it serves, so that no request does.
+    pipeline.warm_up()?;
     crate::rule_examples::check_rule_examples(&pipeline)?;
     let output = OutputScanners::build(pipeline.config(), &cfg.output)?;
     const PROBE: &str = "rampart readiness probe";

@@ -695,7 +695,12 @@ fn compile_regex(hir: &Hir, size_limit: usize) -> Result<MetaRegex, String> {
                 .onepass(false)
                 .backtrack(false)
                 .nfa_size_limit(Some(size_limit))
-                .hybrid_cache_capacity(2 * size_limit),
+                // The lazy DFA's state cache per regex and thread: the bounded repetitions
+                // over Unicode classes (`[^)\s]{1,200}`) make many states, and at 2 MiB
+                // the caches were cleared and rebuilt all the time (the matcher took 0.79–0.96
+                // s on the ripgrep corpus, 0.65–0.70 s at 8 MiB). Memory grows only with
+                // states actually built (peak RSS in docs/performance.md).
+                .hybrid_cache_capacity(8 * size_limit),
         )
         .build_from_hir(hir)
         .map_err(|e| e.to_string())

@@ -48,7 +48,7 @@ def run_eval(binary):
     for name, _ in SETS:
         cmd += ["--dataset", name]
     r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    if r.returncode not in (0,):
+    if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} exited with {r.returncode}:\n{r.stderr.decode()[-2000:]}")
     summaries = glob.glob(os.path.join(out, "evals", "*_summary.json"))
     if len(summaries) != 1:

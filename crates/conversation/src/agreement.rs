@@ -145,13 +145,17 @@ impl AgreementDetector {
     pub fn embedded(compile: Compile) -> Result<Arc<Self>, AgreementError> {
         let model = LinearModel::from_bytes(AGREEMENT_MODEL_V1)
             .map_err(|e| AgreementError::Model(e.to_string()))?;
-        let plans = Plans::parse(HISTORY_PLANS_SRC, HISTORY_PLANS_ORIGIN).map_err(|e| {
-            AgreementError::Pack {
-                origin: HISTORY_PLANS_ORIGIN.to_string(),
-                message: e.to_string(),
-            }
-        })?;
-        let builder = MatcherBuilder::new().plans(plans).compile(compile);
+        let mut builder = MatcherBuilder::new().compile(compile);
+        // Plans serve only regexes that compile on first use: at build, not even read.
+        if compile == Compile::FirstUse {
+            let plans = Plans::parse(HISTORY_PLANS_SRC, HISTORY_PLANS_ORIGIN).map_err(|e| {
+                AgreementError::Pack {
+                    origin: HISTORY_PLANS_ORIGIN.to_string(),
+                    message: e.to_string(),
+                }
+            })?;
+            builder = builder.plans(plans);
+        }
         Self::with_builder(builder, HISTORY_PACK_SRC, HISTORY_PACK_ORIGIN, model).map(Arc::new)
     }
 

@@ -19,7 +19,6 @@ use crate::risk::OptionsError;
 use crate::store::{ConversationState, ConversationStore, ObserveError, StoreOptions, TurnVerdict};
 use crate::{ConversationFinding, ConversationReport, HistoryReport, StateMode, TurnRisk};
 use crate::{LedgerOptions, ledger::HistoryCheck};
-use rampart_core::WarmUpError;
 use rampart_core::conversation::{
     ConversationContext, ConversationEvidence, ConversationRequest, DEFAULT_MAX_TURNS, Turn,
 };
@@ -243,19 +242,6 @@ impl ConversationScanner {
             refusals: RefusalDetector::new(),
             agreement,
         })
-    }
-
-    /// Compiles now what was left for first use (the pipeline's layers and the agreement
-    /// pack; see [`Compile`]): a server calls it before it reports ready.
-    pub fn warm_up(&self) -> Result<(), WarmUpError> {
-        self.pipeline.warm_up()?;
-        if let Some(a) = &self.agreement {
-            a.warm_up().map_err(|e| WarmUpError {
-                layer: "conversation".to_string(),
-                source: rampart_core::DetectorError::Failed(e.to_string()),
-            })?;
-        }
-        Ok(())
     }
 
     /// A stateful scanner over another state, sharing everything compiled (pipeline,

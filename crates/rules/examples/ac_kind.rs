@@ -1,5 +1,7 @@
 //! Build time and overlapping-search time of the default pack's literal automaton as a DFA
 //! and as a contiguous NFA (dev tool): `ac_kind corpus.jsonl`.
+#[path = "support/corpus.rs"]
+mod corpus;
 use aho_corasick::{AhoCorasick, AhoCorasickKind, MatchKind};
 use rampart_normalize::Normalizer;
 use rampart_rules::{MatcherBuilder, RulePack};
@@ -9,15 +11,10 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: ac_kind corpus.jsonl");
-    let data = std::fs::read_to_string(path).expect("read");
     let n = Normalizer::default();
-    let folded: Vec<String> = data
-        .lines()
-        .filter_map(|l| {
-            let i = l.find("\"text\": \"")? + 9;
-            Some(l[i..l.len().saturating_sub(2)].replace("\\n", "\n"))
-        })
-        .map(|t| n.normalize(&t).views[1].text.clone())
+    let folded: Vec<String> = corpus::texts(&path)
+        .iter()
+        .map(|t| n.normalize(t).views[1].text.clone())
         .collect();
     let m = MatcherBuilder::new()
         .add_pack(RulePack::default_pack().expect("pack"))

@@ -1,5 +1,7 @@
 //! Which regex rules run on how much text of a corpus, given their anchor groups
 //! (development aid): `regex_load corpus.jsonl`.
+#[path = "support/corpus.rs"]
+mod corpus;
 use rampart_normalize::Normalizer;
 use rampart_rules::{RuleMatch, RulePack, anchors::regex_anchor_groups};
 
@@ -7,14 +9,7 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: regex_load corpus.jsonl");
-    let data = std::fs::read_to_string(path).expect("read");
-    let texts: Vec<String> = data
-        .lines()
-        .filter_map(|l| {
-            let i = l.find("\"text\": \"")? + 9;
-            Some(l[i..l.len().saturating_sub(2)].replace("\\n", "\n"))
-        })
-        .collect();
+    let texts = corpus::texts(&path);
     let n = Normalizer::default();
     let views: Vec<(String, String)> = texts
         .iter()

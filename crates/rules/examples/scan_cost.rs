@@ -1,4 +1,6 @@
 //! Matcher-only throughput over pre-normalized prompts (development measurement).
+#[path = "support/corpus.rs"]
+mod corpus;
 use rampart_normalize::Normalizer;
 use rampart_rules::{MatcherBuilder, RulePack};
 use std::time::Instant;
@@ -7,14 +9,7 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .expect("usage: scan_cost corpus.jsonl");
-    let data = std::fs::read_to_string(path).expect("read");
-    let texts: Vec<String> = data
-        .lines()
-        .filter_map(|l| {
-            let i = l.find("\"text\": \"")? + 9;
-            Some(l[i..l.len().saturating_sub(2)].replace("\\n", "\n"))
-        })
-        .collect();
+    let texts = corpus::texts(&path);
     let mb = texts.iter().map(String::len).sum::<usize>() as f64 / 1e6;
     let n = Normalizer::default();
     let normalized: Vec<_> = texts.iter().map(|t| n.normalize(t)).collect();

@@ -219,9 +219,11 @@ impl RulesDetector {
 
     /// Loads and compiles the packs named by the options.
     pub fn from_options(options: &RulesLayerOptions) -> Result<Self, RulesLayerError> {
-        let mut builder = MatcherBuilder::new().compile(options.compile.unwrap_or_default());
+        let compile = options.compile.unwrap_or_default();
+        let mut builder = MatcherBuilder::new().compile(compile);
         for source in options.sources() {
-            if source == PackSource::Default {
+            // Plans serve only regexes that compile on first use: at build, not even read.
+            if source == PackSource::Default && compile == Compile::FirstUse {
                 builder = builder.plans(Plans::default_pack()?);
             }
             builder = builder.add_pack(source.load()?);

@@ -182,7 +182,9 @@ fn prepare_regexes(
             RuleMatch::Regex { pattern } => {
                 let cs = cr.rule.case_sensitive;
                 let job: Job<'_, _> = match plans.and_then(|p| p.get(pattern, cs)) {
-                    Some(plan) => Box::new(move || Ok(PreparedRegex::deferred(plan))),
+                    Some(plan) => {
+                        Box::new(move || Ok(PreparedRegex::from_plan(None, plan.clone())))
+                    }
                     None => Box::new(move || prepare_regex(pattern, cs, anchors, raw_gate)),
                 };
                 Some(job)
@@ -415,42 +417,33 @@ fn build_engines(
     for p in pending {
         let rule = &rules[p.rule].rule;
         let re = if p.hir.is_some() {
-            match built.next() {
-                Some(Some(Built::Regex(r))) => r.map(|re| OnceLock::from(Ok(re))),
+            let re = match built.next() {
+                Some(Some(Built::Regex(r))) => r,
                 _ => Err("builder thread failed".to_string()),
+            };
+            if let Some(e) = regex_error(rule, re.as_ref().map_err(String::as_str)) {
+                errors.push(e);
+                continue;
             }
+            OnceLock::from(re)
         } else {
             // Planned ahead: it compiled when its plan was written, and compiles on first
             // use (`Matcher::engine`).
-            Ok(OnceLock::new())
+            OnceLock::new()
         };
-        let empty = |re: &OnceLock<Result<MetaRegex, String>>| matches!(re.get(), Some(Ok(re)) if re.is_match(""));
-        match re {
-            Ok(re) if empty(&re) => errors.push(CompileError::EmptyMatch {
-                location: rule.location.clone(),
-                rule_id: rule.id.clone(),
-            }),
-            Ok(re) => {
-                let res = if p.cased {
-                    &mut cased_res
-                } else {
-                    &mut folded_res
-                };
-                res.push(CompiledRegex {
-                    rule: p.rule,
-                    re,
-                    anchored: p.anchored,
-                    all_groups: p.all_groups,
-                    prefix: p.prefix,
-                    reach: p.reach,
-                });
-            }
-            Err(message) => errors.push(CompileError::Regex {
-                location: rule.location.clone(),
-                rule_id: rule.id.clone(),
-                message,
-            }),
-        }
+        let res = if p.cased {
+            &mut cased_res
+        } else {
+            &mut folded_res
+        };
+        res.push(CompiledRegex {
+            rule: p.rule,
+            re,
+            anchored: p.anchored,
+            all_groups: p.all_groups,
+            prefix: p.prefix,
+            reach: p.reach,
+        });
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -461,6 +454,23 @@ fn build_engines(
             Engine::new(c, cased_lits, cased_res, true, kind),
         )),
         (f, c) => Err(f.err().into_iter().chain(c.err()).collect()),
+    }
+}
+
+/// The build error of a regex rule's compiled engine: it did not compile, or it matches
+/// the empty string (it would hit everywhere).
+fn regex_error(rule: &Rule, re: Result<&MetaRegex, &str>) -> Option<CompileError> {
+    match re {
+        Ok(re) if re.is_match("") => Some(CompileError::EmptyMatch {
+            location: rule.location.clone(),
+            rule_id: rule.id.clone(),
+        }),
+        Ok(_) => None,
+        Err(message) => Some(CompileError::Regex {
+            location: rule.location.clone(),
+            rule_id: rule.id.clone(),
+            message: message.to_string(),
+        }),
     }
 }
 
@@ -635,16 +645,16 @@ struct PreparedRegex {
 }
 
 impl PreparedRegex {
-    /// A regex prepared from its plan, to compile on first use.
-    fn deferred(plan: &RegexPlan) -> PreparedRegex {
+    /// A regex prepared from its plan; without `hir` it compiles on first use.
+    fn from_plan(hir: Option<Hir>, plan: RegexPlan) -> PreparedRegex {
         PreparedRegex {
-            hir: None,
+            hir,
             max_len: plan.max_len,
             plan: AnchorPlan {
-                groups: plan.groups.clone(),
+                groups: plan.groups,
                 prefix: plan.prefix,
             },
-            raw_gates: plan.raw_gates.clone(),
+            raw_gates: plan.raw_gates,
         }
     }
 }
@@ -670,15 +680,7 @@ fn prepare_regex(
     raw_gate: bool,
 ) -> Result<PreparedRegex, String> {
     let (hir, plan) = crate::plans::compute(pattern, case_sensitive, anchors, raw_gate)?;
-    Ok(PreparedRegex {
-        hir: Some(hir),
-        max_len: plan.max_len,
-        plan: AnchorPlan {
-            groups: plan.groups,
-            prefix: plan.prefix,
-        },
-        raw_gates: plan.raw_gates,
-    })
+    Ok(PreparedRegex::from_plan(Some(hir), plan))
 }
 
 /// Compiles one rule regex from its HIR: linear-time engines only, size-limited.
@@ -738,8 +740,6 @@ struct Engine {
     /// thread started at build. Both report the same matches with the same pattern IDs
     /// (standard semantics, overlapping), so a scan may use either.
     dfa: Arc<OnceLock<AhoCorasick>>,
-    /// `true` for the cased family (the automaton's ASCII case option).
-    cased: bool,
     entries: Vec<Vec<LitEntry>>,
     patterns: Vec<String>,
     regexes: Vec<CompiledRegex>,
@@ -758,7 +758,6 @@ impl Engine {
         let engine = Engine {
             ac,
             dfa: Arc::new(OnceLock::new()),
-            cased: verify_case,
             entries: lits.entries,
             patterns: lits.patterns,
             regexes,
@@ -773,7 +772,8 @@ impl Engine {
     /// Starts a detached thread that builds the DFA. The process may exit before it ends
     /// (a one-shot command that was done sooner); scans use the NFA until it is set.
     fn build_dfa_in_background(&self) {
-        let (patterns, cased, cell) = (self.patterns.clone(), self.cased, self.dfa.clone());
+        // The cased family is the one that verifies case (its automaton ignores ASCII case).
+        let (patterns, cased, cell) = (self.patterns.clone(), self.verify_case, self.dfa.clone());
         let spawned = std::thread::Builder::new()
             .name("rampart-ac-dfa".into())
             .spawn(move || {
@@ -795,7 +795,8 @@ impl Engine {
         if self.dfa.get().is_none()
             && let Some(ac) = &self.ac
             && ac.kind() != AhoCorasickKind::DFA
-            && let Ok(Some(dfa)) = build_automaton(&self.patterns, self.cased, AhoCorasickKind::DFA)
+            && let Ok(Some(dfa)) =
+                build_automaton(&self.patterns, self.verify_case, AhoCorasickKind::DFA)
         {
             let _ = self.dfa.set(dfa);
         }
@@ -1124,23 +1125,12 @@ impl Matcher {
     pub fn compile_all(&self) -> Vec<CompileError> {
         self.folded.finish_dfa();
         self.cased.finish_dfa();
-        let mut errors = Vec::new();
-        for cr in self.folded.regexes.iter().chain(&self.cased.regexes) {
-            let rule = &self.rules[cr.rule].rule;
-            match self.engine(cr) {
-                Ok(re) if re.is_match("") => errors.push(CompileError::EmptyMatch {
-                    location: rule.location.clone(),
-                    rule_id: rule.id.clone(),
-                }),
-                Ok(_) => {}
-                Err(message) => errors.push(CompileError::Regex {
-                    location: rule.location.clone(),
-                    rule_id: rule.id.clone(),
-                    message: message.to_string(),
-                }),
-            }
-        }
-        errors
+        self.folded
+            .regexes
+            .iter()
+            .chain(&self.cased.regexes)
+            .filter_map(|cr| regex_error(&self.rules[cr.rule].rule, self.engine(cr)))
+            .collect()
     }
 
     /// Runs a regex over merged search windows, up to the per-rule cap.

@@ -70,10 +70,16 @@ chat 'delete_file {"path": "/workspace/target/build.log"}' >"$WORK/confirm.json"
 post <"$WORK/confirm.json" | tee "$WORK/confirm-answer.json" | jq '{message: .choices[0].message,
   decision: .rampart.tool_decisions[0] | {action, rules, approval, held_call}}'
 TOKEN=$(jq -r '.rampart.tool_decisions[0].approval.token' "$WORK/confirm-answer.json")
-echo '## 2b. Approved by a human: resubmitted with the token, the call is released'
+APPROVAL=$(jq -r '.rampart.tool_decisions[0].approval.id' "$WORK/confirm-answer.json")
+echo '## 2a. Resubmitted before anyone approved: still held'
+post -H "x-rampart-approval: $TOKEN" <"$WORK/confirm.json" | jq -c '.rampart.tool_decisions[0] | {action, approval_error}'
+echo '## 2b. A human (the ops key, not the agent'"'"'s) lists and approves it'
+RAMPART_APPROVER_KEY=ops-key-456 "$RAMPART" approvals list --server "$R"
+RAMPART_APPROVER_KEY=ops-key-456 "$RAMPART" approvals approve --server "$R" "$APPROVAL"
+echo '## 2c. Resubmitted with the token: the call is released'
 post -H "x-rampart-approval: $TOKEN" <"$WORK/confirm.json" | jq '{tool_calls: .choices[0].message.tool_calls,
   decision: .rampart.tool_decisions[0] | {action, rules, approval_id}}'
-echo '## 2c. The same token again: refused'
+echo '## 2d. The same token again: refused'
 post -H "x-rampart-approval: $TOKEN" <"$WORK/confirm.json" | jq -c '.rampart.tool_decisions[0] | {action, approval_error}'
 
 echo '## 3. Streamed and blocked: no fragment of the call reaches the client'

@@ -317,6 +317,26 @@ pub struct BreakGlassEndEvent {
     pub by: Option<String>,
 }
 
+/// An approver approved or denied a pending approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalDecisionEvent {
+    /// The approval.
+    pub approval_id: String,
+    /// The request of the approver.
+    pub request_id: String,
+    /// The approver's API key id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The key that made the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// The tool.
+    pub tool: String,
+    /// Keyed hash of the canonical arguments approved or denied.
+    pub arguments_hash: String,
+}
+
 /// One governance event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -329,6 +349,10 @@ pub enum GovernanceEvent {
     ApprovalRedeemed(ApprovalEvent),
     /// A token was refused.
     ApprovalRefused(ApprovalRefusedEvent),
+    /// An approver approved a pending approval.
+    ApprovalApproved(ApprovalDecisionEvent),
+    /// An approver denied a pending approval.
+    ApprovalDenied(ApprovalDecisionEvent),
     /// An admin granted a break-glass override.
     BreakglassGranted(BreakGlassGrant),
     /// A call was allowed by a break-glass grant.
@@ -351,6 +375,10 @@ pub enum GovernanceKind {
     ApprovalRedeemed,
     /// [`GovernanceEvent::ApprovalRefused`].
     ApprovalRefused,
+    /// [`GovernanceEvent::ApprovalApproved`].
+    ApprovalApproved,
+    /// [`GovernanceEvent::ApprovalDenied`].
+    ApprovalDenied,
     /// [`GovernanceEvent::BreakglassGranted`].
     BreakglassGranted,
     /// [`GovernanceEvent::BreakglassUsed`].
@@ -369,6 +397,8 @@ impl GovernanceKind {
             GovernanceKind::ApprovalIssued => "approval_issued",
             GovernanceKind::ApprovalRedeemed => "approval_redeemed",
             GovernanceKind::ApprovalRefused => "approval_refused",
+            GovernanceKind::ApprovalApproved => "approval_approved",
+            GovernanceKind::ApprovalDenied => "approval_denied",
             GovernanceKind::BreakglassGranted => "breakglass_granted",
             GovernanceKind::BreakglassUsed => "breakglass_used",
             GovernanceKind::BreakglassRevoked => "breakglass_revoked",
@@ -398,6 +428,8 @@ impl GovernanceEvent {
             GovernanceEvent::ApprovalIssued(_) => GovernanceKind::ApprovalIssued,
             GovernanceEvent::ApprovalRedeemed(_) => GovernanceKind::ApprovalRedeemed,
             GovernanceEvent::ApprovalRefused(_) => GovernanceKind::ApprovalRefused,
+            GovernanceEvent::ApprovalApproved(_) => GovernanceKind::ApprovalApproved,
+            GovernanceEvent::ApprovalDenied(_) => GovernanceKind::ApprovalDenied,
             GovernanceEvent::BreakglassGranted(_) => GovernanceKind::BreakglassGranted,
             GovernanceEvent::BreakglassUsed(_) => GovernanceKind::BreakglassUsed,
             GovernanceEvent::BreakglassRevoked(_) => GovernanceKind::BreakglassRevoked,
@@ -430,6 +462,13 @@ impl GovernanceEvent {
                 key_id: e.key_id.clone(),
                 conversation: e.conversation.clone(),
                 tool: Some(e.tool.clone()),
+                ..Columns::default()
+            },
+            GovernanceEvent::ApprovalApproved(e) | GovernanceEvent::ApprovalDenied(e) => Columns {
+                request_id: Some(e.request_id.clone()),
+                key_id: e.by.clone(),
+                tool: Some(e.tool.clone()),
+                approval_id: Some(e.approval_id.clone()),
                 ..Columns::default()
             },
             // The scope's conversation is the id in clear (what the grant matches): it stays

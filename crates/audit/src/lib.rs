@@ -101,10 +101,10 @@ pub use config::{
 };
 pub use error::AuditError;
 pub use governance::{
-    ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent, BreakGlassUseEvent, ChainKey,
-    DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent, GovernanceFilter, GovernanceHasher,
-    GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID, StoredGovernance, ToolCallOrigin,
-    ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
+    ApprovalDecisionEvent, ApprovalEvent, ApprovalRefusedEvent, BreakGlassEndEvent,
+    BreakGlassUseEvent, ChainKey, DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent,
+    GovernanceFilter, GovernanceHasher, GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID,
+    StoredGovernance, ToolCallOrigin, ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
 };
 pub use rampart_core::timefmt::{
     format_time_ms, now_unix_ms as now_ms, parse_duration_ms, parse_time,

@@ -92,6 +92,10 @@ pub enum KindArg {
     ApprovalRedeemed,
     #[value(name = "approval_refused")]
     ApprovalRefused,
+    #[value(name = "approval_approved")]
+    ApprovalApproved,
+    #[value(name = "approval_denied")]
+    ApprovalDenied,
     #[value(name = "breakglass_granted")]
     BreakglassGranted,
     #[value(name = "breakglass_used")]
@@ -109,6 +113,8 @@ impl From<KindArg> for GovernanceKind {
             KindArg::ApprovalIssued => GovernanceKind::ApprovalIssued,
             KindArg::ApprovalRedeemed => GovernanceKind::ApprovalRedeemed,
             KindArg::ApprovalRefused => GovernanceKind::ApprovalRefused,
+            KindArg::ApprovalApproved => GovernanceKind::ApprovalApproved,
+            KindArg::ApprovalDenied => GovernanceKind::ApprovalDenied,
             KindArg::BreakglassGranted => GovernanceKind::BreakglassGranted,
             KindArg::BreakglassUsed => GovernanceKind::BreakglassUsed,
             KindArg::BreakglassRevoked => GovernanceKind::BreakglassRevoked,
@@ -538,6 +544,16 @@ fn governance_cells(r: &StoredGovernance) -> Vec<String> {
             e.key_id.clone(),
             e.conversation.clone(),
             format!("breakglass {}", e.breakglass_id),
+        ),
+        GovernanceEvent::ApprovalApproved(e) | GovernanceEvent::ApprovalDenied(e) => (
+            e.tool.clone(),
+            dash(),
+            dash(),
+            format!("requested by {}", e.requested_by.as_deref().unwrap_or("-")),
+            e.request_id.clone(),
+            e.by.clone(),
+            None,
+            format!("approval {}", e.approval_id),
         ),
         GovernanceEvent::BreakglassRevoked(e) | GovernanceEvent::BreakglassExpired(e) => (
             dash(),

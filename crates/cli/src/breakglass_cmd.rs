@@ -2,16 +2,11 @@
 //! (`POST/GET /admin/breakglass`, `DELETE /admin/breakglass/{id}`), with an admin API key
 //! read from an environment variable (never from the command line, where `ps` shows it).
 
+use crate::service_client::{Client, clip};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use rampart_tools::{BreakGlassGrant, DEFAULT_MAX_TTL_SECONDS, GrantRequest};
 use std::io::Write;
-use std::time::Duration;
-
-/// Most bytes read from the service's answer.
-const MAX_RESPONSE_BYTES: u64 = 1 << 20;
-/// Connect and whole-request timeout.
-const TIMEOUT: Duration = Duration::from_secs(15);
 
 #[derive(Debug, Subcommand)]
 pub enum BreakglassCommand {
@@ -124,7 +119,7 @@ fn run_to(cmd: &BreakglassCommand, out: &mut dyn Write) -> Result<u8> {
     match cmd {
         BreakglassCommand::Grant(a) => {
             let req = grant_request(a)?;
-            let client = Client::new(&a.server)?;
+            let client = Client::new(&a.server.server, &a.server.admin_key_env, "admin")?;
             let body = serde_json::to_vec(&req)?;
             let text = client.call("POST", "/admin/breakglass", Some(&body))?;
             let g: BreakGlassGrant = serde_json::from_str(&text)
@@ -136,7 +131,7 @@ fn run_to(cmd: &BreakglassCommand, out: &mut dyn Write) -> Result<u8> {
             }
         }
         BreakglassCommand::List(a) => {
-            let client = Client::new(&a.server)?;
+            let client = Client::new(&a.server.server, &a.server.admin_key_env, "admin")?;
             let text = client.call("GET", "/admin/breakglass", None)?;
             let list: GrantList = serde_json::from_str(&text).with_context(|| {
                 format!(
@@ -163,7 +158,7 @@ fn run_to(cmd: &BreakglassCommand, out: &mut dyn Write) -> Result<u8> {
             {
                 bail!("invalid grant id {id:?} (expected bg_ and hex digits)");
             }
-            let client = Client::new(&a.server)?;
+            let client = Client::new(&a.server.server, &a.server.admin_key_env, "admin")?;
             client.call("DELETE", &format!("/admin/breakglass/{id}"), None)?;
             writeln!(out, "revoked {id}")?;
         }
@@ -194,114 +189,6 @@ fn describe(g: &BreakGlassGrant) -> String {
     s.chars()
         .map(|c| if c.is_control() { '?' } else { c })
         .collect()
-}
-
-/// At most 300 characters of an answer, for error messages.
-fn clip(s: &str) -> String {
-    let t: String = s.chars().take(300).collect();
-    if t.len() < s.len() {
-        format!("{t}…")
-    } else {
-        t
-    }
-}
-
-struct Client {
-    base: String,
-    key: String,
-    agent: ureq::Agent,
-}
-
-impl Client {
-    fn new(a: &ServerArgs) -> Result<Client> {
-        let key = std::env::var(&a.admin_key_env).unwrap_or_default();
-        if key.trim().is_empty() {
-            bail!(
-                "${} is not set: put an admin API key in it (or name another variable with \
-                 --admin-key-env)",
-                a.admin_key_env
-            );
-        }
-        let base = a.server.trim().trim_end_matches('/').to_string();
-        let uri: ureq::http::Uri = base
-            .parse()
-            .with_context(|| format!("--server {base:?} is not a URL"))?;
-        if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
-            bail!("--server {base:?} must be an http:// or https:// URL");
-        }
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_global(Some(TIMEOUT))
-            .user_agent(concat!("rampart-cli/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .into();
-        Ok(Client {
-            base,
-            key: key.trim().to_string(),
-            agent,
-        })
-    }
-
-    /// Sends the request; the answer's body on 2xx, a clear error otherwise.
-    fn call(&self, method: &str, path: &str, body: Option<&[u8]>) -> Result<String> {
-        let url = format!("{}{path}", self.base);
-        let auth = format!("Bearer {}", self.key);
-        let sent = match method {
-            "POST" => self
-                .agent
-                .post(&url)
-                .header("authorization", &auth)
-                .header("content-type", "application/json")
-                .send(body.unwrap_or_default()),
-            "DELETE" => self
-                .agent
-                .delete(&url)
-                .header("authorization", &auth)
-                .call(),
-            _ => self.agent.get(&url).header("authorization", &auth).call(),
-        };
-        let resp = sent.map_err(|e| match e {
-            ureq::Error::Io(_) | ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => {
-                anyhow::anyhow!("cannot reach the service at {}: {e}", self.base)
-            }
-            ureq::Error::Timeout(_) => {
-                anyhow::anyhow!("the service at {} did not answer in time", self.base)
-            }
-            e => anyhow::anyhow!("{method} {url}: {e}"),
-        })?;
-        let status = resp.status().as_u16();
-        let text = match resp
-            .into_body()
-            .with_config()
-            .limit(MAX_RESPONSE_BYTES)
-            .read_to_string()
-        {
-            Ok(t) => t,
-            Err(ureq::Error::BodyExceedsLimit(_)) => {
-                bail!("{method} {url}: the answer exceeds {MAX_RESPONSE_BYTES} bytes")
-            }
-            Err(e) => bail!("{method} {url}: reading the answer: {e}"),
-        };
-        if (200..300).contains(&status) {
-            return Ok(text);
-        }
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| {
-                v.pointer("/error/message")
-                    .and_then(|m| m.as_str())
-                    .map(str::to_string)
-            })
-            .unwrap_or_else(|| clip(&text));
-        let hint = match status {
-            401 | 403 => " (is it an admin key?)",
-            404 if method == "DELETE" => " (no such active grant)",
-            404 => " (does this service have tool governance enabled?)",
-            _ => "",
-        };
-        bail!("{method} {path}: HTTP {status}: {message}{hint}")
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 #[macro_use]
 mod out;
 
+mod approvals_cmd;
 mod audit_cmd;
 mod breakglass_cmd;
 #[cfg(test)]
@@ -24,6 +25,7 @@ mod relate_cmd;
 mod rules_cmd;
 mod scan;
 mod serve_cmd;
+mod service_client;
 mod tools_cmd;
 mod train_cmd;
 
@@ -97,6 +99,11 @@ enum Command {
     Audit {
         #[command(subcommand)]
         command: audit_cmd::AuditCommand,
+    },
+    /// List, approve and deny the tool calls waiting for an approver on a running service.
+    Approvals {
+        #[command(subcommand)]
+        command: approvals_cmd::ApprovalsCommand,
     },
     /// Grant, list and revoke break-glass overrides of the tool policy on a running service.
     Breakglass {
@@ -237,6 +244,7 @@ fn main() -> ExitCode {
         Command::Models { command } => models_cmd::run(&command),
         Command::Train { command } => train_cmd::run(&command),
         Command::Audit { command } => audit_cmd::run(&command),
+        Command::Approvals { command } => approvals_cmd::run(&command),
         Command::Breakglass { command } => breakglass_cmd::run(&command),
         Command::Tools { command } => tools_cmd::run(&command),
         Command::Redteam { command } => redteam_cmd::run(&command),

@@ -141,7 +141,11 @@ struct CallLine {
     #[serde(default)]
     id: serde_json::Value,
     tool: String,
-    #[serde(default)]
+    /// Read strictly: a key given twice is an error, not the last one kept.
+    #[serde(
+        default,
+        deserialize_with = "rampart_tools::strict::deserialize_option"
+    )]
     arguments: Option<serde_json::Value>,
     #[serde(default)]
     context: LineContext,

@@ -124,3 +124,119 @@ fn breakglass_without_a_server_fails_clearly() {
         text(&o)
     );
 }
+
+/// One raw HTTP/1.1 request to a running `rampart serve`: (status, body).
+fn http(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    // Chunked answers: the JSON object is between the first `{` and the last `}`.
+    let body = match (body.find('{'), body.rfind('}')) {
+        (Some(a), Some(b)) if a <= b => body[a..=b].to_string(),
+        _ => body,
+    };
+    (status, body)
+}
+
+/// Issue 35 (4), end to end: the agent's key gets CONFIRM and a pending approval; `rampart
+/// approvals` lists it for the approver's key and approves it; the token then redeems once.
+/// The agent's own key cannot approve.
+#[test]
+fn approvals_list_and_approve_a_pending_call_on_a_running_service() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let sha = |k: &str| rampart_server::config::hash_api_key(k);
+    std::fs::write(
+        dir.path().join("server.toml"),
+        format!(
+            "version = 1\n[pipeline]\npath = {:?}\n[tools]\npolicy = {:?}\n\
+             [[auth.keys]]\nid = \"agent\"\nsha256 = \"{}\"\n\
+             [[auth.keys]]\nid = \"human\"\nsha256 = \"{}\"\napprover = true\n",
+            root.join("configs/rules.toml").display().to_string(),
+            root.join("policies/coding_agent.toml")
+                .display()
+                .to_string(),
+            sha("agent-key"),
+            sha("human-key"),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(dir.path().join("server.toml"))
+        .env_remove("RAMPART_CONFIG")
+        .env_remove("RAMPART_LISTEN")
+        .env("RUST_LOG", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    let call = r#"{"tool":"delete_file","arguments":{"path":"/workspace/old.txt"},"conversation_id":"c1"}"#;
+    let (st, body) = http(&addr, "POST", "/v1/tools/check", "agent-key", call);
+    assert_eq!(st, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    let id = v["approval"]["id"].as_str().unwrap().to_string();
+    let token = v["approval"]["token"].as_str().unwrap().to_string();
+    let server = format!("http://{addr}");
+    let approvals = |args: &[&str], key: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rampart"))
+            .arg("approvals")
+            .args(args)
+            .args(["--server", &server])
+            .env("RAMPART_APPROVER_KEY", key)
+            .output()
+            .unwrap()
+    };
+    let o = approvals(&["list"], "human-key");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let listed = text(&o);
+    assert!(
+        listed.contains(&id) && listed.contains("pending tool=delete_file requested_by=agent"),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("/workspace/old.txt"),
+        "approvers see the arguments: {listed}"
+    );
+    let o = approvals(&["approve", &id], "agent-key");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(text(&o).contains("HTTP 403"), "{}", text(&o));
+    let resubmit = call.replacen('{', &format!("{{\"approval_token\":{token:?},"), 1);
+    let (_, body) = http(&addr, "POST", "/v1/tools/check", "agent-key", &resubmit);
+    assert!(body.contains("\"CONFIRM\""), "not approved yet: {body}");
+    let o = approvals(&["approve", &id], "human-key");
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(text(&o).contains("approved by human"), "{}", text(&o));
+    let (_, body) = http(&addr, "POST", "/v1/tools/check", "agent-key", &resubmit);
+    assert!(body.contains("\"ALLOW\""), "{body}");
+    let o = approvals(&["list"], "human-key");
+    assert!(text(&o).contains("no approvals pending"), "{}", text(&o));
+    child.kill().unwrap();
+    let _ = child.wait();
+}

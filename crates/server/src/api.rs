@@ -37,6 +37,17 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             axum::routing::delete(crate::tools::breakglass_revoke),
         )
         .route_layer(from_fn_with_state(state.clone(), auth::require_admin));
+    let approvals = Router::new()
+        .route("/admin/approvals", get(crate::tools::approvals_list))
+        .route(
+            "/admin/approvals/{id}/approve",
+            post(crate::tools::approval_approve),
+        )
+        .route(
+            "/admin/approvals/{id}/deny",
+            post(crate::tools::approval_deny),
+        )
+        .route_layer(from_fn_with_state(state.clone(), auth::require_approver));
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
@@ -44,6 +55,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/openapi.json", get(ops::openapi))
         .merge(v1)
         .merge(admin)
+        .merge(approvals)
         .route_layer(from_fn_with_state(max_body, refuse_declared_oversize))
         .route_layer(from_fn_with_state(state.clone(), auth::observe))
         .fallback(not_found)

@@ -146,11 +146,29 @@ impl FailureLimiter {
     }
 }
 
-fn authenticate(state: &AppState, req: &Request, admin: bool) -> Result<Caller, ServiceError> {
+/// What a route needs of the API key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Any valid key (none when authentication is off).
+    Key,
+    /// An admin key.
+    Admin,
+    /// An approver or admin key.
+    Approver,
+}
+
+fn authenticate(state: &AppState, req: &Request, need: Need) -> Result<Caller, ServiceError> {
     let request_id = request_id(req.headers());
     let keys = state.keys();
     if keys.is_empty() {
-        if admin {
+        if need == Need::Approver {
+            return Err(ServiceError::Unauthorized(
+                "approvals need an approver API key ([[auth.keys]] with approver = true), \
+                 other than the key that made the call"
+                    .into(),
+            ));
+        }
+        if need == Need::Admin {
             return Err(ServiceError::Unauthorized(
                 "admin endpoints need an admin API key ([[auth.keys]] with admin = true); \
                  use SIGHUP to reload a server without keys"
@@ -185,9 +203,14 @@ fn authenticate(state: &AppState, req: &Request, admin: bool) -> Result<Caller, 
         }
         return Err(ServiceError::Unauthorized("invalid API key".into()));
     };
-    if admin && !entry.admin {
+    if need == Need::Admin && !entry.admin {
         return Err(ServiceError::Forbidden(
             "this API key is not an admin key".into(),
+        ));
+    }
+    if need == Need::Approver && !(entry.approver || entry.admin) {
+        return Err(ServiceError::Forbidden(
+            "this API key is not an approver key ([[auth.keys]] approver = true)".into(),
         ));
     }
     if let Err(retry_after_s) = state.take_token(entry) {
@@ -213,7 +236,7 @@ pub(crate) async fn require_key(
     req: Request,
     next: Next,
 ) -> Response {
-    guard(&state, req, next, false).await
+    guard(&state, req, next, Need::Key).await
 }
 
 /// Authenticates `/admin/*` requests (admin keys only) and inserts the [`Caller`].
@@ -222,13 +245,23 @@ pub(crate) async fn require_admin(
     req: Request,
     next: Next,
 ) -> Response {
-    guard(&state, req, next, true).await
+    guard(&state, req, next, Need::Admin).await
 }
 
-/// The body of both middlewares: authenticate (`admin` keys only when asked), run the
-/// handler with the [`Caller`], echo the request id.
-async fn guard(state: &AppState, mut req: Request, next: Next, admin: bool) -> Response {
-    match authenticate(state, &req, admin) {
+/// Authenticates `/admin/approvals*` requests (approver or admin keys) and inserts the
+/// [`Caller`].
+pub(crate) async fn require_approver(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    guard(&state, req, next, Need::Approver).await
+}
+
+/// The body of the middlewares: authenticate (with the key `need`s), run the handler
+/// with the [`Caller`], echo the request id.
+async fn guard(state: &AppState, mut req: Request, next: Next, need: Need) -> Response {
+    match authenticate(state, &req, need) {
         Ok(caller) => {
             let id = caller.request_id.clone();
             req.extensions_mut().insert(caller.clone());

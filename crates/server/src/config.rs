@@ -29,6 +29,7 @@
 //! rate_per_s = 50.0
 //! burst = 100
 //! admin = false
+//! approver = false                 # may approve other keys' tool calls (/admin/approvals)
 //! caller = { role = "oncall", attributes = { mfa = true } }  # pinned for tool policies
 //!
 //! [audit]
@@ -43,7 +44,9 @@
 //! approval_ttl_s = 600
 //! breakglass_max_ttl_s = 3600
 //! audit_argument_values = false
-//! request_caller = "accept"        # accept | ignore (caller attributes stated by requests)
+//! request_caller = "ignore"        # ignore | accept (caller attributes stated by requests)
+//! max_pending_approvals_per_key = 1000
+//! approval_webhook_url = "https://approvals.example/hook"  # optional: POSTed per CONFIRM
 //!
 //! [conversation]                   # server-side conversation state (absent: stateless)
 //! enabled = true                   # default true when the section is present
@@ -270,6 +273,10 @@ pub struct ApiKeyConfig {
     /// May call `/admin/*`. Default false.
     #[serde(default)]
     pub admin: bool,
+    /// May list, approve and deny pending tool-call approvals (`/admin/approvals`), other
+    /// keys' only. Admin keys may too. Default false.
+    #[serde(default)]
+    pub approver: bool,
     /// The caller's role and attributes for tool policies' context conditions, pinned on
     /// the key (`caller = { role = "oncall", attributes = { mfa = true } }`): they override
     /// what a request states (see `[tools] request_caller`).
@@ -929,7 +936,9 @@ mod tests {
         assert_eq!(t.policy, PathBuf::from("p.toml"));
         assert_eq!(t.approval_ttl_s, 600);
         assert_eq!(t.breakglass_max_ttl_s, 3600);
-        assert_eq!(t.request_caller, crate::RequestCaller::Accept);
+        assert_eq!(t.request_caller, crate::RequestCaller::Ignore);
+        assert_eq!(t.max_pending_approvals_per_key, 1000);
+        assert_eq!(t.approval_webhook_url, None);
         assert!(t.enforce_proxy);
         let caller = c.auth.keys[0].caller.clone().expect("pinned caller");
         assert_eq!(caller.role.as_deref(), Some("ci"));

@@ -61,6 +61,10 @@ pub enum ServiceError {
     /// 404: the route exists, but the resource it names does not (an unknown id).
     #[error("{0}")]
     UnknownId(String),
+    /// 409: the resource is no longer in a state that allows this (an approval already
+    /// decided).
+    #[error("{0}")]
+    Conflict(String),
     /// 422: a reload was rejected (the previous pipeline keeps serving).
     #[error("reload rejected, the previous pipeline keeps serving: {0}")]
     ReloadFailed(String),
@@ -104,6 +108,7 @@ impl ServiceError {
             ServiceError::Forbidden(_) => StatusCode::FORBIDDEN,
             ServiceError::NotFound | ServiceError::UnknownId(_) => StatusCode::NOT_FOUND,
             ServiceError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ServiceError::Conflict(_) => StatusCode::CONFLICT,
             ServiceError::ReloadFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ServiceError::RateLimited { .. } | ServiceError::AuthFailuresLimited { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
@@ -127,6 +132,7 @@ impl ServiceError {
                 ("invalid_request_error", "not_found")
             }
             ServiceError::MethodNotAllowed => ("invalid_request_error", "method_not_allowed"),
+            ServiceError::Conflict(_) => ("invalid_request_error", "conflict"),
             ServiceError::ReloadFailed(_) => ("invalid_request_error", "reload_failed"),
             ServiceError::RateLimited { .. } => ("rate_limit_error", "rate_limit_exceeded"),
             ServiceError::AuthFailuresLimited { .. } => {
@@ -490,6 +496,7 @@ pub(crate) struct KeyEntry {
     pub(crate) rate_per_s: f64,
     pub(crate) burst: f64,
     pub(crate) admin: bool,
+    pub(crate) approver: bool,
 }
 
 impl Keys {
@@ -507,6 +514,7 @@ impl Keys {
                             rate_per_s: k.rate_per_s,
                             burst: f64::from(k.burst),
                             admin: k.admin,
+                            approver: k.approver,
                         },
                     )
                 })

@@ -5,7 +5,7 @@
 //! (policy, approval tokens bound to the caller's key and conversation, break-glass).
 //! Every decision is written to the audit log's governance chain before it is answered.
 
-use crate::api::ApiJson;
+use crate::api::{ApiBytes, ApiJson};
 use crate::state::{AppState, Caller, ServiceError};
 use axum::Json;
 use axum::extract::{Extension, Path as AxumPath, State};
@@ -33,10 +33,13 @@ pub(crate) const EP_PROXY_TOOL: &str = "/v1/chat/completions#tool_call";
 #[serde(rename_all = "snake_case")]
 pub enum RequestCaller {
     /// The request's `caller` (check API) or `x-rampart-caller` header (proxy) is used,
-    /// and what the API key pins (`[[auth.keys]] caller`) overrides it.
-    #[default]
+    /// and what the API key pins (`[[auth.keys]] caller`) overrides it. Only for clients
+    /// trusted to state who their user is (an application server that authenticated the
+    /// user itself): any client could claim `{"role": "finance_manager"}`.
     Accept,
-    /// Only what the API key pins counts; the request's is ignored.
+    /// Only what the API key pins counts; the request's is ignored (the default: a
+    /// client's claim about itself is not evidence).
+    #[default]
     Ignore,
 }
 
@@ -50,7 +53,9 @@ pub enum RequestCaller {
 /// breakglass_max_ttl_s = 3600             # longest break-glass grant
 /// max_calls = 64                          # calls per /v1/tools/check request
 /// max_pending_approvals = 10000           # tokens issued and not yet used (memory bound)
-/// request_caller = "accept"               # accept | ignore (caller attributes from requests)
+/// max_pending_approvals_per_key = 1000    # one key's share of them
+/// approval_webhook_url = "https://approvals.example/hook"  # optional, POSTed per new CONFIRM
+/// request_caller = "ignore"               # ignore | accept (caller attributes from requests)
 /// enforce_proxy = true                    # check tool calls in proxied answers
 /// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -71,7 +76,15 @@ pub struct ToolsSection {
     /// Most approval tokens pending at once (issued, not used, not expired). Default 10000.
     #[serde(default = "default_max_pending")]
     pub max_pending_approvals: usize,
-    /// Whether caller role and attributes given with a request count. Default `accept`.
+    /// Most approval tokens one API key may hold pending. Default 1000.
+    #[serde(default = "default_max_pending_per_key")]
+    pub max_pending_approvals_per_key: usize,
+    /// An http(s) URL POSTed a JSON notice for every new pending approval (id, tool, risk,
+    /// requesting key, expiry; never argument values), so approvers learn of it. Failures
+    /// are logged, not retried: the approval stays listed at `GET /admin/approvals`.
+    #[serde(default)]
+    pub approval_webhook_url: Option<String>,
+    /// Whether caller role and attributes given with a request count. Default `ignore`.
     #[serde(default)]
     pub request_caller: RequestCaller,
     /// Check the tool calls of proxied answers. Default true.
@@ -91,6 +104,9 @@ fn default_max_calls() -> usize {
 fn default_max_pending() -> usize {
     10_000
 }
+fn default_max_pending_per_key() -> usize {
+    1_000
+}
 fn default_true() -> bool {
     true
 }
@@ -109,9 +125,20 @@ impl ToolsSection {
                 "tools.max_pending_approvals",
                 self.max_pending_approvals as u64,
             ),
+            (
+                "tools.max_pending_approvals_per_key",
+                self.max_pending_approvals_per_key as u64,
+            ),
         ] {
             if v == 0 {
                 return Err(ToolsConfigError::Zero(name));
+            }
+        }
+        if let Some(u) = &self.approval_webhook_url {
+            let ok = url::Url::parse(u)
+                .is_ok_and(|p| matches!(p.scheme(), "http" | "https") && p.host().is_some());
+            if !ok {
+                return Err(ToolsConfigError::Webhook(u.clone()));
             }
         }
         Ok(())
@@ -128,6 +155,9 @@ pub enum ToolsConfigError {
     /// A count or duration (named) is zero.
     #[error("{0} must be greater than zero")]
     Zero(&'static str),
+    /// `approval_webhook_url` is not an http(s) URL.
+    #[error("tools.approval_webhook_url `{0}` is not an http(s) URL")]
+    Webhook(String),
 }
 
 /// Why tool governance could not be set up (a startup error).
@@ -190,6 +220,7 @@ impl ToolGovernance {
         let gate = ToolGate::builder(policy)
             .approval_ttl_s(t.approval_ttl_s)
             .max_pending_approvals(t.max_pending_approvals)
+            .max_pending_approvals_per_key(t.max_pending_approvals_per_key)
             .breakglass_max_ttl_s(t.breakglass_max_ttl_s)
             .build()
             .map_err(ToolsSetupError::Random)?;
@@ -255,6 +286,9 @@ impl AppState {
             },
             v.action().name(),
         );
+        if let Some(a) = v.approval.as_ref().filter(|_| !v.approval_pending) {
+            self.notify_approvers(caller, v, a);
+        }
         let Some(writer) = self.audit_writer() else {
             return Ok(());
         };
@@ -308,7 +342,7 @@ impl AppState {
             },
             hasher,
         )));
-        if let Some(a) = &v.approval {
+        if let Some(a) = v.approval.as_ref().filter(|_| !v.approval_pending) {
             events.push(GovernanceEvent::ApprovalIssued(approval(
                 a.id.0.clone(),
                 a.expires_ms,
@@ -480,9 +514,13 @@ async fn check_one(
 pub(crate) async fn check(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
-    ApiJson(body): ApiJson<Value>,
+    ApiBytes(bytes): ApiBytes,
 ) -> Result<Response, ServiceError> {
     let gov = state.tools_or_501()?.clone();
+    // Strict: a key given twice (or two keys equal after case and width folding) would be
+    // read one way here and another by the tool.
+    let body = rampart_tools::strict::from_slice(&bytes)
+        .map_err(|e| ServiceError::BadRequest(crate::api::json_error_message(&e)))?;
     let Value::Object(mut m) = body else {
         return Err(ServiceError::BadRequest(
             "the body must be a call object or {\"calls\": [...]}".into(),
@@ -598,4 +636,144 @@ pub(crate) async fn breakglass_revoke(
         .await?;
     tracing::warn!(id = %g.id, "break-glass revoked");
     Ok(Json(json!({"revoked": g})))
+}
+
+impl AppState {
+    /// POSTs the new pending approval's notice to `[tools] approval_webhook_url`, in the
+    /// background (the call's answer does not wait): id, tool, risk, requesting key and
+    /// expiry, never argument values. A failure is logged; the approval stays listed.
+    fn notify_approvers(&self, caller: &Caller, v: &ToolVerdict, a: &rampart_tools::ApprovalGrant) {
+        let Some(url) = self
+            .tools()
+            .and_then(|g| g.config().approval_webhook_url.clone())
+        else {
+            return;
+        };
+        let notice = json!({
+            "event": "approval_pending",
+            "approval_id": a.id,
+            "tool": v.tool,
+            "risk": v.decision.risk.map(|r| r.name()),
+            "rules": v.decision.rules,
+            "requested_by": caller.key_id,
+            "request_id": caller.request_id,
+            "expires_at_ms": a.expires_ms,
+        });
+        let client = self.http_client().clone();
+        let id = a.id.clone();
+        tokio::spawn(async move {
+            let sent = client
+                .post(&url)
+                .timeout(std::time::Duration::from_secs(5))
+                .json(&notice)
+                .send()
+                .await
+                .and_then(reqwest::Response::error_for_status);
+            if let Err(e) = sent {
+                tracing::warn!(approval = %id, error = %e, "approval webhook failed");
+            }
+        });
+    }
+}
+
+/// The approval as an approver sees it: the call with its arguments, who asked, where it
+/// stands, and its expiry.
+fn approval_view(p: &rampart_tools::PendingApproval) -> Value {
+    let mut v = json!(p);
+    if let Value::Object(m) = &mut v {
+        let ms = i64::try_from(p.expires_ms).unwrap_or(i64::MAX);
+        m.insert(
+            "expires_at".into(),
+            json!(
+                rampart_core::timefmt::UtcTime::from_unix_ms(ms).map_or_else(
+                    || ms.to_string(),
+                    |t| t.to_rfc3339(rampart_core::timefmt::Precision::Millis)
+                )
+            ),
+        );
+    }
+    v
+}
+
+/// `GET /admin/approvals`: the approvals waiting for an approver, oldest first, with
+/// their arguments (approver and admin keys only).
+pub(crate) async fn approvals_list(
+    State(state): State<Arc<AppState>>,
+) -> Result<Json<Value>, ServiceError> {
+    let gov = state.tools_or_501()?;
+    let pending: Vec<Value> = gov
+        .gate()
+        .approvals()
+        .pending(now_ms())
+        .iter()
+        .map(approval_view)
+        .collect();
+    Ok(Json(json!({ "approvals": pending })))
+}
+
+/// `POST /admin/approvals/{id}/approve`: the approver's key approves another key's call;
+/// its token redeems once.
+pub(crate) async fn approval_approve(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    AxumPath(id): AxumPath<String>,
+) -> Result<Json<Value>, ServiceError> {
+    decide_approval(&state, &caller, &id, true).await
+}
+
+/// `POST /admin/approvals/{id}/deny`: the approver's key denies it; its token never
+/// redeems.
+pub(crate) async fn approval_deny(
+    State(state): State<Arc<AppState>>,
+    Extension(caller): Extension<Caller>,
+    AxumPath(id): AxumPath<String>,
+) -> Result<Json<Value>, ServiceError> {
+    decide_approval(&state, &caller, &id, false).await
+}
+
+async fn decide_approval(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    approve: bool,
+) -> Result<Json<Value>, ServiceError> {
+    use rampart_tools::ApprovalError;
+    let gov = state.tools_or_501()?.clone();
+    let book = gov.gate().approvals();
+    let by = caller.key_id.as_deref().unwrap_or_default();
+    let now = now_ms();
+    let result = if approve {
+        book.approve(id, by, now)
+    } else {
+        book.deny(id, by, now)
+    };
+    let p = result.map_err(|e| match e {
+        ApprovalError::Unknown => ServiceError::UnknownId(format!("no pending approval {id:?}")),
+        ApprovalError::SelfApproval => ServiceError::Forbidden(e.to_string()),
+        ApprovalError::AlreadyDecided => ServiceError::Conflict(e.to_string()),
+        other => ServiceError::Internal(other.to_string()),
+    })?;
+    let event = rampart_audit::ApprovalDecisionEvent {
+        approval_id: p.id.0.clone(),
+        request_id: caller.request_id.clone(),
+        by: caller.key_id.clone(),
+        requested_by: p.requested_by.clone(),
+        tool: p.tool.clone(),
+        arguments_hash: p.arguments_hash.clone(),
+    };
+    let event = if approve {
+        GovernanceEvent::ApprovalApproved(event)
+    } else {
+        GovernanceEvent::ApprovalDenied(event)
+    };
+    if let Err(e) = state.append_governance(caller, event).await {
+        // An unaudited approval must not stay in force: deny it instead (an approver can
+        // ask the agent to call again).
+        if approve {
+            let _ = book.deny_after_failure(id, now);
+        }
+        return Err(e);
+    }
+    tracing::warn!(approval = %p.id, by = %by, approved = approve, "approval decided");
+    Ok(Json(json!({ "approval": approval_view(&p) })))
 }

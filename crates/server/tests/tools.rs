@@ -94,6 +94,20 @@ async fn start_audited(audit: &str, extra: &str, upstream: Option<&MockUpstream>
 
 const TOOLS: &str = "[tools]\npolicy = \"policy.toml\"\n";
 
+/// The approver key (`ops`, an admin) approves the pending approval `id`.
+async fn approve_by_ops(s: &Running, id: &str) {
+    let (st, v) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{id}/approve")),
+        Some(ADMIN_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    check_against_doc("POST", "/admin/approvals/{id}/approve", 200, &v);
+    assert_eq!(v["approval"]["state"], "approved", "{v}");
+}
+
 async fn check(s: &Running, body: &Value) -> (u16, Value) {
     post(&client(), &s.url("/v1/tools/check"), Some(AGENT_KEY), body).await
 }
@@ -235,6 +249,34 @@ async fn check_blocks_a_path_traversal_and_names_the_argument() {
     )
     .await;
     assert_eq!(v["action"], "ALLOW", "{v}");
+}
+
+/// Issue 35 (14): with duplicate keys the last one won, so a token or a check made for
+/// `{"path": "/srv/app/docs/a"}` covered a body whose other `path` reached the tool.
+#[tokio::test]
+async fn regression_a_body_with_a_key_given_twice_is_refused() {
+    let s = start(TOOLS, None).await;
+    for raw in [
+        r#"{"tool":"read_file","arguments":{"path":"/etc/passwd","path":"/srv/app/docs/a"}}"#,
+        r#"{"tool":"read_file","arguments":{"path":"/srv/app/docs/a","PATH":"/etc/passwd"}}"#,
+        r#"{"tool":"read_file","tool":"http_get","arguments":{"path":"/srv/app/docs/a"}}"#,
+    ] {
+        let resp = client()
+            .post(s.url("/v1/tools/check"))
+            .bearer_auth(AGENT_KEY)
+            .header("content-type", "application/json")
+            .body(raw)
+            .send()
+            .await
+            .expect("send");
+        let status = resp.status().as_u16();
+        let text = resp.text().await.expect("body");
+        assert_eq!(status, 400, "{raw}: {text}");
+        assert!(
+            text.contains("duplicate") || text.contains("folding"),
+            "{text}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -388,9 +430,23 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
     other["approval_token"] = json!(token);
     let (_, v) = check(&s, &other).await;
     assert_eq!(v["action"], "CONFIRM", "{v}");
-    // The exact call: allowed, once.
+    // The exact call before an approver said yes: still CONFIRM, the same approval, no
+    // new token.
     let mut same = call("delete_file", args.clone());
     same["approval_token"] = json!(token);
+    let (_, v) = check(&s, &same).await;
+    check_against_doc("POST", "/v1/tools/check", 200, &v);
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    assert_eq!(v["approval"]["token"], json!(token), "{v}");
+    assert!(
+        v["approval_error"]
+            .as_str()
+            .is_some_and(|m| m.contains("waiting for an approver")),
+        "{v}"
+    );
+    let id = v["approval"]["id"].as_str().expect("id").to_string();
+    approve_by_ops(&s, &id).await;
+    // The exact call: allowed, once.
     let (_, v) = check(&s, &same).await;
     check_against_doc("POST", "/v1/tools/check", 200, &v);
     assert_eq!(v["action"], "ALLOW", "{v}");
@@ -424,7 +480,12 @@ async fn a_confirmed_call_is_allowed_once_with_its_token_and_never_for_other_arg
         .collect();
     assert_eq!(
         refused,
-        ["arguments_mismatch", "conversation_mismatch", "replayed"]
+        [
+            "arguments_mismatch",
+            "conversation_mismatch",
+            "not_approved",
+            "replayed"
+        ]
     );
     assert!(rows.iter().any(|e| matches!(e,
         GovernanceEvent::ToolDecision(d) if d.approval_id.as_deref() == Some(approval_id.as_str())
@@ -447,7 +508,8 @@ requires = { attributes = { mfa = true } }
     let src = format!(
         "version = 1\n[pipeline]\npath = {:?}\n\
          [[auth.keys]]\nid = \"agent\"\nsha256 = \"{}\"\n\
-         [[auth.keys]]\nid = \"laptop\"\nsha256 = \"{}\"\ncaller = {{ attributes = {{ mfa = false }} }}\n{TOOLS}",
+         [[auth.keys]]\nid = \"laptop\"\nsha256 = \"{}\"\ncaller = {{ attributes = {{ mfa = false }} }}\n\
+         {TOOLS}request_caller = \"accept\"\n",
         rules_config().display().to_string(),
         hash_api_key(AGENT_KEY),
         hash_api_key("laptop-key"),
@@ -474,13 +536,14 @@ requires = { attributes = { mfa = true } }
     let none = json!({"tool": "deploy", "arguments": {}});
     let (_, v) = post(&client(), &s.url("/v1/tools/check"), Some(AGENT_KEY), &none).await;
     assert_ne!(v["action"], "ALLOW", "no attribute, no allow: {v}");
-    // `request_caller = "ignore"`: what the request states does not count.
+    // Issue 35 (4): by default (`request_caller = "ignore"`) what the request states about
+    // its caller does not count; a client could claim any role.
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("policy.toml"), dir_policy).expect("policy");
     let mut cfg = write_config(
         dir.path(),
         &format!(
-            "version = 1\n[pipeline]\npath = {:?}\n{TOOLS}request_caller = \"ignore\"\n",
+            "version = 1\n[pipeline]\npath = {:?}\n{TOOLS}",
             rules_config().display().to_string()
         ),
     );
@@ -766,6 +829,14 @@ async fn a_confirmed_tool_call_is_held_then_released_once_on_resubmission() {
     assert_eq!(d["held_call"]["function"]["name"], "delete_file");
     assert_eq!(d["held_call"]["function"]["arguments"], args.to_string());
     let token = d["approval"]["token"].as_str().expect("token").to_string();
+    let id = d["approval"]["id"].as_str().expect("id").to_string();
+    // Resubmitted before an approver said yes: held again, the same approval.
+    let (_, body) = send_chat(&s, &chat(false), &[&token]).await;
+    let v: Value = serde_json::from_str(&body).expect("json");
+    let d = &rampart_decisions(&v)[0];
+    assert_eq!(d["action"], "CONFIRM", "{v}");
+    assert_eq!(d["approval"]["id"], json!(id), "{d}");
+    approve_by_ops(&s, &id).await;
     // Resubmitted with the token: the model's call (the same) is released.
     let (st, body) = send_chat(&s, &chat(false), &[&token]).await;
     assert_eq!(st, 200);
@@ -907,6 +978,7 @@ async fn a_streamed_confirmed_call_carries_its_token_and_is_released_on_resubmis
         .clone();
     assert_eq!(d["action"], "CONFIRM");
     let token = d["approval"]["token"].as_str().expect("token").to_string();
+    approve_by_ops(&s, d["approval"]["id"].as_str().expect("id")).await;
     let (_, body) = send_chat(&s, &chat(true), &[&token]).await;
     let events = sse_json(&body);
     assert!(
@@ -986,4 +1058,166 @@ async fn a_stream_without_tool_calls_passes_byte_identical_with_tools_on() {
         assert_eq!(body, upstream::sse_events(text, 7, true).concat());
         assert!(decisions(&s, ToolEndpoint::Proxy).is_empty());
     }
+}
+
+/// Listens for one HTTP request and hands back its body (the approval webhook's notice).
+async fn one_post() -> (String, tokio::sync::oneshot::Receiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut conn, _)) = listener.accept().await else {
+            return;
+        };
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let Ok(n) = conn.read(&mut chunk).await else {
+                return;
+            };
+            if n == 0 {
+                break;
+            }
+            buf.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&buf).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    let _ = conn
+                        .write_all(b"HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n")
+                        .await;
+                    let _ = tx.send(body.to_string());
+                    return;
+                }
+            }
+        }
+    });
+    (url, rx)
+}
+
+/// Issue 35 (4): a CONFIRM handed the caller a token it could redeem at once. Now the
+/// token waits for an approver key other than the caller's; approvers see the call's
+/// arguments, the webhook and the audit do not.
+#[tokio::test]
+async fn regression_confirm_needs_an_approver_other_than_the_caller() {
+    let (hook, notice) = one_post().await;
+    let s = start(&format!("{TOOLS}approval_webhook_url = {hook:?}\n"), None).await;
+    let args = json!({ "path": SECRET_PATH });
+    let (_, v) = check(&s, &call("delete_file", args.clone())).await;
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    assert_eq!(v["approval"]["state"], "pending", "{v}");
+    let id = v["approval"]["id"].as_str().expect("id").to_string();
+    let token = v["approval"]["token"].as_str().expect("token").to_string();
+    // The webhook's notice names the call, never its arguments.
+    let body = tokio::time::timeout(Duration::from_secs(10), notice)
+        .await
+        .expect("the webhook was called")
+        .expect("notice");
+    let n: Value = serde_json::from_str(&body).expect("json notice");
+    assert_eq!(n["approval_id"], json!(id), "{n}");
+    assert_eq!(n["tool"], "delete_file");
+    assert_eq!(n["requested_by"], "agent");
+    assert!(!body.contains("quokkaflux"), "no argument values: {body}");
+    // The agent's key is no approver: it can neither list nor approve.
+    let (st, _) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{id}/approve")),
+        Some(AGENT_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 403);
+    let r = client()
+        .get(s.url("/admin/approvals"))
+        .bearer_auth(AGENT_KEY)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 403);
+    // Resubmitted unapproved: still CONFIRM.
+    let mut again = call("delete_file", args.clone());
+    again["approval_token"] = json!(token);
+    let (_, v) = check(&s, &again).await;
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    // The approver lists it with the arguments and who asked.
+    let r = client()
+        .get(s.url("/admin/approvals"))
+        .bearer_auth(ADMIN_KEY)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status().as_u16(), 200);
+    let list: Value = r.json().await.expect("json");
+    check_against_doc("GET", "/admin/approvals", 200, &list);
+    let pending = &list["approvals"][0];
+    assert_eq!(pending["id"], json!(id), "{list}");
+    assert_eq!(pending["arguments"], args);
+    assert_eq!(pending["requested_by"], "agent");
+    // Denied: the token never redeems; deciding twice is a conflict.
+    let (st, v) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{id}/deny")),
+        Some(ADMIN_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["approval"]["state"], "denied");
+    let (st, _) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{id}/approve")),
+        Some(ADMIN_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 409);
+    let (_, v) = check(&s, &again).await;
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    assert!(
+        v["approval_error"]
+            .as_str()
+            .is_some_and(|m| m.contains("denied")),
+        "{v}"
+    );
+    // A key cannot approve a call it made itself, admin or not.
+    let (_, v) = post(
+        &client(),
+        &s.url("/v1/tools/check"),
+        Some(ADMIN_KEY),
+        &call("delete_file", args.clone()),
+    )
+    .await;
+    let own = v["approval"]["id"].as_str().expect("id").to_string();
+    let (st, v) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{own}/approve")),
+        Some(ADMIN_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 403, "{v}");
+    let (st, _) = post(
+        &client(),
+        &s.url(&format!("/admin/approvals/{}/approve", "0".repeat(32))),
+        Some(ADMIN_KEY),
+        &json!({}),
+    )
+    .await;
+    assert_eq!(st, 404);
+    // Audited, with the approver and the requester, no values.
+    let rows = governance(&s);
+    assert!(rows.iter().any(|e| matches!(e,
+        GovernanceEvent::ApprovalDenied(d) if d.approval_id == id
+            && d.by.as_deref() == Some("ops") && d.requested_by.as_deref() == Some("agent"))));
+    assert!(!audit_bytes_contain(&s, "quokkaflux"));
 }

@@ -4,6 +4,16 @@
 //! checks it again and refuses a replay, another tool, changed arguments, another
 //! conversation, an expired or a tampered token.
 //!
+//! # A human says yes
+//!
+//! A token is not redeemable when issued: it is a pending approval
+//! ([`ApprovalBook::pending`]) until an approver other than the requester approves it
+//! ([`ApprovalBook::approve`]; [`ApprovalBook::deny`] refuses it for good). Before this
+//! (issue 35) the caller that made the call got a token it could redeem at once, so CONFIRM
+//! meant "ask again", not "a human said yes". Each requester may hold at most its share of
+//! the pending approvals ([`ApprovalBook::with_requester_capacity`]), so one key cannot
+//! fill the book and turn every other key's CONFIRM into BLOCK.
+//!
 //! # Restarts and replicas
 //!
 //! The book is in memory, and so is its record of redeemed tokens. A token accepted after a
@@ -26,7 +36,6 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::sync::Mutex;
-use unicode_normalization::UnicodeNormalization;
 
 /// Most tokens one book remembers (issued and not yet expired, redeemed or not). At about
 /// 200 bytes each, under 15 MiB.
@@ -66,11 +75,37 @@ pub enum ApprovalError {
     /// Issued for another conversation.
     #[error("approval token was issued for another conversation")]
     ConversationMismatch,
+    /// Genuine and for this call, but no approver has approved it yet (not used up).
+    #[error("approval {id} is waiting for an approver")]
+    NotApproved {
+        /// The pending approval.
+        id: ApprovalId,
+    },
+    /// An approver denied it.
+    #[error("approval was denied by an approver")]
+    Denied,
+    /// No pending approval has this id (never issued, or expired).
+    #[error("no pending approval has this id (unknown or expired)")]
+    Unknown,
+    /// The requester tried to approve (or deny) its own call.
+    #[error("an approval must come from another key than the one that made the call")]
+    SelfApproval,
+    /// Already approved or denied.
+    #[error("approval was already decided")]
+    AlreadyDecided,
     /// The book holds [`MAX_OUTSTANDING`] unexpired tokens (or its configured cap): no new
     /// one is issued until some expire.
     #[error("too many pending approvals ({capacity}); try again when some have expired")]
     Full {
         /// The cap.
+        capacity: usize,
+    },
+    /// The requester holds its share of the book's tokens.
+    #[error(
+        "this key holds {capacity} pending approvals, its share; try again when some have expired"
+    )]
+    RequesterFull {
+        /// The share.
         capacity: usize,
     },
 }
@@ -86,7 +121,13 @@ impl ApprovalError {
             ApprovalError::ToolMismatch => "tool_mismatch",
             ApprovalError::ArgumentsMismatch => "arguments_mismatch",
             ApprovalError::ConversationMismatch => "conversation_mismatch",
+            ApprovalError::NotApproved { .. } => "not_approved",
+            ApprovalError::Denied => "denied",
+            ApprovalError::Unknown => "unknown",
+            ApprovalError::SelfApproval => "self_approval",
+            ApprovalError::AlreadyDecided => "already_decided",
             ApprovalError::Full { .. } => "full",
+            ApprovalError::RequesterFull { .. } => "requester_full",
         }
     }
 }
@@ -132,9 +173,9 @@ pub struct ApprovalGrant {
     pub expires_ms: u64,
 }
 
-/// The canonical form of a JSON value: object keys sorted, no whitespace, every string
-/// (keys included) NFKC-normalized, numbers as serde_json writes them. The same call gives
-/// the same bytes whatever its key order or Unicode form.
+/// The canonical form of a JSON value: object keys sorted, no whitespace, strings exactly
+/// as given (not normalized: the tool receives these bytes), numbers as serde_json writes
+/// them. The same call gives the same bytes whatever its key order.
 pub fn canonical_arguments(v: &serde_json::Value) -> String {
     let mut out = String::new();
     write_canonical(v, &mut out);
@@ -142,9 +183,9 @@ pub fn canonical_arguments(v: &serde_json::Value) -> String {
 }
 
 fn write_string(s: &str, out: &mut String) {
-    let n: String = s.nfkc().collect();
-    // Serializing a `str` to JSON cannot fail.
-    out.push_str(&serde_json::Value::String(n).to_string());
+    // Exactly the value the tool receives: NFKC-equivalent values are different calls (a
+    // token issued for one must not redeem the other).
+    out.push_str(&serde_json::Value::String(s.to_string()).to_string());
 }
 
 fn write_canonical(v: &serde_json::Value, out: &mut String) {
@@ -167,15 +208,11 @@ fn write_canonical(v: &serde_json::Value, out: &mut String) {
             out.push(']');
         }
         Value::Object(m) => {
-            // Sorted by the normalized key (ties, two keys with one NFKC form, by the
-            // original), so the order never depends on the map's.
-            let mut entries: Vec<(String, &String, &Value)> = m
-                .iter()
-                .map(|(k, x)| (k.nfkc().collect::<String>(), k, x))
-                .collect();
-            entries.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+            // Sorted by key, so the order never depends on the map's.
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
             out.push('{');
-            for (i, (k, _, x)) in entries.iter().enumerate() {
+            for (i, (k, x)) in entries.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -205,7 +242,7 @@ pub fn argument_hashes(key: &[u8; 32], arguments: &serde_json::Value) -> BTreeMa
     match arguments {
         serde_json::Value::Object(m) => {
             for (k, v) in m {
-                out.insert(k.nfkc().collect(), arguments_hash(key, v));
+                out.insert(k.clone(), arguments_hash(key, v));
             }
         }
         serde_json::Value::Null => {}
@@ -216,12 +253,59 @@ pub fn argument_hashes(key: &[u8; 32], arguments: &serde_json::Value) -> BTreeMa
     out
 }
 
+/// Where an approval stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for an approver.
+    Pending,
+    /// Approved (the token is redeemable once).
+    Approved {
+        /// The approver's key id.
+        by: String,
+    },
+    /// Denied (the token is never redeemable).
+    Denied {
+        /// The approver's key id.
+        by: String,
+    },
+}
+
+/// An approval as approvers see it: the call with its arguments (shown to approvers only),
+/// who asked, and where it stands. (Not `deny_unknown_fields`: serde does not support it
+/// with the flattened state.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The approval's id.
+    pub id: ApprovalId,
+    /// The tool.
+    pub tool: String,
+    /// The arguments exactly as the tool will receive them.
+    pub arguments: serde_json::Value,
+    /// Keyed hash of the canonical arguments.
+    pub arguments_hash: String,
+    /// The key that made the call (`None`: no authentication configured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// Issued, Unix milliseconds.
+    pub issued_ms: u64,
+    /// Expiry, Unix milliseconds.
+    pub expires_ms: u64,
+    /// Where it stands.
+    #[serde(flatten)]
+    pub state: ApprovalState,
+}
+
 #[derive(Debug)]
 struct Entry {
     tool: String,
     arguments_hash: String,
+    arguments: serde_json::Value,
     conversation: String,
+    requested_by: Option<String>,
+    issued_ms: u64,
     expires_ms: u64,
+    state: ApprovalState,
     used: bool,
 }
 
@@ -229,6 +313,8 @@ struct Entry {
 struct Inner {
     entries: HashMap<String, Entry>,
     by_expiry: BTreeSet<(u64, String)>,
+    /// Unexpired entries per requester (`""`: none given).
+    per_requester: HashMap<String, usize>,
     counter: u64,
 }
 
@@ -239,7 +325,15 @@ impl Inner {
                 break;
             }
             self.by_expiry.pop_first();
-            self.entries.remove(&id);
+            if let Some(e) = self.entries.remove(&id) {
+                let who = e.requested_by.unwrap_or_default();
+                if let Some(n) = self.per_requester.get_mut(&who) {
+                    *n = n.saturating_sub(1);
+                    if *n == 0 {
+                        self.per_requester.remove(&who);
+                    }
+                }
+            }
         }
     }
 }
@@ -251,6 +345,7 @@ pub struct ApprovalBook {
     id_key: [u8; 32],
     ttl_ms: u64,
     capacity: usize,
+    requester_capacity: usize,
     inner: Mutex<Inner>,
 }
 
@@ -273,6 +368,7 @@ impl ApprovalBook {
             id_key: blake3::derive_key("rampart approval id v1", &key),
             ttl_ms: ttl_ms.max(1),
             capacity: MAX_OUTSTANDING,
+            requester_capacity: MAX_OUTSTANDING,
             inner: Mutex::new(Inner::default()),
         }
     }
@@ -285,6 +381,13 @@ impl ApprovalBook {
     /// Lowers the cap on remembered tokens (at most [`MAX_OUTSTANDING`], at least 1).
     pub fn with_capacity(mut self, capacity: usize) -> Self {
         self.capacity = capacity.clamp(1, MAX_OUTSTANDING);
+        self
+    }
+
+    /// Lowers each requester's share of the remembered tokens (at least 1; by default the
+    /// whole book).
+    pub fn with_requester_capacity(mut self, capacity: usize) -> Self {
+        self.requester_capacity = capacity.clamp(1, MAX_OUTSTANDING);
         self
     }
 
@@ -323,14 +426,17 @@ impl ApprovalBook {
         h.finalize()
     }
 
-    /// Issues a token for `call` in `conversation`, expiring `ttl_ms` after `now_ms`.
+    /// Issues a token for `call` in `conversation` made by `requested_by` (an API key id;
+    /// `None` when the caller is anonymous), expiring `ttl_ms` after `now_ms`. The approval
+    /// is pending: the token redeems only once another key has approved it.
     pub fn issue(
         &self,
         call: &ToolCall,
         conversation: &str,
+        requested_by: Option<&str>,
         now_ms: u64,
     ) -> Result<ApprovalGrant, ApprovalError> {
-        let tool = call.tool.trim().to_string();
+        let tool = call.tool.clone();
         let arguments_hash = self.arguments_hash(&call.arguments);
         let expires_ms = now_ms.saturating_add(self.ttl_ms);
         let mut inner = self.lock();
@@ -340,6 +446,14 @@ impl ApprovalBook {
                 capacity: self.capacity,
             });
         }
+        let who = requested_by.unwrap_or_default().to_string();
+        let held = inner.per_requester.get(&who).copied().unwrap_or(0);
+        if held >= self.requester_capacity {
+            return Err(ApprovalError::RequesterFull {
+                capacity: self.requester_capacity,
+            });
+        }
+        *inner.per_requester.entry(who).or_default() += 1;
         inner.counter += 1;
         let mut h = blake3::Hasher::new_keyed(&self.id_key);
         h.update(&inner.counter.to_le_bytes());
@@ -351,8 +465,12 @@ impl ApprovalBook {
             Entry {
                 tool: tool.clone(),
                 arguments_hash: arguments_hash.clone(),
+                arguments: call.arguments.clone(),
                 conversation: conversation.to_string(),
+                requested_by: requested_by.map(str::to_string),
+                issued_ms: now_ms,
                 expires_ms,
+                state: ApprovalState::Pending,
                 used: false,
             },
         );
@@ -368,8 +486,9 @@ impl ApprovalBook {
     }
 
     /// Redeems `token` for `call` in `conversation`: the approval's id if the token was
-    /// issued by this book for exactly this call, has not expired and was not used before
-    /// (it is used now).
+    /// issued by this book for exactly this call, an approver approved it, it has not
+    /// expired and was not used before (it is used now). Still pending:
+    /// [`ApprovalError::NotApproved`] (not used up).
     pub fn redeem(
         &self,
         token: &str,
@@ -378,7 +497,7 @@ impl ApprovalBook {
         now_ms: u64,
     ) -> Result<ApprovalId, ApprovalError> {
         let (id, expires_ms, mac) = parse_token(token)?;
-        let tool = call.tool.trim();
+        let tool = call.tool.as_str();
         let arguments_hash = self.arguments_hash(&call.arguments);
         // `blake3::Hash` compares in constant time.
         let genuine_for_call = self.mac(id, expires_ms, tool, &arguments_hash, conversation) == mac;
@@ -405,14 +524,99 @@ impl ApprovalBook {
             return Err(ApprovalError::Expired);
         }
         match inner.entries.get_mut(id) {
-            Some(e) if !e.used => {
-                e.used = true;
-                Ok(ApprovalId(id.to_string()))
-            }
+            Some(e) if !e.used => match e.state {
+                ApprovalState::Pending => Err(ApprovalError::NotApproved {
+                    id: ApprovalId(id.to_string()),
+                }),
+                ApprovalState::Denied { .. } => Err(ApprovalError::Denied),
+                ApprovalState::Approved { .. } => {
+                    e.used = true;
+                    Ok(ApprovalId(id.to_string()))
+                }
+            },
             // Used, or (impossible while the book keeps every unexpired token) forgotten:
             // refuse either way.
             _ => Err(ApprovalError::Replayed),
         }
+    }
+
+    /// The approvals waiting for an approver (unexpired, undecided), oldest first.
+    pub fn pending(&self, now_ms: u64) -> Vec<PendingApproval> {
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        let mut out: Vec<PendingApproval> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.state == ApprovalState::Pending)
+            .map(|(id, e)| view(id, e))
+            .collect();
+        out.sort_by(|a, b| (a.issued_ms, &a.id).cmp(&(b.issued_ms, &b.id)));
+        out
+    }
+
+    /// One approval by id, whatever its state (unexpired).
+    pub fn get(&self, id: &str, now_ms: u64) -> Option<PendingApproval> {
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        inner.entries.get(id).map(|e| view(id, e))
+    }
+
+    /// `approver` approves the pending approval `id`: its token becomes redeemable once.
+    /// Refused for the requester itself, an unknown or expired id, or one already decided.
+    pub fn approve(
+        &self,
+        id: &str,
+        approver: &str,
+        now_ms: u64,
+    ) -> Result<PendingApproval, ApprovalError> {
+        self.decide(id, approver, now_ms, true)
+    }
+
+    /// `approver` denies the pending approval `id`: its token never redeems.
+    pub fn deny(
+        &self,
+        id: &str,
+        approver: &str,
+        now_ms: u64,
+    ) -> Result<PendingApproval, ApprovalError> {
+        self.decide(id, approver, now_ms, false)
+    }
+
+    /// Turns an approval whose approval could not be recorded back into a denial (the
+    /// service fails closed: an unaudited approval must not stay in force).
+    pub fn deny_after_failure(&self, id: &str, now_ms: u64) -> Result<(), ApprovalError> {
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        let e = inner.entries.get_mut(id).ok_or(ApprovalError::Unknown)?;
+        e.state = ApprovalState::Denied {
+            by: "rampart (the approval could not be audited)".into(),
+        };
+        Ok(())
+    }
+
+    fn decide(
+        &self,
+        id: &str,
+        approver: &str,
+        now_ms: u64,
+        approve: bool,
+    ) -> Result<PendingApproval, ApprovalError> {
+        let mut inner = self.lock();
+        inner.prune(now_ms);
+        let e = inner.entries.get_mut(id).ok_or(ApprovalError::Unknown)?;
+        if approver.is_empty() || e.requested_by.as_deref() == Some(approver) {
+            return Err(ApprovalError::SelfApproval);
+        }
+        if e.state != ApprovalState::Pending {
+            return Err(ApprovalError::AlreadyDecided);
+        }
+        let by = approver.to_string();
+        e.state = if approve {
+            ApprovalState::Approved { by }
+        } else {
+            ApprovalState::Denied { by }
+        };
+        Ok(view(id, e))
     }
 
     /// How many tokens the book remembers now (after dropping the expired ones).
@@ -420,6 +624,19 @@ impl ApprovalBook {
         let mut inner = self.lock();
         inner.prune(now_ms);
         inner.entries.len()
+    }
+}
+
+fn view(id: &str, e: &Entry) -> PendingApproval {
+    PendingApproval {
+        id: ApprovalId(id.to_string()),
+        tool: e.tool.clone(),
+        arguments: e.arguments.clone(),
+        arguments_hash: e.arguments_hash.clone(),
+        requested_by: e.requested_by.clone(),
+        issued_ms: e.issued_ms,
+        expires_ms: e.expires_ms,
+        state: e.state.clone(),
     }
 }
 
@@ -477,6 +694,81 @@ mod tests {
         ApprovalBook::new([7u8; 32], 60_000)
     }
 
+    /// Issued for the key `agent` and approved by the key `human`.
+    fn approved(
+        b: &ApprovalBook,
+        call: &ToolCall,
+        conversation: &str,
+        now_ms: u64,
+    ) -> Result<ApprovalGrant, ApprovalError> {
+        let g = b.issue(call, conversation, Some("agent"), now_ms)?;
+        b.approve(&g.id.0, "human", now_ms)?;
+        Ok(g)
+    }
+
+    /// Issue 35 (4): the caller that made the call redeemed its own token at once.
+    #[test]
+    fn regression_a_token_redeems_only_after_another_key_approved_it() {
+        let b = book();
+        let g = b.issue(&call(), "c", Some("agent"), T0).unwrap();
+        let pending = b.pending(T0);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].id, g.id);
+        assert_eq!(pending[0].requested_by.as_deref(), Some("agent"));
+        assert_eq!(pending[0].arguments, call().arguments);
+        assert_eq!(
+            b.redeem(&g.token, &call(), "c", T0 + 1),
+            Err(ApprovalError::NotApproved { id: g.id.clone() })
+        );
+        assert_eq!(
+            b.approve(&g.id.0, "agent", T0 + 1),
+            Err(ApprovalError::SelfApproval)
+        );
+        assert_eq!(
+            b.approve(&g.id.0, "", T0 + 1),
+            Err(ApprovalError::SelfApproval)
+        );
+        assert_eq!(
+            b.approve("0".repeat(32).as_str(), "human", T0 + 1),
+            Err(ApprovalError::Unknown)
+        );
+        let v = b.approve(&g.id.0, "human", T0 + 2).unwrap();
+        assert_eq!(v.state, ApprovalState::Approved { by: "human".into() });
+        assert!(b.pending(T0 + 2).is_empty());
+        assert_eq!(
+            b.approve(&g.id.0, "other", T0 + 2),
+            Err(ApprovalError::AlreadyDecided)
+        );
+        assert_eq!(b.redeem(&g.token, &call(), "c", T0 + 3), Ok(g.id.clone()));
+        assert_eq!(
+            b.redeem(&g.token, &call(), "c", T0 + 4),
+            Err(ApprovalError::Replayed)
+        );
+        // Denied: never redeemable.
+        let d = b.issue(&call(), "c", Some("agent"), T0).unwrap();
+        b.deny(&d.id.0, "human", T0 + 1).unwrap();
+        assert_eq!(
+            b.redeem(&d.token, &call(), "c", T0 + 2),
+            Err(ApprovalError::Denied)
+        );
+    }
+
+    /// Issue 35 (10): one key filled the book and every other key's CONFIRM became BLOCK.
+    #[test]
+    fn regression_one_requester_cannot_fill_the_book() {
+        let b = book().with_capacity(10).with_requester_capacity(3);
+        for i in 0..3 {
+            b.issue(&call(), "c", Some("greedy"), T0 + i).unwrap();
+        }
+        assert_eq!(
+            b.issue(&call(), "c", Some("greedy"), T0 + 3),
+            Err(ApprovalError::RequesterFull { capacity: 3 })
+        );
+        assert!(b.issue(&call(), "c", Some("polite"), T0 + 3).is_ok());
+        // Expiry gives the share back.
+        assert!(b.issue(&call(), "c", Some("greedy"), T0 + 60_001).is_ok());
+    }
+
     fn call() -> ToolCall {
         ToolCall::new(
             "delete_file",
@@ -487,7 +779,7 @@ mod tests {
     #[test]
     fn a_token_is_good_once_for_its_call() {
         let b = book();
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         assert_eq!(
             b.redeem(&g.token, &call(), "conv-1", T0 + 1),
             Ok(g.id.clone())
@@ -501,7 +793,7 @@ mod tests {
     #[test]
     fn a_token_for_changed_arguments_is_refused() {
         let b = book();
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         let changed = ToolCall::new("delete_file", json!({"path": "/etc/passwd", "force": true}));
         assert_eq!(
             b.redeem(&g.token, &changed, "conv-1", T0 + 1),
@@ -514,7 +806,7 @@ mod tests {
     #[test]
     fn a_token_for_another_tool_or_conversation_is_refused() {
         let b = book();
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         let other = ToolCall::new("send_email", call().arguments);
         assert_eq!(
             b.redeem(&g.token, &other, "conv-1", T0 + 1),
@@ -529,7 +821,7 @@ mod tests {
     #[test]
     fn an_expired_token_is_refused() {
         let b = book();
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         assert_eq!(g.expires_ms, T0 + 60_000);
         assert_eq!(
             b.redeem(&g.token, &call(), "conv-1", T0 + 60_000),
@@ -540,7 +832,7 @@ mod tests {
     #[test]
     fn a_tampered_token_is_refused() {
         let b = book();
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         // A later expiry.
         let parts: Vec<&str> = g.token.split('.').collect();
         let later = format!("{}.{}.{}.{}", parts[0], parts[1], T0 + 9_999_999, parts[3]);
@@ -564,7 +856,7 @@ mod tests {
         );
         // Another book's (another process's) token.
         let other = ApprovalBook::new([8u8; 32], 60_000);
-        let g2 = other.issue(&call(), "conv-1", T0).unwrap();
+        let g2 = approved(&other, &call(), "conv-1", T0).unwrap();
         assert_eq!(
             b.redeem(&g2.token, &call(), "conv-1", T0 + 1),
             Err(ApprovalError::BadSignature)
@@ -587,9 +879,9 @@ mod tests {
     }
 
     #[test]
-    fn argument_key_order_and_unicode_form_do_not_matter() {
+    fn argument_key_order_does_not_matter_and_unicode_form_does() {
         let a: serde_json::Value =
-            serde_json::from_str(r#"{"b": [1, {"y": 2, "x": "ｆｉｌｅ"}], "a": "z"}"#).unwrap();
+            serde_json::from_str(r#"{"b": [1, {"y": 2, "x": "file"}], "a": "z"}"#).unwrap();
         let b: serde_json::Value =
             serde_json::from_str(r#"{"a":"z","b":[1,{"x":"file","y":2}]}"#).unwrap();
         assert_eq!(
@@ -598,22 +890,37 @@ mod tests {
         );
         assert_eq!(canonical_arguments(&a), canonical_arguments(&b));
         let bk = book();
-        let g = bk.issue(&ToolCall::new("t", a), "c", T0).unwrap();
+        let g = approved(&bk, &ToolCall::new("t", a), "c", T0).unwrap();
         assert!(
             bk.redeem(&g.token, &ToolCall::new("t", b), "c", T0 + 1)
                 .is_ok()
         );
     }
 
+    /// Issue 35 (14): a token issued for `file` redeemed the call with `ｆｉｌｅ` (the
+    /// canonical form was NFKC-normalized); the tool receives other bytes.
+    #[test]
+    fn regression_nfkc_equivalent_arguments_do_not_share_a_token() {
+        let plain = serde_json::json!({"x": "file"});
+        let wide = serde_json::json!({"x": "ｆｉｌｅ"});
+        assert_ne!(canonical_arguments(&plain), canonical_arguments(&wide));
+        let bk = book();
+        let g = approved(&bk, &ToolCall::new("t", plain), "c", T0).unwrap();
+        assert!(
+            bk.redeem(&g.token, &ToolCall::new("t", wide), "c", T0 + 1)
+                .is_err()
+        );
+    }
+
     #[test]
     fn a_full_book_refuses_to_issue_until_tokens_expire() {
         let b = book().with_capacity(2);
-        b.issue(&call(), "c", T0).unwrap();
-        let g = b.issue(&call(), "c", T0 + 1).unwrap();
+        approved(&b, &call(), "c", T0).unwrap();
+        let g = approved(&b, &call(), "c", T0 + 1).unwrap();
         // Redeemed tokens are still remembered (a replay must be caught).
         b.redeem(&g.token, &call(), "c", T0 + 2).unwrap();
         assert_eq!(
-            b.issue(&call(), "c", T0 + 3),
+            approved(&b, &call(), "c", T0 + 3),
             Err(ApprovalError::Full { capacity: 2 })
         );
         assert_eq!(
@@ -621,7 +928,7 @@ mod tests {
             Err(ApprovalError::Replayed)
         );
         // Once the first two expire there is room again.
-        assert!(b.issue(&call(), "c", T0 + 60_001).is_ok());
+        assert!(approved(&b, &call(), "c", T0 + 60_001).is_ok());
         assert_eq!(b.outstanding(T0 + 60_001), 1);
     }
 
@@ -640,7 +947,7 @@ mod tests {
     #[test]
     fn a_token_redeemed_from_many_threads_at_once_is_good_once() {
         let b = std::sync::Arc::new(book());
-        let g = b.issue(&call(), "conv-1", T0).unwrap();
+        let g = approved(&b, &call(), "conv-1", T0).unwrap();
         let handles: Vec<_> = (0..8)
             .map(|_| {
                 let (b, token) = (std::sync::Arc::clone(&b), g.token.clone());

@@ -53,8 +53,9 @@ pub fn parse_arguments(raw: &str) -> Result<serde_json::Value, ArgumentsError> {
             max: MAX_ARGUMENT_DEPTH,
         });
     }
-    let v: serde_json::Value =
-        serde_json::from_str(raw).map_err(|e| ArgumentsError::NotJson(e.to_string()))?;
+    // Strict: a key given twice, or two keys equal after folding, is not JSON this
+    // checker can read one way.
+    let v = crate::strict::from_str(raw).map_err(|e| ArgumentsError::NotJson(e.to_string()))?;
     if v.is_object() {
         Ok(v)
     } else {
@@ -98,11 +99,13 @@ fn text_depth_exceeds(raw: &str, max: usize) -> bool {
 pub(crate) enum ValueShape {
     TooDeep,
     TooLarge,
+    FoldedKeys,
 }
 
 /// Checks a value's depth (bounded recursion: it stops descending past the limit, so a
-/// value built a million deep costs at most `MAX_ARGUMENT_DEPTH` frames) and then its JSON
-/// size (serialized into a counting sink that stops at the limit: no allocation).
+/// value built a million deep costs at most `MAX_ARGUMENT_DEPTH` frames), then its JSON
+/// size (serialized into a counting sink that stops at the limit: no allocation), then
+/// that no object has two keys equal after case and width folding.
 pub(crate) fn value_shape(v: &serde_json::Value) -> Result<(), ValueShape> {
     if value_depth_exceeds(v, 1, MAX_ARGUMENT_DEPTH) {
         return Err(ValueShape::TooDeep);
@@ -113,9 +116,13 @@ pub(crate) fn value_shape(v: &serde_json::Value) -> Result<(), ValueShape> {
     };
     // The only error the sink raises is "over the limit"; serde_json cannot fail otherwise
     // on a `Value` (its map keys are strings).
-    match serde_json::to_writer(&mut sink, v) {
-        Ok(()) => Ok(()),
-        Err(_) => Err(ValueShape::TooLarge),
+    if serde_json::to_writer(&mut sink, v).is_err() {
+        return Err(ValueShape::TooLarge);
+    }
+    // Values built in code (or read by a lax parser) can still hold `path` and `PATH`.
+    match crate::strict::folded_collision(v) {
+        Some(_) => Err(ValueShape::FoldedKeys),
+        None => Ok(()),
     }
 }
 

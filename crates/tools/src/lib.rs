@@ -80,9 +80,9 @@ mod policy;
 mod predicate;
 
 pub use approval::{
-    ApprovalBook, ApprovalError, ApprovalGrant, ApprovalId, DEFAULT_APPROVAL_TTL_MS,
-    MAX_OUTSTANDING, RULE_APPROVED, RandomError, TOKEN_PREFIX, apply_approval, argument_hashes,
-    arguments_hash, canonical_arguments, random_key,
+    ApprovalBook, ApprovalError, ApprovalGrant, ApprovalId, ApprovalState, DEFAULT_APPROVAL_TTL_MS,
+    MAX_OUTSTANDING, PendingApproval, RULE_APPROVED, RandomError, TOKEN_PREFIX, apply_approval,
+    argument_hashes, arguments_hash, canonical_arguments, random_key,
 };
 pub use breakglass::{
     ALL_TOOLS, BreakGlassBook, BreakGlassGrant, BreakGlassId, BreakGlassScope,
@@ -92,7 +92,7 @@ pub use breakglass::{
 pub use policy::{
     FlowCondition, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, Risk, ToolAction, ToolSpec,
 };
-pub use predicate::{Failure, Predicate, PredicateError, normalize_path};
+pub use predicate::{Failure, Predicate, PredicateError, plain_path};
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -101,6 +101,7 @@ use std::ops::ControlFlow;
 mod arguments;
 mod condition;
 mod lint;
+pub mod strict;
 
 pub use arguments::{ArgumentsError, MAX_ARGUMENT_BYTES, MAX_ARGUMENT_DEPTH, parse_arguments};
 pub use condition::ConditionError;
@@ -179,8 +180,9 @@ pub enum PolicyError {
 pub struct ToolCall {
     /// The tool's name.
     pub tool: String,
-    /// The arguments (a JSON object).
-    #[serde(default)]
+    /// The arguments (a JSON object). Read strictly: a key given twice, or two keys equal
+    /// after case and width folding, is an error ([`strict`]).
+    #[serde(default, deserialize_with = "strict::deserialize")]
     pub arguments: serde_json::Value,
 }
 
@@ -448,7 +450,16 @@ impl Policy {
         call: &ToolCall,
         ctx: &CallContext,
     ) -> ControlFlow<()> {
-        let name = call.tool.trim();
+        let name = call.tool.as_str();
+        if !plain_tool_name(name) {
+            d.action = ToolAction::Block;
+            d.rules.push(RULE_UNKNOWN_TOOL.into());
+            d.rules.push(RULE_ARGUMENTS_SHAPE.into());
+            d.reasons.push(
+                "tool name is empty or has surrounding space or control characters: BLOCK".into(),
+            );
+            return ControlFlow::Break(());
+        }
         let Some(tool) = self.tools.get(name) else {
             d.action = self.default;
             d.rules.push(RULE_UNKNOWN_TOOL.into());
@@ -534,6 +545,12 @@ impl Policy {
     }
 }
 
+/// A tool name matched as written: not empty, no surrounding white space (an agent
+/// framework that trims would run a tool the policy never matched), no control character.
+fn plain_tool_name(name: &str) -> bool {
+    !name.is_empty() && name.trim() == name && !name.chars().any(char::is_control)
+}
+
 /// `Break` when the decision is BLOCK (the check stops there).
 fn blocked(d: &ToolDecision) -> ControlFlow<()> {
     if d.action == ToolAction::Block {
@@ -560,12 +577,32 @@ fn arguments_object<'a>(
     }
 }
 
-/// The tool's argument predicates; the first failure BLOCKs.
+/// The tool's argument predicates; the first failure BLOCKs. A key that is not a
+/// constrained argument's name but equal to it after case and width folding (`PATH` for
+/// `path`) BLOCKs too: a tool that looks names up loosely would read the unchecked one.
 fn check_arguments(
     d: &mut ToolDecision,
     tool: &CompiledTool,
     args: Option<&serde_json::Map<String, serde_json::Value>>,
 ) -> ControlFlow<()> {
+    if let Some(m) = args {
+        for key in m.keys() {
+            if tool.args.contains_key(key) {
+                continue;
+            }
+            let folded = strict::fold_key(key);
+            if let Some(arg) = tool.args.keys().find(|a| strict::fold_key(a) == folded) {
+                d.action = ToolAction::Block;
+                d.rules.push(RULE_ARGUMENT.into());
+                d.failed_argument = Some(arg.clone());
+                d.failed_check = Some("alias".into());
+                d.reasons.push(format!(
+                    "argument `{arg}` is also given under a key equal to it after case and width folding"
+                ));
+                return ControlFlow::Break(());
+            }
+        }
+    }
     for (arg, p) in &tool.args {
         if let Err(f) = p.check(args.and_then(|m| m.get(arg))) {
             d.action = ToolAction::Block;
@@ -666,6 +703,9 @@ fn block_on_bad_shape(d: &mut ToolDecision, args: &serde_json::Value) -> bool {
         }
         Err(arguments::ValueShape::TooLarge) => {
             format!("arguments are larger than {MAX_ARGUMENT_BYTES} bytes")
+        }
+        Err(arguments::ValueShape::FoldedKeys) => {
+            "arguments have two keys equal after case and width folding".into()
         }
     };
     d.action = ToolAction::Block;

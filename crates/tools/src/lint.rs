@@ -7,7 +7,7 @@ use crate::policy::{
     ConditionSpec, Escalation, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, Risk,
     ToolAction, ToolSpec,
 };
-use crate::predicate::{Predicate, PredicateError, normalize_path};
+use crate::predicate::{Predicate, PredicateError, plain_path};
 use crate::{Policy, PolicyError};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -520,7 +520,7 @@ fn lint_predicate(spec: &PredicateSpec, place: &str, r: &mut LintReport) {
         }
     }
     for root in spec.path_under.iter().flatten() {
-        let Some(parts) = normalize_path(root) else {
+        let Some(parts) = plain_path(root) else {
             continue;
         };
         let normal = format!("/{}", parts.join("/"));

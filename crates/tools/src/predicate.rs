@@ -39,8 +39,10 @@ pub enum PredicateError {
     /// `range` with min > max or a non-finite bound.
     #[error("range must be [min, max] with finite min <= max")]
     Range,
-    /// A `path_under` root that is not an absolute, normalized path.
-    #[error("path_under root `{0}` must be absolute and normalized (no `..`)")]
+    /// A `path_under` root that is not an absolute path written plainly.
+    #[error(
+        "path_under root `{0}` must be absolute and plain (no `..`, `\\`, percent-escapes or look-alike separators)"
+    )]
     Root(String),
     /// An empty list.
     #[error("`{0}` must not be empty")]
@@ -129,9 +131,9 @@ impl Predicate {
             .map(|roots| {
                 roots
                     .iter()
-                    .map(|r| match normalize_path(r) {
-                        Some(c) if r.starts_with('/') && !r.contains("..") => Ok(c),
-                        _ => Err(PredicateError::Root(r.clone())),
+                    .map(|r| match plain_path(r) {
+                        Some(c) => Ok(c.into_iter().map(str::to_string).collect()),
+                        None => Err(PredicateError::Root(r.clone())),
                     })
                     .collect::<Result<Vec<_>, _>>()
             })
@@ -141,10 +143,7 @@ impl Predicate {
                 .map(|l| l.iter().map(|s| nfkc(s).to_lowercase()).collect::<Vec<_>>())
         };
         let p = Self {
-            one_of: spec
-                .one_of
-                .as_ref()
-                .map(|l| l.iter().map(|s| nfkc(s).into_owned()).collect()),
+            one_of: spec.one_of.clone(),
             regex,
             max_length: spec.max_length,
             range: spec.range,
@@ -168,19 +167,43 @@ impl Predicate {
         Ok(p)
     }
 
-    /// Checks a value (`None`: the argument is absent).
+    /// Checks a value (`None`: the argument is absent). An array is checked element by
+    /// element (nested arrays too): every element must pass, and an empty array counts as
+    /// absent. Objects are checked as their JSON text, which no path, URL or address
+    /// predicate accepts.
     pub fn check(&self, value: Option<&serde_json::Value>) -> Result<(), Failure> {
-        let Some(value) = value.filter(|v| !v.is_null()) else {
+        let absent = |v: &&serde_json::Value| match v {
+            serde_json::Value::Null => true,
+            serde_json::Value::Array(a) => a.is_empty(),
+            _ => false,
+        };
+        let Some(value) = value.filter(|v| !absent(v)) else {
             return if self.optional {
                 Ok(())
             } else {
                 Err(Failure::Missing)
             };
         };
+        self.check_value(value)
+    }
+
+    fn check_value(&self, value: &serde_json::Value) -> Result<(), Failure> {
+        match value {
+            serde_json::Value::Array(a) => a.iter().try_for_each(|x| self.check_value(x)),
+            serde_json::Value::Null => Err(Failure::Type),
+            one => self.check_one(one),
+        }
+    }
+
+    /// Checks one value that is not an array. Every check reads the value as the tool
+    /// will: the raw text, exactly (no NFKC, no decoding), except `not_contains`, a deny
+    /// list, which refuses a forbidden substring in the raw text or in any decoded form of
+    /// it (see [`folded_readings`]).
+    fn check_one(&self, value: &serde_json::Value) -> Result<(), Failure> {
         if let Some([lo, hi]) = self.range {
             let n = match value {
                 serde_json::Value::Number(n) => n.as_f64(),
-                serde_json::Value::String(s) => nfkc(s).trim().parse::<f64>().ok(),
+                serde_json::Value::String(s) => s.trim().parse::<f64>().ok(),
                 _ => None,
             };
             match n {
@@ -200,11 +223,11 @@ impl Predicate {
             return Ok(());
         }
         let text = match value {
-            serde_json::Value::String(s) => nfkc(s),
+            serde_json::Value::String(s) => Cow::Borrowed(s.as_str()),
             serde_json::Value::Number(n) => Cow::Owned(n.to_string()),
             serde_json::Value::Bool(b) => Cow::Borrowed(if *b { "true" } else { "false" }),
             // Structured values are checked as their JSON text (a nested attack is text too).
-            other => Cow::Owned(nfkc(&other.to_string()).into_owned()),
+            other => Cow::Owned(other.to_string()),
         };
         if let Some(l) = &self.one_of
             && !l.iter().any(|x| *x == text)
@@ -221,11 +244,12 @@ impl Predicate {
         {
             return Err(Failure::MaxLength);
         }
-        if let Some(l) = &self.not_contains {
-            let low = text.to_lowercase();
-            if l.iter().any(|x| low.contains(x.as_str())) {
-                return Err(Failure::NotContains);
-            }
+        if let Some(l) = &self.not_contains
+            && folded_readings(&text)
+                .iter()
+                .any(|r| l.iter().any(|x| r.contains(x.as_str())))
+        {
+            return Err(Failure::NotContains);
         }
         if let Some(hosts) = &self.url_host_in
             && !url_host_ok(&text, hosts)
@@ -246,42 +270,132 @@ impl Predicate {
     }
 }
 
-fn url_host_ok(text: &str, hosts: &[String]) -> bool {
-    let Ok(u) = url::Url::parse(text.trim()) else {
-        return false;
-    };
-    if !matches!(u.scheme(), "http" | "https") {
-        return false;
+/// The readings a deny list must not match: the raw text and its decoded form
+/// (percent-decoded, NFKC, look-alike and back slashes folded to `/`), both lower-cased,
+/// so `/workspace/%2egit/` and `/workspace/.git\\hooks` contain `/.git/` as `path_under`
+/// reads them.
+fn folded_readings(text: &str) -> Vec<String> {
+    let raw = text.to_lowercase();
+    match fold_path(text) {
+        Some(f) => {
+            let f = f.to_lowercase();
+            if f == raw { vec![raw] } else { vec![raw, f] }
+        }
+        // Not UTF-8 once decoded: the raw reading alone (a path predicate refuses it).
+        None => vec![raw],
     }
-    // The url crate lower-cases and IDNA-maps the host, and takes `user@` off it, so
-    // `https://api.example.com@evil.example/` has host `evil.example`.
-    u.host_str()
-        .map(|h| h.trim_end_matches('.'))
-        .is_some_and(|h| hosts.iter().any(|x| x.trim_end_matches('.') == h))
 }
 
-fn emails_ok(text: &str, domains: &[String]) -> bool {
-    let mut any = false;
-    for part in text.split([',', ';']) {
-        let part = part.trim();
-        if part.is_empty() {
-            continue;
-        }
-        // "Name <a@b>" → a@b.
-        let addr = match (part.rfind('<'), part.rfind('>')) {
-            (Some(a), Some(b)) if a < b => &part[a + 1..b],
-            _ => part,
-        };
-        let Some((local, domain)) = addr.trim().rsplit_once('@') else {
-            return false;
-        };
-        let domain = domain.trim().trim_end_matches('.').to_lowercase();
-        if local.is_empty() || domain.is_empty() || !domains.contains(&domain) {
-            return false;
-        }
-        any = true;
+/// An http(s) URL whose host every reader takes to be one of `hosts`.
+///
+/// URL parsers disagree on exactly the characters an attacker reaches for: the WHATWG
+/// parser (the `url` crate, browsers, Node) reads `\` as `/`, curl and Python's `urllib`
+/// read it as a name character, so `http://docs.rs\@127.0.0.1/` has host `docs.rs` for one
+/// and `127.0.0.1` for the others. So the authority must be plain: ASCII letters, digits,
+/// `-` and `.`, an optional `:port`, no user-info, no percent-escapes, no brackets; and the
+/// whole URL holds no back slash, space or control character. The `url` crate must then
+/// read the same host.
+fn url_host_ok(text: &str, hosts: &[String]) -> bool {
+    let Some(host) = plain_url_host(text) else {
+        return false;
+    };
+    let Ok(u) = url::Url::parse(text) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let host = host.strip_suffix('.').unwrap_or(&host);
+    u.host_str().map(|h| h.strip_suffix('.').unwrap_or(h)) == Some(host)
+        && hosts.iter().any(|x| x.trim_end_matches('.') == host)
+}
+
+/// The host of a URL written plainly (see [`url_host_ok`]), as written.
+fn plain_url_host(text: &str) -> Option<&str> {
+    if text
+        .chars()
+        .any(|c| c == '\\' || c.is_whitespace() || c.is_control())
+    {
+        return None;
     }
-    any
+    let (scheme, rest) = text.split_once("://")?;
+    if !(scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")) {
+        return None;
+    }
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let (host, port) = match authority.split_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (authority, None),
+    };
+    if port.is_some_and(|p| p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit())) {
+        return None;
+    }
+    let labels = host.strip_suffix('.').unwrap_or(host);
+    (!labels.is_empty() && labels.split('.').all(plain_label)).then_some(host)
+}
+
+/// Every address in the field is plain and in `domains`.
+///
+/// Address parsers disagree on comments, groups, quoted local parts, several angle
+/// brackets and line breaks (`x@evil.com (n) <boss@example.com>` is `x@evil.com` to
+/// Python's `email.utils`). So the field must be a comma-separated list of mailboxes
+/// written plainly: `local@domain` or `Display Name <local@domain>`, where the local part
+/// is a dot-atom, the domain ASCII letters, digits, `-` and `.`, and the display name
+/// words of letters, digits and `.`, `'`, `-`, `_` separated by single spaces. Anything
+/// else (quotes, parentheses, `;`, `:`, `\`, control characters, a second `<`) is refused.
+fn emails_ok(text: &str, domains: &[String]) -> bool {
+    plain_addresses(text).is_some_and(|addrs| {
+        addrs.iter().all(|(_, domain)| {
+            let d = domain.to_ascii_lowercase();
+            domains.iter().any(|x| x.trim_end_matches('.') == d)
+        })
+    })
+}
+
+/// The (local part, domain) of each mailbox of a plainly written address list.
+fn plain_addresses(text: &str) -> Option<Vec<(&str, &str)>> {
+    let mut out = Vec::new();
+    for mailbox in text.split(',') {
+        let mailbox = mailbox.trim_matches(' ');
+        let addr = match mailbox.split_once('<') {
+            Some((name, rest)) => {
+                let addr = rest.strip_suffix('>')?;
+                if !plain_display_name(name.strip_suffix(' ').unwrap_or(name)) {
+                    return None;
+                }
+                addr
+            }
+            None => mailbox,
+        };
+        out.push(plain_addr_spec(addr)?);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn plain_display_name(name: &str) -> bool {
+    let word_char = |c: char| c.is_alphanumeric() || matches!(c, '.' | '\'' | '-' | '_');
+    name.is_empty()
+        || name
+            .split(' ')
+            .all(|w| !w.is_empty() && w.chars().all(word_char))
+}
+
+fn plain_addr_spec(addr: &str) -> Option<(&str, &str)> {
+    let (local, domain) = addr.split_once('@')?;
+    // RFC 5322 `atext`, without the characters some readers treat specially ('%', '!',
+    // '`', '|' route or pipe in old mailers).
+    let atext = |b: u8| b.is_ascii_alphanumeric() || b"#$&'*+-/=?^_{}~".contains(&b);
+    let dot_atom = local
+        .split('.')
+        .all(|p| !p.is_empty() && p.bytes().all(atext));
+    (dot_atom && local.len() <= 64 && domain.split('.').all(plain_label)).then_some((local, domain))
+}
+
+/// A DNS label written plainly: 1-63 ASCII letters, digits and inner hyphens.
+fn plain_label(l: &str) -> bool {
+    !l.is_empty()
+        && l.len() <= 63
+        && !l.starts_with('-')
+        && !l.ends_with('-')
+        && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
 /// Look-alikes of `/`, `\` and `.` that NFKC leaves alone.
@@ -292,14 +406,6 @@ fn fold_lookalikes(c: char) -> char {
         '\u{2024}' | '\u{FF0E}' | '\u{3002}' | '\u{FF61}' => '.',
         other => other,
     }
-}
-
-/// A path's components after percent-decoding (bounded rounds), NFKC, look-alike folding
-/// and lexical resolution of `.` and `..`. `None` when the path escapes its root, holds a
-/// NUL, or is not absolute.
-pub fn normalize_path(raw: &str) -> Option<Vec<String>> {
-    let folded = fold_path(raw)?;
-    resolve_path(&folded).map(|parts| parts.into_iter().map(str::to_string).collect())
 }
 
 /// Percent-decoded (bounded rounds), NFKC, look-alikes folded.
@@ -319,29 +425,54 @@ fn fold_path(raw: &str) -> Option<String> {
     Some(nfkc(&s).chars().map(fold_lookalikes).collect())
 }
 
-/// The components of a folded path, `.` and `..` resolved (borrowed from it).
-fn resolve_path(s: &str) -> Option<Vec<&str>> {
-    if s.contains('\0') || !s.starts_with('/') {
+/// The components of a path every reader resolves alike, or `None`.
+///
+/// Readers disagree on a path's separators and escapes: Python's `os.path` and Node's
+/// `path` split on `/` only, a web server or a Windows tool also on `\`, a tool that
+/// percent-decodes or NFKC-normalizes its input sees `/` in `%2f` and `／`. And `..` after
+/// a symbolic link leaves the link's target, not its parent, in `realpath`. So a checked
+/// path is absolute, does not start with `//` (its meaning is implementation-defined in
+/// POSIX), has no `..` component, no control character, no `\`, no `%` followed by two
+/// hex digits, and no character that NFKC or a look-alike map turns into `/`, `\`, `.` or
+/// `%`. Empty and `.` components are dropped: every reader drops them.
+pub fn plain_path(raw: &str) -> Option<Vec<&str>> {
+    if !raw.starts_with('/') || raw.starts_with("//") {
         return None;
     }
-    let mut out: Vec<&str> = Vec::new();
-    for c in s.split('/') {
+    let bytes = raw.as_bytes();
+    let percent_escape = bytes
+        .windows(3)
+        .any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+    if percent_escape || raw.chars().any(ambiguous_in_path) {
+        return None;
+    }
+    let mut out = Vec::new();
+    for c in raw.split('/') {
         match c {
             "" | "." => {}
-            ".." => {
-                out.pop()?;
-            }
+            ".." => return None,
             other => out.push(other),
         }
     }
     Some(out)
 }
 
-fn path_under_ok(text: &str, roots: &[Vec<String>]) -> bool {
-    let Some(folded) = fold_path(text.trim()) else {
+/// A character some reader of a path takes for something else (see [`plain_path`]).
+fn ambiguous_in_path(c: char) -> bool {
+    if c == '\\' || c.is_control() {
+        return true;
+    }
+    if c.is_ascii() {
         return false;
-    };
-    resolve_path(&folded).is_some_and(|p| {
+    }
+    fold_lookalikes(c) != c
+        || std::iter::once(c)
+            .nfkc()
+            .any(|n| matches!(n, '/' | '\\' | '.' | '%') || n.is_control())
+}
+
+fn path_under_ok(text: &str, roots: &[Vec<String>]) -> bool {
+    plain_path(text).is_some_and(|p| {
         roots
             .iter()
             .any(|r| r.len() <= p.len() && r.iter().zip(&p).all(|(a, b)| a == b))

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use rampart_tools::{CallContext, Policy, PolicyError, Risk, ToolAction, ToolCall, normalize_path};
+use rampart_tools::{CallContext, Policy, PolicyError, Risk, ToolAction, ToolCall, plain_path};
 use serde_json::json;
 
 const REFERENCE: &str = r#"
@@ -87,19 +87,22 @@ fn path_traversal_is_refused() {
         "docs/guide.md",
         "/srv/app/docs/a\0b",
         "/../srv/app/docs/x",
+        // Resolved lexically these stay inside; after a symbolic link `..` does not.
+        "/srv/app/docs/a/../b/./c.md",
     ] {
         let d = check("read_file", json!({ "path": path }));
         assert_eq!(d.action, ToolAction::Block, "{path:?}");
         assert_eq!(d.failed_argument.as_deref(), Some("path"));
         assert_eq!(d.failed_check.as_deref(), Some("path_under"));
     }
-    // Inside the root after resolution: fine.
-    let d = check("read_file", json!({"path": "/srv/app/docs/a/../b/./c.md"}));
+    // Empty and `.` components are read alike by everyone: fine.
+    let d = check("read_file", json!({"path": "/srv/app/docs//b/./c.md"}));
     assert_eq!(d.action, ToolAction::Allow);
     assert_eq!(
-        normalize_path("/srv/app/docs/a/../b").unwrap(),
-        ["srv", "app", "docs", "b"]
+        plain_path("/srv/app/docs//b/./c.md").unwrap(),
+        ["srv", "app", "docs", "b", "c.md"]
     );
+    assert_eq!(plain_path("/srv/app/docs/a/../b"), None);
 }
 
 #[test]
@@ -118,19 +121,19 @@ fn email_and_url_predicates() {
         json!({"to": "Ann <ann@example.com>, bob@example.com", "body": "hi"}),
     );
     assert_eq!(ok.action, ToolAction::Allow);
+    assert_eq!(
+        check("send_email", json!({"to": "ann@EXAMPLE.com", "body": "hi"})).action,
+        ToolAction::Allow
+    );
     for to in [
         "eve@evil.example",
         "ann@example.com, eve@example.com.evil.example",
+        // A trailing dot is not a plain address (and not one SMTP accepts).
         "ann@EXAMPLE.com.",
         "nobody",
     ] {
         let d = check("send_email", json!({"to": to, "body": "hi"}));
-        let want = if to == "ann@EXAMPLE.com." {
-            ToolAction::Allow
-        } else {
-            ToolAction::Block
-        };
-        assert_eq!(d.action, want, "{to}");
+        assert_eq!(d.action, ToolAction::Block, "{to}");
     }
     let long = "x".repeat(5001);
     assert_eq!(

@@ -2,6 +2,8 @@
 //! (`cargo test -p rampart-tools --test tests AREA::`).
 
 mod context;
+mod differential;
+mod escapes;
 mod examples;
 mod lint;
 mod policy;

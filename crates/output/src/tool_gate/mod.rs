@@ -8,7 +8,9 @@
 //!   arguments, binding; single use, TTL); a CONFIRM or BLOCK is turned into ALLOW by an
 //!   active break-glass grant whose scope covers the call (not over failed arguments unless
 //!   the grant says `override_arguments`, never over malformed ones); a CONFIRM left gets a
-//!   fresh approval token.
+//!   fresh approval token, pending until an approver other than the caller approves it
+//!   ([`ToolGate::approvals`]); a resubmission with a token still pending is answered with
+//!   the same pending approval, not a new one.
 //! * **Plain answers** ([`PlainAnswer`]): an allowed call stays; a blocked or confirmed call
 //!   is removed from `tool_calls` and named in the message's `refusal` (and `content` when
 //!   the model sent none): tool and rules, never argument values. When no call is left,
@@ -68,10 +70,17 @@ pub struct ToolGateBuilder {
     policy: Policy,
     approval_ttl_s: u64,
     max_pending_approvals: usize,
+    max_pending_approvals_per_key: usize,
     breakglass_max_ttl_s: u64,
 }
 
 impl ToolGateBuilder {
+    /// Most approval tokens one API key may hold pending at once. Default 1000.
+    pub fn max_pending_approvals_per_key(mut self, n: usize) -> Self {
+        self.max_pending_approvals_per_key = n;
+        self
+    }
+
     /// Seconds an approval token is valid. Default 600.
     pub fn approval_ttl_s(mut self, seconds: u64) -> Self {
         self.approval_ttl_s = seconds;
@@ -93,7 +102,8 @@ impl ToolGateBuilder {
     /// The gate, with a fresh random key for its approval tokens.
     pub fn build(self) -> Result<ToolGate, RandomError> {
         let approvals = ApprovalBook::with_random_key(self.approval_ttl_s.saturating_mul(1000))?
-            .with_capacity(self.max_pending_approvals);
+            .with_capacity(self.max_pending_approvals)
+            .with_requester_capacity(self.max_pending_approvals_per_key);
         Ok(ToolGate {
             policy: self.policy,
             approvals,
@@ -109,14 +119,22 @@ impl ToolGate {
             policy,
             approval_ttl_s: 600,
             max_pending_approvals: 10_000,
+            max_pending_approvals_per_key: 1_000,
             breakglass_max_ttl_s: 3600,
         }
+    }
+
+    /// The approvals: pending ones for approvers to list, approve or deny.
+    pub fn approvals(&self) -> &ApprovalBook {
+        &self.approvals
     }
 
     /// Decides one call at `now_ms` (Unix milliseconds): policy, approval tokens,
     /// break-glass, then a fresh token for a CONFIRM left (see the module documentation).
     pub fn decide(&self, call: PendingCall<'_>, now_ms: u64) -> ToolVerdict {
-        let tool = call.tool.trim().to_string();
+        // As the model sent it: the policy refuses a name with surrounding space rather
+        // than match a tool the agent framework might not trim to.
+        let tool = call.tool.to_string();
         let mut ctx = call.context;
         ctx.now_ms = Some(now_ms);
         let (decision, arguments) = self.check(&tool, call.arguments, &ctx);
@@ -130,6 +148,7 @@ impl ToolGate {
             arguments_hash,
             arguments,
             approval: None,
+            approval_pending: false,
             approval_error: None,
             overridden: None,
             redeemed_expires_ms: 0,
@@ -154,7 +173,7 @@ impl ToolGate {
         {
             v.overridden = Some(before);
         }
-        self.issue(&mut v, now_ms);
+        self.issue(&mut v, call.caller_key, now_ms);
         v
     }
 
@@ -212,6 +231,29 @@ impl ToolGate {
                         v.approval_error = None;
                         break;
                     }
+                    // Genuine, for this call, and waiting for an approver: answered with
+                    // the same pending approval (no new token).
+                    Err(rampart_tools::ApprovalError::NotApproved { id }) => {
+                        let expires_ms = t
+                            .split('.')
+                            .nth(2)
+                            .and_then(|x| x.parse().ok())
+                            .unwrap_or_default();
+                        v.approval = Some(rampart_tools::ApprovalGrant {
+                            id: id.clone(),
+                            token: t.clone(),
+                            tool: v.tool.clone(),
+                            arguments_hash: v.arguments_hash.clone(),
+                            conversation: v.binding.clone(),
+                            expires_ms,
+                        });
+                        v.approval_pending = true;
+                        v.approval_error = Some(ApprovalRefusal {
+                            name: "not_approved",
+                            message: format!("approval {id} is waiting for an approver"),
+                        });
+                        break;
+                    }
                     // Tokens for other calls of the same answer are expected: the last
                     // refusal is reported.
                     Err(e) => {
@@ -230,14 +272,20 @@ impl ToolGate {
         }
     }
 
-    /// A CONFIRM left gets a fresh approval token (no token: BLOCK, fail closed).
-    fn issue(&self, v: &mut ToolVerdict, now_ms: u64) {
+    /// A CONFIRM left gets a fresh approval token, pending until an approver other than
+    /// `requester` approves it (no token: BLOCK, fail closed), unless the call came with
+    /// one still pending.
+    fn issue(&self, v: &mut ToolVerdict, requester: Option<&str>, now_ms: u64) {
+        if v.approval_pending {
+            return;
+        }
         if let Some(args) = &v.arguments
             && v.decision.action == ToolAction::Confirm
         {
             match self.approvals.issue(
                 &ToolCall::new(v.tool.clone(), args.clone()),
                 &v.binding,
+                requester,
                 now_ms,
             ) {
                 Ok(a) => v.approval = Some(a),

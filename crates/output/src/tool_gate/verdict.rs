@@ -12,7 +12,7 @@ pub const RULE_FAIL_CLOSED: &str = "TOOL_FAIL_CLOSED";
 /// One call to decide.
 #[derive(Debug)]
 pub struct PendingCall<'a> {
-    /// The tool's name as the model sent it (trimmed before the policy sees it).
+    /// The tool's name as the model sent it (matched as written).
     pub tool: &'a str,
     /// The parsed arguments, or why they could not be ([`arguments_of`]).
     pub arguments: Result<Value, ArgumentsError>,
@@ -48,7 +48,7 @@ impl<'a> PendingCall<'a> {
 /// The outcome of one call.
 #[derive(Debug, Clone)]
 pub struct ToolVerdict {
-    /// The tool's name, trimmed.
+    /// The tool's name as the model sent it.
     pub tool: String,
     /// The policy's decision, after approvals and break-glass grants.
     pub decision: ToolDecision,
@@ -58,8 +58,11 @@ pub struct ToolVerdict {
     /// The parsed arguments (for the audit log when values are configured, and to show a
     /// held call); `None` when malformed.
     pub arguments: Option<Value>,
-    /// The approval token issued for a CONFIRM.
+    /// The approval token issued for a CONFIRM (or the pending one the call came with).
     pub approval: Option<ApprovalGrant>,
+    /// `approval` is one the call came with, still waiting for an approver (not newly
+    /// issued).
+    pub approval_pending: bool,
     /// Why a presented token was refused (the last refusal).
     pub approval_error: Option<ApprovalRefusal>,
     /// What the policy decided before a break-glass grant overrode it.
@@ -127,13 +130,15 @@ impl ToolVerdict {
     }
 }
 
-/// An issued approval as the client sees it: id, token and expiry (RFC 3339 and epoch
-/// milliseconds).
+/// An issued approval as the client sees it: id, token, state (`pending`: an approver
+/// other than the caller must approve it before the token redeems) and expiry (RFC 3339
+/// and epoch milliseconds).
 pub fn approval_json(a: &ApprovalGrant) -> Value {
     let ms = i64::try_from(a.expires_ms).unwrap_or(i64::MAX);
     json!({
         "id": a.id,
         "token": a.token,
+        "state": "pending",
         "expires_at": UtcTime::from_unix_ms(ms)
             .map_or_else(|| ms.to_string(), |t| t.to_rfc3339(Precision::Millis)),
         "expires_at_ms": a.expires_ms,

@@ -32,6 +32,7 @@ impl fmt::Debug for ChainSecret {
 }
 
 const CONTEXT: &str = "rampart-conversation 2026 chain key v1";
+const TENANT_CONTEXT: &str = "rampart-conversation 2026 tenant chain key v1";
 
 impl ChainSecret {
     /// Derives the chain secret from arbitrary key material.
@@ -46,6 +47,22 @@ impl ChainSecret {
             h.update(p);
         }
         *h.finalize().as_bytes()
+    }
+
+    /// The secret of one tenant's partition: derived from this one and the tenant's name,
+    /// so two tenants' chain keys, hints and fingerprints never meet (issue 35: one API
+    /// key's conversation could block, or unblock, another's).
+    pub fn for_tenant(&self, tenant: &str) -> ChainSecret {
+        let mut material = Vec::with_capacity(32 + tenant.len());
+        material.extend_from_slice(&self.0);
+        material.extend_from_slice(tenant.as_bytes());
+        Self(blake3::derive_key(TENANT_CONTEXT, &material))
+    }
+
+    /// A 64-bit tag naming a tenant inside the store (its quota and LRU), never 0.
+    pub(crate) fn tenant_tag(&self, tenant: &str) -> u64 {
+        let h = self.hash(7, &[tenant.as_bytes()]);
+        u64::from_le_bytes([h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7]]).max(1)
     }
 
     /// `key_0 = H(k, "root")`.

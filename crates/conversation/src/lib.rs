@@ -96,5 +96,5 @@ pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,
     Evidence, HintRow, LineageRow, MAX_BLOCKED_FINGERPRINTS, MAX_HINTS_PER_LINEAGE, ManualClock,
     NodeRow, ObserveError, RestoreStats, StoreChanges, StoreOptions, StoreRestoreStats,
-    SystemClock, TurnVerdict,
+    SystemClock, TenantStore, TurnVerdict,
 };

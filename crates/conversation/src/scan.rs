@@ -16,7 +16,9 @@ use crate::agreement::AgreementDetector;
 use crate::ledger::{AssistantLedger, HIST_FORGED, HistoryPolicy, apply_history_policy};
 use crate::refusal::RefusalDetector;
 use crate::risk::OptionsError;
-use crate::store::{ConversationState, ConversationStore, ObserveError, StoreOptions, TurnVerdict};
+use crate::store::{
+    ConversationState, ConversationStore, ObserveError, StoreOptions, TenantStore, TurnVerdict,
+};
 use crate::{ConversationFinding, ConversationReport, HistoryReport, StateMode, TurnRisk};
 use crate::{LedgerOptions, ledger::HistoryCheck};
 use rampart_core::conversation::{
@@ -197,6 +199,8 @@ pub struct ConversationScanner {
     ledger: Option<Arc<AssistantLedger>>,
     refusals: RefusalDetector,
     agreement: Option<Arc<AgreementDetector>>,
+    /// The partition of the store this scanner reads and writes (an API key id).
+    tenant: Option<Arc<str>>,
 }
 
 /// Key material of the throwaway state of a stateless scan: never persisted, never shared,
@@ -220,6 +224,7 @@ impl ConversationScanner {
             ledger: None,
             refusals: RefusalDetector::new(),
             agreement,
+            tenant: None,
         })
     }
 
@@ -241,6 +246,7 @@ impl ConversationScanner {
             ledger,
             refusals: RefusalDetector::new(),
             agreement,
+            tenant: None,
         })
     }
 
@@ -259,6 +265,23 @@ impl ConversationScanner {
             ledger,
             refusals: self.refusals.clone(),
             agreement: self.agreement.clone(),
+            tenant: self.tenant.clone(),
+        }
+    }
+
+    /// The same scanner over the partition of `tenant` (an API key id) of its store:
+    /// cheap (everything compiled is shared), one per request in the service, so one key's
+    /// conversations never meet another's.
+    pub fn for_tenant(&self, tenant: Option<&str>) -> Self {
+        Self {
+            pipeline: self.pipeline.clone(),
+            options: self.options.clone(),
+            mode: self.mode,
+            store: self.store.clone(),
+            ledger: self.ledger.clone(),
+            refusals: self.refusals.clone(),
+            agreement: self.agreement.clone(),
+            tenant: tenant.map(Arc::from),
         }
     }
 
@@ -294,7 +317,7 @@ impl ConversationScanner {
         if let Some(store) = &self.store
             && self.refusals.is_refusal(&answer.text)
         {
-            store.note_refusal(&msgs);
+            store.tenant(self.tenant.as_deref()).note_refusal(&msgs);
         }
     }
 
@@ -310,13 +333,16 @@ impl ConversationScanner {
 
         // A stateless scan gets a throwaway store of its own.
         let owned;
-        let store: &ConversationStore = match &self.store {
+        let shared: &ConversationStore = match &self.store {
             Some(s) => s,
             None => {
                 owned = ConversationStore::new(self.options.store.clone(), STATELESS_KEY)?;
                 &owned
             }
         };
+        // The caller's own partition (per API key in the service).
+        let tenant_store = shared.tenant(self.tenant.as_deref());
+        let store = &tenant_store;
 
         let history = self.ledger.as_ref().map(|l| l.check(&msgs));
         let forged: Vec<usize> = history
@@ -387,7 +413,7 @@ impl ConversationScanner {
     /// calls scanned now are looked at.
     fn note_history_refusals(
         &self,
-        store: &ConversationStore,
+        store: &TenantStore<'_>,
         turns: &[Turn],
         msgs: &[(Role, &str)],
         calls: &[usize],
@@ -411,7 +437,7 @@ impl ConversationScanner {
     /// Scans one call and records it in the state.
     fn scan_call(
         &self,
-        store: &ConversationStore,
+        store: &TenantStore<'_>,
         req: &ConversationRequest,
         msgs: &[(Role, &str)],
         calls: &[usize],
@@ -541,7 +567,7 @@ impl ConversationScanner {
     /// What the state knew before the call at `start..`, for the judge.
     fn context(
         &self,
-        store: &ConversationStore,
+        store: &TenantStore<'_>,
         before: Option<&ConversationState>,
         msgs: &[(Role, &str)],
         start: usize,

@@ -34,6 +34,9 @@ pub const MAX_HINTS_PER_LINEAGE: usize = 4;
 pub struct StoreOptions {
     /// Most nodes kept; the least recently used go first.
     pub max_entries: usize,
+    /// Most nodes one tenant (an API key) may hold; past it, that tenant's least recently
+    /// used go first, so one key cannot evict another's state. `None`: `max_entries`.
+    pub max_entries_per_tenant: Option<usize>,
     /// Seconds after its last use at which a node counts as absent.
     pub ttl_seconds: u64,
     /// Scoring parameters.
@@ -44,6 +47,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         Self {
             max_entries: DEFAULT_MAX_ENTRIES,
+            max_entries_per_tenant: None,
             ttl_seconds: DEFAULT_TTL_SECONDS,
             risk: RiskParams::default(),
         }
@@ -51,10 +55,20 @@ impl Default for StoreOptions {
 }
 
 impl StoreOptions {
+    /// A tenant's share: `max_entries_per_tenant`, at most `max_entries`.
+    pub fn tenant_quota(&self) -> usize {
+        self.max_entries_per_tenant
+            .unwrap_or(self.max_entries)
+            .min(self.max_entries)
+    }
+
     /// Checks every field.
     pub fn validate(&self) -> Result<(), OptionsError> {
         if self.max_entries == 0 {
             return Err(OptionsError::MaxEntries(self.max_entries));
+        }
+        if self.max_entries_per_tenant == Some(0) {
+            return Err(OptionsError::MaxEntries(0));
         }
         if self.ttl_seconds == 0 {
             return Err(OptionsError::Ttl(self.ttl_seconds));
@@ -337,6 +351,7 @@ fn node_from_row(row: NodeRow, tick: u64) -> Option<Node> {
         tick,
         lineage,
         persisted: true,
+        tenant: 0,
     })
 }
 
@@ -370,6 +385,20 @@ struct Node {
     /// Whether the database has a row for this key as of the last drain (so its removal
     /// must be written).
     persisted: bool,
+    /// The tenant's tag (0: the default tenant, and rows restored from a database, which
+    /// does not record tenants; their keys are still the tenant's own).
+    tenant: u64,
+}
+
+impl Node {
+    /// A lineage anchor holding evidence of a blocked or refused turn: kept through LRU
+    /// eviction (up to half a tenant's share) until its TTL, so flooding the store cannot
+    /// wipe the evidence a rewound conversation would meet again (issue 35).
+    fn pinned(&self) -> bool {
+        self.lineage
+            .as_ref()
+            .is_some_and(|l| l.evidence.blocks > 0 || l.evidence.refusals > 0)
+    }
 }
 
 /// Where a hint points, and whether the database has a row for the hint.
@@ -471,9 +500,18 @@ struct Inner {
     recent_words: std::collections::VecDeque<Vec<u32>>,
     nodes: HashMap<ChainKey, Node>,
     lru: BTreeMap<u64, ChainKey>,
+    /// Per tenant tag: its nodes in LRU order, and how many of them are pinned.
+    tenants: HashMap<u64, TenantLru>,
     hints: HashMap<[u8; 32], HintSlot>,
     next_tick: u64,
     tracker: Option<Tracker>,
+}
+
+/// One tenant's nodes, least recently used first.
+#[derive(Debug, Default)]
+struct TenantLru {
+    lru: BTreeMap<u64, ChainKey>,
+    pinned: usize,
 }
 
 impl Inner {
@@ -486,6 +524,15 @@ impl Inner {
     fn remove(&mut self, key: &ChainKey) {
         if let Some(node) = self.nodes.remove(key) {
             self.lru.remove(&node.tick);
+            if let Some(t) = self.tenants.get_mut(&node.tenant) {
+                t.lru.remove(&node.tick);
+                if node.pinned() {
+                    t.pinned = t.pinned.saturating_sub(1);
+                }
+                if t.lru.is_empty() {
+                    self.tenants.remove(&node.tenant);
+                }
+            }
             if let Some(t) = &mut self.tracker {
                 t.node_removed(*key, node.persisted);
             }
@@ -520,6 +567,20 @@ impl Inner {
         }
     }
 
+    /// The per-tenant LRUs and pinned counts, from the nodes and the global LRU.
+    fn rebuild_tenants(&mut self) {
+        self.tenants.clear();
+        for (tick, key) in &self.lru {
+            if let Some(n) = self.nodes.get(key) {
+                let t = self.tenants.entry(n.tenant).or_default();
+                t.lru.insert(*tick, *key);
+                if n.pinned() {
+                    t.pinned += 1;
+                }
+            }
+        }
+    }
+
     /// Starts tracking if it was off: everything already held counts as changed.
     fn ensure_tracker(&mut self, max_entries: usize) {
         let Inner {
@@ -546,16 +607,61 @@ impl Inner {
         }
     }
 
-    fn evict_to(&mut self, max: usize) {
+    /// Evicts least recently used nodes until at most `max` are held. Pinned anchors are
+    /// moved to the back instead while their tenant holds at most `pin_cap` of them.
+    fn evict_to(&mut self, max: usize, pin_cap: usize, now: u64) {
+        let mut spared = 0usize;
         while self.nodes.len() > max {
-            let Some((_, key)) = self.lru.pop_first() else {
+            let Some((_, key)) = self.lru.first_key_value().map(|(t, k)| (*t, *k)) else {
                 break;
             };
-            self.remove(&key);
+            if !self.spare(&key, pin_cap, now, &mut spared) {
+                self.remove(&key);
+            }
         }
     }
 
-    fn touch(&mut self, key: ChainKey, parent: Option<ChainKey>, turn: u32, now: u64) {
+    /// Evicts `tenant`'s least recently used nodes until it holds at most `quota`.
+    fn evict_tenant_to(&mut self, tenant: u64, quota: usize, pin_cap: usize, now: u64) {
+        let mut spared = 0usize;
+        loop {
+            let Some(t) = self.tenants.get(&tenant) else {
+                return;
+            };
+            if t.lru.len() <= quota {
+                return;
+            }
+            let Some(key) = t.lru.first_key_value().map(|(_, k)| *k) else {
+                return;
+            };
+            if !self.spare(&key, pin_cap, now, &mut spared) {
+                self.remove(&key);
+            }
+        }
+    }
+
+    /// Whether the eviction candidate `key` is spared: a pinned anchor of a tenant within
+    /// its cap of pinned nodes is moved to the back of the LRU (at most once per node per
+    /// eviction run: `spared` counts, and a run never spares more than the nodes held).
+    fn spare(&mut self, key: &ChainKey, pin_cap: usize, now: u64, spared: &mut usize) -> bool {
+        let Some(node) = self.nodes.get(key) else {
+            return false;
+        };
+        let within_cap = self
+            .tenants
+            .get(&node.tenant)
+            .is_some_and(|t| t.pinned <= pin_cap);
+        if !node.pinned() || !within_cap || *spared >= self.nodes.len() {
+            return false;
+        }
+        *spared += 1;
+        let (parent, turn, last_seen, tenant) =
+            (node.parent, node.turn, node.last_seen, node.tenant);
+        self.touch(*key, parent, turn, last_seen.min(now), tenant);
+        true
+    }
+
+    fn touch(&mut self, key: ChainKey, parent: Option<ChainKey>, turn: u32, now: u64, tenant: u64) {
         let tick = self.next_tick;
         self.next_tick += 1;
         let node = self.nodes.entry(key).or_insert(Node {
@@ -567,11 +673,17 @@ impl Inner {
             tick,
             lineage: None,
             persisted: false,
+            tenant,
         });
-        self.lru.remove(&node.tick);
+        let old = node.tick;
+        self.lru.remove(&old);
         node.tick = tick;
-        node.last_seen = now;
+        node.last_seen = node.last_seen.max(now);
+        let node_tenant = node.tenant;
         self.lru.insert(tick, key);
+        let t = self.tenants.entry(node_tenant).or_default();
+        t.lru.remove(&old);
+        t.lru.insert(tick, key);
         if let Some(t) = &mut self.tracker {
             t.node_changed(key);
         }
@@ -582,11 +694,18 @@ impl Inner {
     /// Touches every prefix of `chain` (chain positions `1..`), ancestors last so that
     /// leaves are evicted before the prefixes they grow from, and records the verdict on the
     /// last (the highest of the verdicts when the turn was seen before).
-    fn record_turn(&mut self, chain: &[ChainKey], now: u64, turn_risk: f32, verdict: TurnVerdict) {
+    fn record_turn(
+        &mut self,
+        chain: &[ChainKey],
+        now: u64,
+        turn_risk: f32,
+        verdict: TurnVerdict,
+        tenant: u64,
+    ) {
         let n = chain.len() - 1;
         for i in (1..=n).rev() {
             let parent = (i > 1).then(|| chain[i - 1]);
-            self.touch(chain[i], parent, i as u32, now);
+            self.touch(chain[i], parent, i as u32, now, tenant);
         }
         if let Some(node) = self.nodes.get_mut(&chain[n]) {
             node.observed = Some(match node.observed {
@@ -646,11 +765,14 @@ impl Inner {
             recent,
             recent_words,
             nodes,
+            tenants,
             ..
         } = self;
         let node = nodes
             .get_mut(&anchor)
             .expect("the anchor was touched above");
+        let was_pinned = node.pinned();
+        let node_tenant = node.tenant;
         let lin = node.lineage.get_or_insert_with(Box::default);
         let rephrasing = print.matches(&lin.blocked, &lin.blocked_words, d)
             || recent.iter().any(|b| hamming(*b, print.simhash) <= d)
@@ -680,8 +802,12 @@ impl Inner {
         }
         let risk = conversation_risk.max(lin.peak_conversation_risk);
         lin.peak_conversation_risk = risk;
+        let evidence = lin.evidence;
+        if !was_pinned && node.pinned() {
+            tenants.entry(node_tenant).or_default().pinned += 1;
+        }
         LineageUpdate {
-            evidence: lin.evidence,
+            evidence,
             risk,
             rephrasing,
             dropped_hint,
@@ -717,6 +843,208 @@ impl fmt::Debug for ConversationStore {
             .field("clock", &self.clock)
             .field("inner", &*self.lock())
             .finish()
+    }
+}
+
+/// One tenant's partition of a [`ConversationStore`] ([`ConversationStore::tenant`]).
+#[derive(Debug)]
+pub struct TenantStore<'s> {
+    store: &'s ConversationStore,
+    secret: ChainSecret,
+    tag: u64,
+}
+
+impl TenantStore<'_> {
+    /// Records the newest (last) message of `messages` with its verdict and returns the
+    /// conversation state. `hint` is a client-sent conversation id: stored as a keyed hash,
+    /// used only to attach evidence, never as a key.
+    pub fn observe(
+        &self,
+        messages: &[(Role, &str)],
+        hint: Option<&str>,
+        verdict: TurnVerdict,
+    ) -> Result<ConversationState, ObserveError> {
+        let Some((_, last_text)) = messages.last() else {
+            return Err(ObserveError::Empty);
+        };
+        if verdict.risk.is_nan() {
+            return Err(ObserveError::NanRisk);
+        }
+        let turn_risk = verdict.risk.clamp(0.0, 1.0);
+        let chain = self.secret.chain(messages);
+        let n = messages.len();
+        let a = anchor_index(messages);
+        let print = TurnPrint::of(&self.secret, last_text);
+        let hint_hash = hint.map(|h| self.secret.hint(h));
+        let ttl = self.store.options.ttl_seconds;
+        let now = self.store.clock.now();
+
+        let mut inner = self.store.lock();
+        inner.sweep(now, ttl);
+        let known = (1..=n)
+            .rev()
+            .find(|&i| inner.live(&chain[i], now, ttl).is_some())
+            .unwrap_or(0);
+        inner.record_turn(&chain, now, turn_risk, verdict, self.tag);
+        let risks: Vec<f32> = (1..=n)
+            .filter_map(|i| inner.nodes.get(&chain[i]).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect();
+        let terms = score(&self.store.options.risk, &risks);
+
+        let anchor = chain[a];
+        let (hint_matched, hint_evidence) = inner.hint_evidence(hint_hash, anchor, now, ttl);
+        let d = self.store.options.risk.rephrase_distance;
+        let lineage = inner.update_lineage(anchor, &print, verdict, hint_hash, terms.risk, d);
+        if let Some(h) = lineage.dropped_hint
+            && inner.hints.get(&h).map(|s| s.anchor) == Some(anchor)
+        {
+            inner.remove_hint(&h);
+        }
+        let quota = self.store.options.tenant_quota();
+        inner.evict_tenant_to(self.tag, quota, quota / 2, now);
+        inner.evict_to(self.store.options.max_entries, quota / 2, now);
+
+        let mut total = lineage.evidence;
+        total.add(&hint_evidence);
+        Ok(ConversationState {
+            risk: lineage.risk,
+            peak: terms.peak,
+            accumulated: terms.accumulated,
+            escalation: terms.escalation,
+            turns: risks.len() as u32,
+            blocks: total.blocks,
+            sanitizes: total.sanitizes,
+            refusals: total.refusals,
+            rephrasings_after_block: total.rephrasings_after_block,
+            rephrasing: lineage.rephrasing,
+            inherited_from_prefix_len: known,
+            hint_matched,
+            hint_evidence,
+        })
+    }
+
+    /// The state of the longest known prefix of `messages`, read-only (nothing recorded or
+    /// refreshed). `None` when no prefix is known. `rephrasing` says whether the last
+    /// message would count as a rephrasing of a blocked turn.
+    pub fn lookup(&self, messages: &[(Role, &str)]) -> Option<ConversationState> {
+        let (_, last_text) = messages.last()?;
+        let chain = self.secret.chain(messages);
+        let n = messages.len();
+        let a = anchor_index(messages);
+        let ttl = self.store.options.ttl_seconds;
+        let now = self.store.clock.now();
+        let inner = self.store.lock();
+        let known = (1..=n)
+            .rev()
+            .find(|&i| inner.live(&chain[i], now, ttl).is_some())?;
+        let risks: Vec<f32> = (1..=known)
+            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect();
+        let terms = score(&self.store.options.risk, &risks);
+        let lin = inner
+            .live(&chain[a], now, ttl)
+            .and_then(|x| x.lineage.as_deref());
+        let evidence = lin.map(|l| l.evidence).unwrap_or_default();
+        let print = TurnPrint::of(&self.secret, last_text);
+        let d = self.store.options.risk.rephrase_distance;
+        Some(ConversationState {
+            risk: terms
+                .risk
+                .max(lin.map_or(0.0, |l| l.peak_conversation_risk)),
+            peak: terms.peak,
+            accumulated: terms.accumulated,
+            escalation: terms.escalation,
+            turns: risks.len() as u32,
+            blocks: evidence.blocks,
+            sanitizes: evidence.sanitizes,
+            refusals: evidence.refusals,
+            rephrasings_after_block: evidence.rephrasings_after_block,
+            rephrasing: lin.is_some_and(|l| print.matches(&l.blocked, &l.blocked_words, d))
+                || print.matches_recent(&inner, d),
+            inherited_from_prefix_len: known,
+            hint_matched: false,
+            hint_evidence: Evidence::default(),
+        })
+    }
+
+    /// Records that the model refused the last message of `messages` (the prefix it was
+    /// answering). Idempotent: a refusal already noted on that prefix is not counted again,
+    /// so a history re-sent on every call does not inflate the count. `false` when the prefix
+    /// is unknown (never observed, expired or evicted).
+    pub fn note_refusal(&self, messages: &[(Role, &str)]) -> bool {
+        let n = messages.len();
+        if n == 0 {
+            return false;
+        }
+        let chain = self.secret.chain(messages);
+        let a = anchor_index(messages);
+        let ttl = self.store.options.ttl_seconds;
+        let now = self.store.clock.now();
+        let mut inner = self.store.lock();
+        if inner.live(&chain[n], now, ttl).is_none() {
+            return false;
+        }
+        let Some(node) = inner.nodes.get_mut(&chain[n]) else {
+            return false;
+        };
+        let fresh = match &mut node.observed {
+            Some(t) if t.refusal => false,
+            Some(t) => {
+                t.refusal = true;
+                true
+            }
+            None => false,
+        };
+        if !fresh {
+            return false;
+        }
+        // The refused turn is remembered like a blocked one: a near-identical retry is a
+        // rephrasing (Crescendo rewinds after a refusal as much as after a BLOCK).
+        let print = TurnPrint::of(&self.secret, messages[n - 1].1);
+        let inner_ref = &mut *inner;
+        let recent = &mut inner_ref.recent;
+        let recent_words = &mut inner_ref.recent_words;
+        if let Some(anchor) = inner_ref.nodes.get_mut(&chain[a])
+            && anchor.lineage.is_some()
+        {
+            let was_pinned = anchor.pinned();
+            if let Some(lin) = anchor.lineage.as_deref_mut() {
+                lin.evidence.refusals += 1;
+                remember_fingerprint(lin, recent, recent_words, &print);
+            }
+            if !was_pinned && anchor.pinned() {
+                inner_ref.tenants.entry(anchor.tenant).or_default().pinned += 1;
+            }
+        }
+        // Both rows changed: the persisted copy must learn it.
+        if let Some(t) = &mut inner.tracker {
+            t.node_changed(chain[n]);
+            t.node_changed(chain[a]);
+        }
+        true
+    }
+
+    /// Whether `text` is a near-identical rephrasing of a turn blocked or refused in any
+    /// lineage lately (the store-wide ring; nothing recorded).
+    pub fn rephrases_recent(&self, text: &str) -> bool {
+        let print = TurnPrint::of(&self.secret, text);
+        let d = self.store.options.risk.rephrase_distance;
+        print.matches_recent(&self.store.lock(), d)
+    }
+
+    /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of
+    /// the path only; nothing recorded or refreshed).
+    pub fn path_risks(&self, messages: &[(Role, &str)]) -> Vec<f32> {
+        let chain = self.secret.chain(messages);
+        let ttl = self.store.options.ttl_seconds;
+        let now = self.store.clock.now();
+        let inner = self.store.lock();
+        (1..chain.len())
+            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
+            .map(|t| t.risk)
+            .collect()
     }
 }
 
@@ -856,190 +1184,59 @@ impl ConversationStore {
         nodes + lru + hints + lineages + tracker
     }
 
-    /// Records the newest (last) message of `messages` with its verdict and returns the
-    /// conversation state. `hint` is a client-sent conversation id: stored as a keyed hash,
-    /// used only to attach evidence, never as a key.
+    /// The partition of `tenant` (an API key id; `None`: the default one). Chain keys,
+    /// hints and fingerprints are derived from a per-tenant secret, so tenants never see
+    /// each other's conversations, and each holds at most
+    /// [`StoreOptions::tenant_quota`] nodes.
+    pub fn tenant(&self, tenant: Option<&str>) -> TenantStore<'_> {
+        match tenant {
+            None => TenantStore {
+                store: self,
+                secret: self.secret.clone(),
+                tag: 0,
+            },
+            Some(t) => TenantStore {
+                store: self,
+                secret: self.secret.for_tenant(t),
+                tag: self.secret.tenant_tag(t),
+            },
+        }
+    }
+
+    /// [`TenantStore::observe`] in the default partition.
     pub fn observe(
         &self,
         messages: &[(Role, &str)],
         hint: Option<&str>,
         verdict: TurnVerdict,
     ) -> Result<ConversationState, ObserveError> {
-        let Some((_, last_text)) = messages.last() else {
-            return Err(ObserveError::Empty);
-        };
-        if verdict.risk.is_nan() {
-            return Err(ObserveError::NanRisk);
-        }
-        let turn_risk = verdict.risk.clamp(0.0, 1.0);
-        let chain = self.secret.chain(messages);
-        let n = messages.len();
-        let a = anchor_index(messages);
-        let print = TurnPrint::of(&self.secret, last_text);
-        let hint_hash = hint.map(|h| self.secret.hint(h));
-        let ttl = self.options.ttl_seconds;
-        let now = self.clock.now();
-
-        let mut inner = self.lock();
-        inner.sweep(now, ttl);
-        let known = (1..=n)
-            .rev()
-            .find(|&i| inner.live(&chain[i], now, ttl).is_some())
-            .unwrap_or(0);
-        inner.record_turn(&chain, now, turn_risk, verdict);
-        let risks: Vec<f32> = (1..=n)
-            .filter_map(|i| inner.nodes.get(&chain[i]).and_then(|x| x.observed))
-            .map(|t| t.risk)
-            .collect();
-        let terms = score(&self.options.risk, &risks);
-
-        let anchor = chain[a];
-        let (hint_matched, hint_evidence) = inner.hint_evidence(hint_hash, anchor, now, ttl);
-        let d = self.options.risk.rephrase_distance;
-        let lineage = inner.update_lineage(anchor, &print, verdict, hint_hash, terms.risk, d);
-        if let Some(h) = lineage.dropped_hint
-            && inner.hints.get(&h).map(|s| s.anchor) == Some(anchor)
-        {
-            inner.remove_hint(&h);
-        }
-        inner.evict_to(self.options.max_entries);
-
-        let mut total = lineage.evidence;
-        total.add(&hint_evidence);
-        Ok(ConversationState {
-            risk: lineage.risk,
-            peak: terms.peak,
-            accumulated: terms.accumulated,
-            escalation: terms.escalation,
-            turns: risks.len() as u32,
-            blocks: total.blocks,
-            sanitizes: total.sanitizes,
-            refusals: total.refusals,
-            rephrasings_after_block: total.rephrasings_after_block,
-            rephrasing: lineage.rephrasing,
-            inherited_from_prefix_len: known,
-            hint_matched,
-            hint_evidence,
-        })
+        self.tenant(None).observe(messages, hint, verdict)
     }
 
-    /// The state of the longest known prefix of `messages`, read-only (nothing recorded or
-    /// refreshed). `None` when no prefix is known. `rephrasing` says whether the last
-    /// message would count as a rephrasing of a blocked turn.
+    /// [`TenantStore::lookup`] in the default partition.
     pub fn lookup(&self, messages: &[(Role, &str)]) -> Option<ConversationState> {
-        let (_, last_text) = messages.last()?;
-        let chain = self.secret.chain(messages);
-        let n = messages.len();
-        let a = anchor_index(messages);
-        let ttl = self.options.ttl_seconds;
-        let now = self.clock.now();
-        let inner = self.lock();
-        let known = (1..=n)
-            .rev()
-            .find(|&i| inner.live(&chain[i], now, ttl).is_some())?;
-        let risks: Vec<f32> = (1..=known)
-            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
-            .map(|t| t.risk)
-            .collect();
-        let terms = score(&self.options.risk, &risks);
-        let lin = inner
-            .live(&chain[a], now, ttl)
-            .and_then(|x| x.lineage.as_deref());
-        let evidence = lin.map(|l| l.evidence).unwrap_or_default();
-        let print = TurnPrint::of(&self.secret, last_text);
-        let d = self.options.risk.rephrase_distance;
-        Some(ConversationState {
-            risk: terms
-                .risk
-                .max(lin.map_or(0.0, |l| l.peak_conversation_risk)),
-            peak: terms.peak,
-            accumulated: terms.accumulated,
-            escalation: terms.escalation,
-            turns: risks.len() as u32,
-            blocks: evidence.blocks,
-            sanitizes: evidence.sanitizes,
-            refusals: evidence.refusals,
-            rephrasings_after_block: evidence.rephrasings_after_block,
-            rephrasing: lin.is_some_and(|l| print.matches(&l.blocked, &l.blocked_words, d))
-                || print.matches_recent(&inner, d),
-            inherited_from_prefix_len: known,
-            hint_matched: false,
-            hint_evidence: Evidence::default(),
-        })
+        self.tenant(None).lookup(messages)
     }
 
-    /// Records that the model refused the last message of `messages` (the prefix it was
-    /// answering). Idempotent: a refusal already noted on that prefix is not counted again,
-    /// so a history re-sent on every call does not inflate the count. `false` when the prefix
-    /// is unknown (never observed, expired or evicted).
+    /// [`TenantStore::note_refusal`] in the default partition.
     pub fn note_refusal(&self, messages: &[(Role, &str)]) -> bool {
-        let n = messages.len();
-        if n == 0 {
-            return false;
-        }
-        let chain = self.secret.chain(messages);
-        let a = anchor_index(messages);
-        let ttl = self.options.ttl_seconds;
-        let now = self.clock.now();
-        let mut inner = self.lock();
-        if inner.live(&chain[n], now, ttl).is_none() {
-            return false;
-        }
-        let Some(node) = inner.nodes.get_mut(&chain[n]) else {
-            return false;
-        };
-        let fresh = match &mut node.observed {
-            Some(t) if t.refusal => false,
-            Some(t) => {
-                t.refusal = true;
-                true
-            }
-            None => false,
-        };
-        if !fresh {
-            return false;
-        }
-        // The refused turn is remembered like a blocked one: a near-identical retry is a
-        // rephrasing (Crescendo rewinds after a refusal as much as after a BLOCK).
-        let print = TurnPrint::of(&self.secret, messages[n - 1].1);
-        let inner_ref = &mut *inner;
-        let recent = &mut inner_ref.recent;
-        let recent_words = &mut inner_ref.recent_words;
-        if let Some(lin) = inner_ref
-            .nodes
-            .get_mut(&chain[a])
-            .and_then(|x| x.lineage.as_deref_mut())
-        {
-            lin.evidence.refusals += 1;
-            remember_fingerprint(lin, recent, recent_words, &print);
-        }
-        // Both rows changed: the persisted copy must learn it.
-        if let Some(t) = &mut inner.tracker {
-            t.node_changed(chain[n]);
-            t.node_changed(chain[a]);
-        }
-        true
+        self.tenant(None).note_refusal(messages)
     }
 
-    /// Whether `text` is a near-identical rephrasing of a turn blocked or refused in any
-    /// lineage lately (the store-wide ring; nothing recorded).
+    /// [`TenantStore::rephrases_recent`] in the default partition.
     pub fn rephrases_recent(&self, text: &str) -> bool {
-        let print = TurnPrint::of(&self.secret, text);
-        let d = self.options.risk.rephrase_distance;
-        print.matches_recent(&self.lock(), d)
+        self.tenant(None).rephrases_recent(text)
     }
 
-    /// Per-turn risks of the observed prefixes of `messages`, oldest first (the known part of
-    /// the path only; nothing recorded or refreshed).
+    /// [`TenantStore::path_risks`] in the default partition.
     pub fn path_risks(&self, messages: &[(Role, &str)]) -> Vec<f32> {
-        let chain = self.secret.chain(messages);
-        let ttl = self.options.ttl_seconds;
-        let now = self.clock.now();
-        let inner = self.lock();
-        (1..chain.len())
-            .filter_map(|i| inner.live(&chain[i], now, ttl).and_then(|x| x.observed))
-            .map(|t| t.risk)
-            .collect()
+        self.tenant(None).path_risks(messages)
+    }
+
+    /// Nodes held by the partition of `tenant`.
+    pub fn tenant_len(&self, tenant: Option<&str>) -> usize {
+        let tag = self.tenant(tenant).tag;
+        self.lock().tenants.get(&tag).map_or(0, |t| t.lru.len())
     }
 
     /// The parent and turn index recorded for a chain key (for inspection and tests).
@@ -1202,7 +1399,9 @@ impl ConversationStore {
             inner.lru.insert(tick, key);
             restored.push(key);
         }
-        inner.evict_to(max);
+        inner.rebuild_tenants();
+        let quota = self.options.tenant_quota();
+        inner.evict_to(max, quota / 2, now);
         stats.nodes.restored = restored
             .iter()
             .filter(|k| inner.nodes.contains_key(k))

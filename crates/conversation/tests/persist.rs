@@ -218,7 +218,8 @@ fn evicted_nodes_are_deleted_on_the_next_flush() {
     let mut db = ConversationDb::open(&path).expect("open");
     let first = [(Role::User, "first conversation opening")];
     let second = [(Role::User, "second conversation opening")];
-    obs(&s, &first, v(0.9, Action::Block));
+    // Not blocked: a blocked lineage would be kept through eviction (see the store tests).
+    obs(&s, &first, v(0.6, Action::Sanitize));
     obs(&s, &second, v(0.1, Action::Allow));
     db.flush(Some(&s), None).expect("flush");
     assert_eq!(db.row_counts().expect("counts"), (2, 2, 0, 0));

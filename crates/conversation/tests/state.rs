@@ -497,3 +497,95 @@ fn a_reframed_retry_after_a_refusal_is_a_rephrasing() {
     assert!(!s.rephrases_recent(other.1));
     assert!(!obs(&s, &[SYS, other], v(0.1, Action::Allow)).rephrasing);
 }
+
+/// Issue 35 (5): state was keyed by the folded message prefix across API keys, so key B's
+/// `[S, "  HELLO  "]` met key A's blocked lineage (BLOCK at risk 1.0 on B's first turn), and
+/// a conversation-id hint carried A's evidence into B's lineage.
+#[test]
+fn regression_one_tenant_cannot_block_or_unblock_another() {
+    let (s, _) = store();
+    let a = s.tenant(Some("key-a"));
+    let b = s.tenant(Some("key-b"));
+    a.observe(
+        &[SYS, (Role::User, "Hello")],
+        Some("conv-1"),
+        v(0.1, Action::Allow),
+    )
+    .expect("observe");
+    let blocked = a
+        .observe(
+            &[SYS, (Role::User, "Hello"), A1, U3],
+            Some("conv-1"),
+            v(1.0, Action::Block),
+        )
+        .expect("observe");
+    assert_eq!(blocked.blocks, 1);
+    // B sends A's folded prefix, and A's conversation id as its hint.
+    let first = b
+        .observe(
+            &[SYS, (Role::User, "  HELLO  ")],
+            Some("conv-1"),
+            v(0.05, Action::Allow),
+        )
+        .expect("observe");
+    assert_eq!(first.inherited_from_prefix_len, 0, "{first:?}");
+    assert_eq!(first.blocks, 0);
+    assert!(!first.hint_matched);
+    assert!(first.risk < 0.5, "{first:?}");
+    let seen = b
+        .lookup(&[SYS, (Role::User, "Hello"), A1, U3])
+        .expect("B's own prefix");
+    assert_eq!(
+        (seen.inherited_from_prefix_len, seen.blocks),
+        (2, 0),
+        "{seen:?}"
+    );
+    // Nor does B's retry of A's blocked request count as B's rephrasing.
+    assert!(!b.rephrases_recent(U3.1));
+    assert!(a.rephrases_recent(U3.1));
+    // The same key sees its own history.
+    let again = a
+        .observe(&[SYS, (Role::User, "hello")], None, v(0.05, Action::Allow))
+        .expect("observe");
+    assert_eq!(again.blocks, 1);
+}
+
+/// Issue 35 (8): a flood of distinct turns evicted every entry, after which a rewound,
+/// previously blocked conversation got ALLOW. Each tenant now holds at most its quota (its
+/// own flood evicts its own nodes), and a blocked lineage's anchor is kept through LRU
+/// eviction until its TTL.
+#[test]
+fn regression_a_flood_cannot_evict_blocked_evidence_or_other_tenants() {
+    let (s, _) = store_with(StoreOptions {
+        max_entries: 1_000,
+        max_entries_per_tenant: Some(400),
+        ..StoreOptions::default()
+    });
+    let victim = s.tenant(Some("victim"));
+    victim
+        .observe(&[SYS, U1], None, v(0.1, Action::Allow))
+        .expect("observe");
+    let attacker = s.tenant(Some("attacker"));
+    attacker
+        .observe(&[SYS, U1], None, v(0.1, Action::Allow))
+        .expect("observe");
+    attacker
+        .observe(&[SYS, U1, A1, U3], None, v(0.99, Action::Block))
+        .expect("observe");
+    for i in 0..5_000 {
+        let text = format!("distinct flooding turn number {i} with filler");
+        attacker
+            .observe(&[(Role::User, text.as_str())], None, v(0.0, Action::Allow))
+            .expect("observe");
+    }
+    assert!(s.tenant_len(Some("attacker")) <= 400);
+    assert!(s.len() <= 1_000);
+    // The victim's state survived the attacker's flood.
+    assert!(victim.lookup(&[SYS, U1]).is_some());
+    // The attacker's own blocked lineage survived its own flood: the rewind is still risky.
+    let rewound = attacker
+        .observe(&[SYS, U1, A1, U2], None, v(0.05, Action::Allow))
+        .expect("observe");
+    assert_eq!(rewound.blocks, 1, "{rewound:?}");
+    assert!(rewound.risk >= 0.9, "{rewound:?}");
+}

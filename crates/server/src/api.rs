@@ -261,13 +261,17 @@ impl AppState {
     /// Scans a `/v1/scan` body's input: one request with the pipeline, a conversation with
     /// the API's conversation scanner (stateful with a `[conversation]` section, else
     /// stateless). The outcome's decision carries the conversation part for a conversation.
-    pub(crate) async fn scan_input(&self, input: ScanInput) -> Result<ScanOutcome, ServiceError> {
+    /// A conversation is scanned in the caller's partition of the state (per API key).
+    pub(crate) async fn scan_input(
+        &self,
+        caller: &Caller,
+        input: ScanInput,
+    ) -> Result<ScanOutcome, ServiceError> {
         match input {
             ScanInput::Single(req) => self.scan(req).await,
             ScanInput::Conversation(req) => {
-                let o = self
-                    .scan_conversation(self.api_conversation_scanner(), Arc::new(req))
-                    .await?;
+                let scanner = self.api_conversation_scanner(caller.key_id.as_deref());
+                let o = self.scan_conversation(scanner, Arc::new(req)).await?;
                 Ok(ScanOutcome {
                     decision: o.decision,
                     sanitized: o.sanitized,
@@ -333,7 +337,7 @@ async fn scan(
     Extension(caller): Extension<Caller>,
     ApiJson(body): ApiJson<ScanBody>,
 ) -> Result<Response, ServiceError> {
-    let outcome = state.scan_input(body.into_input()?).await?;
+    let outcome = state.scan_input(&caller, body.into_input()?).await?;
     state.record(&caller, "/v1/scan", &outcome.decision).await?;
     outcome_response(&outcome)
 }
@@ -369,7 +373,7 @@ async fn batch(
         let res = async {
             let body: ScanBody = serde_json::from_value(item)
                 .map_err(|e| ServiceError::BadRequest(json_error_message(&e)))?;
-            let outcome = state.scan_input(body.into_input()?).await?;
+            let outcome = state.scan_input(&item_caller, body.into_input()?).await?;
             state
                 .record(&item_caller, "/v1/scan/batch", &outcome.decision)
                 .await?;

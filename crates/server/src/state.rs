@@ -402,7 +402,13 @@ impl Conversations {
                 k
             }
         };
-        let options = section.options.clone();
+        let mut options = section.options.clone();
+        // Each API key holds at most its share of the store (issue 35), by default an
+        // equal share per configured key.
+        if options.store.max_entries_per_tenant.is_none() && cfg.auth.keys.len() > 1 {
+            options.store.max_entries_per_tenant =
+                Some((options.store.max_entries / cfg.auth.keys.len()).max(1));
+        }
         let store = ConversationStore::new(options.store.clone(), &key)?;
         let ledger = AssistantLedger::new(options.ledger.clone(), &key)?;
         Ok(Some(Conversations {
@@ -721,15 +727,27 @@ impl AppState {
         self.built.load().output.for_proxy().clone()
     }
 
-    /// The conversation scanner `/v1/scan` runs on `turns`, over the pipeline in force.
-    pub(crate) fn api_conversation_scanner(&self) -> Arc<ConversationScanner> {
-        self.built.load().conversation.api.clone()
+    /// The conversation scanner `/v1/scan` runs on `turns`, over the pipeline in force, in
+    /// the partition of the API key `tenant` (`None`: authentication off).
+    pub(crate) fn api_conversation_scanner(
+        &self,
+        tenant: Option<&str>,
+    ) -> Arc<ConversationScanner> {
+        Arc::new(self.built.load().conversation.api.for_tenant(tenant))
     }
 
-    /// The proxy's conversation scanner, over the pipeline in force; `None` without a
-    /// `[conversation]` section.
-    pub(crate) fn proxy_conversation_scanner(&self) -> Option<Arc<ConversationScanner>> {
-        self.built.load().conversation.proxy.clone()
+    /// The proxy's conversation scanner, over the pipeline in force, in the partition of
+    /// the API key `tenant`; `None` without a `[conversation]` section.
+    pub(crate) fn proxy_conversation_scanner(
+        &self,
+        tenant: Option<&str>,
+    ) -> Option<Arc<ConversationScanner>> {
+        self.built
+            .load()
+            .conversation
+            .proxy
+            .as_ref()
+            .map(|s| Arc::new(s.for_tenant(tenant)))
     }
 
     /// Conversation nodes held in the state (0 without a `[conversation]` section).

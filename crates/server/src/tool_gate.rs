@@ -71,9 +71,16 @@ pub(crate) fn proxy_tools(
     let conversation = hint
         .map(str::to_string)
         .unwrap_or_else(|| conversation_of(body));
+    let bound = binding(key, Some(&conversation));
+    // What the server saw in the tool results is remembered for the conversation: a later
+    // check reads it whatever the client then reports.
+    if let Some(score) = injection_score {
+        gov.gate()
+            .note_injection_score(key, &bound, score, crate::tools::now_ms());
+    }
     Ok(Some(ProxyTools {
         gov: gov.clone(),
-        binding: binding(key, Some(&conversation)),
+        binding: bound,
         conversation: Some(conversation),
         key_id: caller.key_id.clone(),
         context: CallContext {

@@ -920,3 +920,68 @@ fn module_test_name(f: &str) -> String {
     let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     format!("{module}::{f}")
 }
+
+/// Issue 35 (5): conversation state was keyed by the folded message prefix across API
+/// keys: key A's blocked `[S, "Hello", <injection>]` made key B's first turn `[S, "  HELLO
+/// "]` a BLOCK at risk 1.0, and A's conversation id carried A's evidence into B's lineage.
+#[tokio::test]
+async fn regression_one_key_cannot_block_another_keys_conversation() {
+    use rampart_server::config::hash_api_key;
+    let keys = format!(
+        "[[auth.keys]]\nid = \"a\"\nsha256 = \"{}\"\n[[auth.keys]]\nid = \"b\"\nsha256 = \"{}\"\n",
+        hash_api_key("key-a"),
+        hash_api_key("key-b")
+    );
+    let s = start(&format!("{}{keys}", conversation("report")), None).await;
+    let c = client();
+    let turns = |msgs: &[(&str, &str)]| -> Value {
+        let t: Vec<Value> = msgs
+            .iter()
+            .map(|(r, x)| json!({"role": r, "text": x}))
+            .collect();
+        json!({"conversation_id": "shared-id", "turns": t})
+    };
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/scan"),
+        Some("key-a"),
+        &turns(&[
+            ("system", SYSTEM),
+            ("user", "Hello"),
+            ("assistant", ANSWER),
+            ("user", BLOCK_TEXT),
+        ]),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["action"], "BLOCK", "{v}");
+    let (st, v) = post(
+        &c,
+        &s.url("/v1/scan"),
+        Some("key-b"),
+        &turns(&[("system", SYSTEM), ("user", "  HELLO  ")]),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["action"], "ALLOW", "key A's state reached key B: {v}");
+    assert_eq!(
+        v["conversation"]["inherited_from_prefix_len"],
+        json!(0),
+        "{v}"
+    );
+    assert_eq!(v["conversation"]["hint_matched"], json!(false), "{v}");
+    // Key A still meets its own history.
+    let (_, v) = post(
+        &c,
+        &s.url("/v1/scan"),
+        Some("key-a"),
+        &turns(&[("system", SYSTEM), ("user", "hello")]),
+    )
+    .await;
+    assert_eq!(v["conversation"]["evidence"]["blocks"], json!(1), "{v}");
+    assert_eq!(
+        v["conversation"]["inherited_from_prefix_len"],
+        json!(2),
+        "{v}"
+    );
+}

@@ -41,6 +41,7 @@ name = "http_get"
 risk = "medium"
 action = "allow"
 args.url = { url_host_in = ["api.example.com"] }
+max_calls_per_conversation = 40
 
 [[tools]]
 name = "transfer_funds"
@@ -1220,4 +1221,49 @@ async fn regression_confirm_needs_an_approver_other_than_the_caller() {
         GovernanceEvent::ApprovalDenied(d) if d.approval_id == id
             && d.by.as_deref() == Some("ops") && d.requested_by.as_deref() == Some("agent"))));
     assert!(!audit_bytes_contain(&s, "quokkaflux"));
+}
+
+/// Issue 35 (9): rate limits and flows read the client's own `tools_called` and
+/// `max_injection_score`: 45 `http_get` calls in one conversation were all allowed under a
+/// limit of 40. The server now counts the calls it released, and client context only adds.
+#[tokio::test]
+async fn regression_the_server_counts_the_calls_it_released() {
+    let s = start(TOOLS, None).await;
+    let get = |i: usize| {
+        json!({"id": format!("c{i}"), "tool": "http_get",
+               "arguments": {"url": "https://api.example.com/v1/x"},
+               "conversation_id": "conv-rate", "context": {"tools_called": []}})
+    };
+    let calls: Vec<Value> = (0..45).map(get).collect();
+    let (st, v) = check(&s, &json!({ "calls": calls })).await;
+    assert_eq!(st, 200, "{v}");
+    let actions: Vec<&str> = v["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["action"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(
+        actions.iter().filter(|a| **a == "ALLOW").count(),
+        40,
+        "{actions:?}"
+    );
+    assert_eq!(actions[40], "BLOCK", "{v}");
+    assert!(
+        v["results"][40]["rules"]
+            .as_array()
+            .expect("rules")
+            .contains(&json!("TOOL_RATE"))
+    );
+    // Another conversation starts from zero; the client cannot lower the count, but can
+    // raise the injection score (stricter).
+    let mut other = get(0);
+    other["conversation_id"] = json!("conv-other");
+    let (_, v) = check(&s, &other).await;
+    assert_eq!(v["action"], "ALLOW", "{v}");
+    let mut mail = call("send_email", json!({"to": "a@example.com", "body": "hi"}));
+    mail["conversation_id"] = json!("conv-other");
+    mail["context"] = json!({"max_injection_score": 0.9});
+    let (_, v) = check(&s, &mail).await;
+    assert_eq!(v["action"], "CONFIRM", "a client may make it stricter: {v}");
 }

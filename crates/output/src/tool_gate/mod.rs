@@ -35,12 +35,14 @@
 mod call;
 mod context;
 mod plain;
+mod released;
 mod stream;
 mod verdict;
 
 pub use call::HeldCall;
 pub use context::{conversation_of, tool_result_score, tools_called};
 pub use plain::{PlainAnswer, PlainGateError};
+pub use released::{MAX_CONVERSATIONS, MAX_TOOLS_PER_CONVERSATION, ReleasedCalls, TTL_MS};
 pub use stream::{GateItem, MAX_CALLS_PER_CHOICE, StreamGate};
 pub use verdict::{
     ApprovalRefusal, PendingCall, RULE_FAIL_CLOSED, ToolVerdict, approval_json, arguments_of,
@@ -62,6 +64,7 @@ pub struct ToolGate {
     policy: Policy,
     approvals: ApprovalBook,
     breakglass: BreakGlassBook,
+    released: ReleasedCalls,
 }
 
 /// Options of a [`ToolGate`]; [`ToolGateBuilder::build`] makes it.
@@ -72,9 +75,17 @@ pub struct ToolGateBuilder {
     max_pending_approvals: usize,
     max_pending_approvals_per_key: usize,
     breakglass_max_ttl_s: u64,
+    max_conversations_per_key: usize,
 }
 
 impl ToolGateBuilder {
+    /// Conversations whose released calls one API key may have remembered at once
+    /// ([`ReleasedCalls`]). Default 10000.
+    pub fn max_conversations_per_key(mut self, n: usize) -> Self {
+        self.max_conversations_per_key = n;
+        self
+    }
+
     /// Most approval tokens one API key may hold pending at once. Default 1000.
     pub fn max_pending_approvals_per_key(mut self, n: usize) -> Self {
         self.max_pending_approvals_per_key = n;
@@ -108,6 +119,7 @@ impl ToolGateBuilder {
             policy: self.policy,
             approvals,
             breakglass: BreakGlassBook::new(self.breakglass_max_ttl_s),
+            released: ReleasedCalls::new(self.max_conversations_per_key),
         })
     }
 }
@@ -121,7 +133,21 @@ impl ToolGate {
             max_pending_approvals: 10_000,
             max_pending_approvals_per_key: 1_000,
             breakglass_max_ttl_s: 3600,
+            max_conversations_per_key: 10_000,
         }
+    }
+
+    /// Records the injection score the server saw in a conversation's tool results (the
+    /// proxy's scan), so flow rules read it whatever the client reports later.
+    pub fn note_injection_score(
+        &self,
+        caller_key: Option<&str>,
+        binding: &str,
+        score: f32,
+        now_ms: u64,
+    ) {
+        self.released
+            .note_score(caller_key.unwrap_or("-"), binding, score, now_ms);
     }
 
     /// The approvals: pending ones for approvers to list, approve or deny.
@@ -135,7 +161,9 @@ impl ToolGate {
         // As the model sent it: the policy refuses a name with surrounding space rather
         // than match a tool the agent framework might not trim to.
         let tool = call.tool.to_string();
-        let mut ctx = call.context;
+        // The server's record of the conversation is the floor of the context: rate limits
+        // and flow rules count what it released and saw, client context only adds.
+        let mut ctx = self.released.merged(&call.binding, call.context, now_ms);
         ctx.now_ms = Some(now_ms);
         let (decision, arguments) = self.check(&tool, call.arguments, &ctx);
         let arguments_hash = arguments
@@ -174,6 +202,14 @@ impl ToolGate {
             v.overridden = Some(before);
         }
         self.issue(&mut v, call.caller_key, now_ms);
+        if v.decision.action == ToolAction::Allow {
+            self.released.note_released(
+                call.caller_key.unwrap_or("-"),
+                &v.binding,
+                &v.tool,
+                now_ms,
+            );
+        }
         v
     }
 

@@ -106,7 +106,7 @@ pub(super) async fn proxy_inner(
     let mut request = parse_request(&raw, kind).map_err(|e| (e, None))?;
     let tool_hint = hint.clone();
     let conversation = match kind {
-        Kind::Chat => state.proxy_conversation_scanner(),
+        Kind::Chat => state.proxy_conversation_scanner(caller.key_id.as_deref()),
         Kind::Completions => None,
     };
     let upward = match conversation {

@@ -40,7 +40,7 @@
 //! let answer = json!({"choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
 //!     "role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
 //!     "function": {"name": "read_file", "arguments": "{\"path\": \"/etc/passwd\"}"}}]}}]});
-//! let plain = PlainAnswer::parse(&serde_json::to_vec(&answer)?).expect("a tool call");
+//! let plain = PlainAnswer::parse(&serde_json::to_vec(&answer)?)?.expect("a tool call");
 //! let now_ms = 1_700_000_000_000;
 //! let verdicts: Vec<_> = plain
 //!     .calls()

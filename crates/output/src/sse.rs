@@ -381,6 +381,26 @@ fn texts(data: &str) -> Vec<(String, String)> {
             .get("index")
             .and_then(serde_json::Value::as_u64)
             .unwrap_or(pos as u64);
+        // The chosen tokens of the log-probabilities: one stream per choice, so a secret
+        // split over tokens and events is still seen.
+        if let Some(lp) = c.get("logprobs") {
+            let mut tokens = String::new();
+            for field in ["content", "refusal"] {
+                for it in lp
+                    .get(field)
+                    .and_then(|x| x.as_array())
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(t) = it.get("token").and_then(|t| t.as_str()) {
+                        tokens.push_str(t);
+                    }
+                }
+            }
+            if !tokens.is_empty() {
+                out.push((format!("{idx}/logprobs"), tokens));
+            }
+        }
         let mut put = |field: &str, v: Option<&serde_json::Value>| {
             if let Some(t) = v.and_then(|t| t.as_str()) {
                 out.push((format!("{idx}/{field}"), t.to_string()));
@@ -391,6 +411,25 @@ fn texts(data: &str) -> Vec<(String, String)> {
             put("content", d.get("content"));
             put("refusal", d.get("refusal"));
             put("reasoning_content", d.get("reasoning_content"));
+            // Every other string of the delta (`reasoning`, `audio.transcript`, fields not
+            // named yet), each its own stream.
+            if let Some(m) = d.as_object() {
+                for (k, x) in m {
+                    if matches!(
+                        k.as_str(),
+                        "content"
+                            | "refusal"
+                            | "reasoning_content"
+                            | "tool_calls"
+                            | "function_call"
+                            | "role"
+                            | "type"
+                    ) {
+                        continue;
+                    }
+                    other_strings(x, &format!("{idx}/delta/{k}"), &mut out);
+                }
+            }
             if let Some(calls) = d.get("tool_calls").and_then(|t| t.as_array()) {
                 for (tpos, call) in calls.iter().enumerate() {
                     let ti = call
@@ -409,6 +448,24 @@ fn texts(data: &str) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Every string under `v`, each keyed by its path below `at`.
+fn other_strings(v: &serde_json::Value, at: &str, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::String(t) => out.push((at.to_string(), t.clone())),
+        serde_json::Value::Array(a) => {
+            for (j, x) in a.iter().enumerate() {
+                other_strings(x, &format!("{at}/{j}"), out);
+            }
+        }
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                other_strings(x, &format!("{at}/{k}"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A function call's name and arguments, as one text stream: the name (sent once, first)

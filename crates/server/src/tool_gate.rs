@@ -182,8 +182,11 @@ pub(crate) async fn gate_plain(
     tools: &ProxyTools,
     bytes: &[u8],
 ) -> Result<Option<(Bytes, ToolAction)>, ServiceError> {
-    let Some(answer) = PlainAnswer::parse(bytes) else {
-        return Ok(None);
+    let answer = match PlainAnswer::parse(bytes) {
+        Ok(Some(a)) => a,
+        Ok(None) => return Ok(None),
+        // Fail closed: what this parser cannot read, a client's parser may read calls in.
+        Err(e) => return Err(ServiceError::BadGateway(e.to_string())),
     };
     let verdicts = tools.decide_all(state, caller, answer.calls()).await;
     let (out, strictest) = answer

@@ -127,3 +127,72 @@ async fn unreadable_pack_fails_at_start_up() {
     let chain = error_chain(&err);
     assert!(chain.contains("extra.toml"), "{chain}");
 }
+
+/// Issue 35 (7): the output scan read `content`, `refusal` and `reasoning_content` only; a
+/// secret left the proxy through `message.reasoning`, `audio.transcript` and the
+/// log-probability tokens (split over tokens), plain and streamed.
+#[tokio::test]
+async fn regression_every_text_field_of_an_answer_is_scanned() {
+    let tokens: Vec<Value> = ["zebra", "-secret", "-0042"]
+        .iter()
+        .map(|t| json!({"token": t, "logprob": -0.1}))
+        .collect();
+    let message = |extra: Value| {
+        let mut m = json!({"role": "assistant", "content": "Nothing to see."});
+        for (k, v) in extra.as_object().unwrap() {
+            m[k] = v.clone();
+        }
+        m
+    };
+    let plain = [
+        json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": message(json!({"reasoning": LEAK}))}]}),
+        json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": message(json!({"audio": {"id": "a1", "transcript": LEAK}}))}]}),
+        json!({"choices": [{"index": 0, "finish_reason": "stop",
+            "message": message(json!({})), "logprobs": {"content": tokens}}]}),
+    ];
+    let chat = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for answer in plain {
+        let dir = tempfile::tempdir().unwrap();
+        let up = MockUpstream::start(MockConfig {
+            reply: Reply::Raw {
+                content_type: "application/json".into(),
+                body: answer.to_string(),
+            },
+            ..Default::default()
+        })
+        .await;
+        let s = start(write_config(dir.path(), Some(&up))).await.unwrap();
+        let (st, v) = post(&client(), &s.url("/v1/chat/completions"), None, &chat).await;
+        assert!(!v.to_string().contains("zebra-secret-0042"), "{st} {v}");
+        assert!(
+            !v.to_string().contains("\"-secret\""),
+            "the tokens are gone or withheld: {v}"
+        );
+    }
+    // Streamed: a reasoning delta.
+    let event = json!({"id": "c", "object": "chat.completion.chunk", "choices": [
+        {"index": 0, "delta": {"reasoning": LEAK}, "finish_reason": null}]});
+    let body = format!("data: {event}\n\ndata: [DONE]\n\n");
+    let dir = tempfile::tempdir().unwrap();
+    let up = MockUpstream::start(MockConfig {
+        reply: Reply::Raw {
+            content_type: "text/event-stream".into(),
+            body,
+        },
+        ..Default::default()
+    })
+    .await;
+    let s = start(write_config(dir.path(), Some(&up))).await.unwrap();
+    let mut streamed = chat.clone();
+    streamed["stream"] = json!(true);
+    let r = client()
+        .post(s.url("/v1/chat/completions"))
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap();
+    let text = r.text().await.unwrap();
+    assert!(!text.contains("zebra-secret-0042"), "{text}");
+}

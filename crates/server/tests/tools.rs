@@ -1267,3 +1267,42 @@ async fn regression_the_server_counts_the_calls_it_released() {
     let (_, v) = check(&s, &mail).await;
     assert_eq!(v["action"], "CONFIRM", "a client may make it stricter: {v}");
 }
+
+/// Issue 35 (6): what the gate's JSON parser rejected was forwarded unchanged (a lone
+/// `\ud800` or `1e400` next to a call a client would run), and an SSE stream sent as
+/// `application/json` was treated as a plain answer and not gated.
+#[tokio::test]
+async fn regression_unreadable_answers_are_withheld_not_forwarded() {
+    let call = r#"{"index":0,"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+        "tool_calls":[{"id":"c1","type":"function","function":{"name":"transfer_funds","arguments":"{}"}}]}}"#;
+    let plain = |extra: &str| {
+        format!(r#"{{"id":"x","object":"chat.completion","choices":[{call}],"x":{extra}}}"#)
+    };
+    let event = format!(
+        "data: {}\n\ndata: [DONE]\n\n",
+        json!({"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0,
+            "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+            "function": {"name": "transfer_funds", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]})
+    );
+    let lone = event.replace("\"x\",", "\"\\ud800\",");
+    for (stream, content_type, body) in [
+        (false, "application/json", plain(r#""\ud800""#)),
+        (false, "application/json", plain("1e400")),
+        (true, "application/json", event.clone()),
+        (false, "text/event-stream", event.clone()),
+        (true, "text/event-stream", lone),
+    ] {
+        let up = mock(Reply::Raw {
+            content_type: content_type.into(),
+            body: body.clone(),
+        })
+        .await;
+        let s = start(TOOLS, Some(&up)).await;
+        let (st, out) = send_chat(&s, &chat(stream), &[]).await;
+        assert!(
+            !out.contains("\"name\":\"transfer_funds\"")
+                && !out.contains("\"name\": \"transfer_funds\""),
+            "stream={stream} {content_type}: the call reached the client ({st}): {out}"
+        );
+    }
+}

@@ -39,15 +39,25 @@ pub enum PlainGateError {
     /// The rewritten answer could not be encoded.
     #[error(transparent)]
     Encode(#[from] serde_json::Error),
+    /// The answer is not JSON this gate can read (a lone surrogate, a number out of range,
+    /// truncated text): its tool calls cannot be checked, so it must not be passed on.
+    #[error("the answer is not JSON the tool gate can read ({0}); it is withheld")]
+    NotJson(String),
 }
 
 impl PlainAnswer {
-    /// The answer's calls; `None` when it is not JSON or has no tool call (it is then
-    /// passed on unchanged).
-    pub fn parse(bytes: &[u8]) -> Option<PlainAnswer> {
-        let answer = serde_json::from_slice::<Value>(bytes).ok()?;
+    /// The answer's calls; `Ok(None)` when it has no tool call (it is then passed on
+    /// unchanged). An answer that is not JSON is an error, never passed on: a client's
+    /// parser may read calls in it that this one could not (issue 35: a lone `\ud800` or
+    /// `1e400` let a call through ungated).
+    pub fn parse(bytes: &[u8]) -> Result<Option<PlainAnswer>, PlainGateError> {
+        let answer = serde_json::from_slice::<Value>(bytes)
+            .map_err(|e| PlainGateError::NotJson(e.to_string()))?;
+        let Some(list) = answer.get("choices").and_then(Value::as_array) else {
+            return Ok(None);
+        };
         let mut choices = Vec::new();
-        for (pos, c) in answer.get("choices")?.as_array()?.iter().enumerate() {
+        for (pos, c) in list.iter().enumerate() {
             let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
             let Some(m) = c.get("message").and_then(Value::as_object) else {
                 continue;
@@ -57,7 +67,7 @@ impl PlainAnswer {
                 choices.push(ChoiceCalls { pos, index, calls });
             }
         }
-        (!choices.is_empty()).then_some(PlainAnswer { answer, choices })
+        Ok((!choices.is_empty()).then_some(PlainAnswer { answer, choices }))
     }
 
     /// Every call, choice by choice, in the order the verdicts are expected.

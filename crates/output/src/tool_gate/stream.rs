@@ -63,7 +63,18 @@ impl StreamGate {
             return out;
         }
         let Ok(mut v) = serde_json::from_str::<Value>(data) else {
-            return vec![GateItem::Event(ev)];
+            // Fail closed: an event this parser cannot read (a lone surrogate, a number out
+            // of range) may hold a call a client's parser reads; it is withheld, and the
+            // client is told.
+            let notice = serde_json::json!({"error": {
+                "message": "Rampart withheld an event of the upstream's stream: it is not JSON the tool gate can read",
+                "type": "rampart_unreadable_event",
+            }});
+            return vec![GateItem::Event(SseEvent {
+                raw: data_event(&notice.to_string()),
+                event: None,
+                data: Some(notice.to_string()),
+            })];
         };
         for k in ["id", "object", "created", "model", "system_fingerprint"] {
             if let Some(x) = v.get(k) {

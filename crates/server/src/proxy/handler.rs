@@ -142,6 +142,13 @@ pub(super) async fn proxy_inner(
         .map_err(with_action)?;
     let payload = serde_json::to_vec(&request.body)
         .map_err(|e| with_action(ServiceError::Internal(e.to_string())))?;
+    // Stream or not is what the client asked for: an answer of the other kind would be read
+    // one way here and another by the client (an SSE stream sent as JSON passed ungated).
+    let streamed = request
+        .body
+        .get("stream")
+        .and_then(serde_json::Value::as_bool)
+        == Some(true);
     let started = tokio::time::Instant::now();
     let resp = forward(state, caller, &config, url, payload)
         .await
@@ -153,7 +160,19 @@ pub(super) async fn proxy_inner(
         answers,
         tools,
     };
-    if resp.status().is_success() && is_event_stream(resp.headers()) {
+    if resp.status().is_success() && is_event_stream(resp.headers()) != streamed {
+        return Err(with_action(ServiceError::BadGateway(format!(
+            "the upstream answered a {} request with a {} answer; it is withheld (its tool \
+             calls and text could not be checked as the client would read them)",
+            if streamed {
+                "streaming"
+            } else {
+                "non-streaming"
+            },
+            if streamed { "plain" } else { "streamed" },
+        ))));
+    }
+    if resp.status().is_success() && streamed {
         let idle = Duration::from_millis(config.proxy.stream_idle_timeout_ms);
         return Ok(stream_response(
             state.clone(),

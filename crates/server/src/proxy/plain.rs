@@ -188,7 +188,13 @@ async fn scan_plain_response(
         (Action::Sanitize, Some(mut v), Some(Ok(rewrites))) => {
             for (ptr, text) in rewrites {
                 if let Some(slot) = v.pointer_mut(&ptr) {
-                    *slot = Value::String(text);
+                    // The log-probabilities were read as one text: they cannot be rewritten
+                    // token by token, so they go.
+                    *slot = if ptr.ends_with("/logprobs") {
+                        Value::Null
+                    } else {
+                        Value::String(text)
+                    };
                 }
             }
             let b = serde_json::to_vec(&v).map_err(|e| ServiceError::Internal(e.to_string()))?;

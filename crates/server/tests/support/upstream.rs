@@ -28,6 +28,13 @@ pub enum Reply {
     EchoSystem,
     /// An error status with this JSON body.
     Error(u16, Value),
+    /// Status 200 with exactly this body and `Content-Type` (streamed or not).
+    Raw {
+        /// The `Content-Type`.
+        content_type: String,
+        /// The body.
+        body: String,
+    },
     /// A function call instead of content: a tool call (`tool_calls[0]`), or the legacy
     /// `function_call` when `legacy`. `{system}` in the name or the arguments is replaced by
     /// the request's system messages (as [`Reply::EchoSystem`] gives them). Streamed, the
@@ -295,6 +302,14 @@ async fn handle(
                 return stream_reply(events, &cfg);
             }
             return axum::Json(call_completion(*legacy, &name, &arguments)).into_response();
+        }
+        Reply::Raw { content_type, body } => {
+            return (
+                StatusCode::OK,
+                [(axum::http::header::CONTENT_TYPE, content_type.clone())],
+                body.clone(),
+            )
+                .into_response();
         }
         Reply::Error(status, v) => {
             return (

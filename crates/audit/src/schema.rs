@@ -187,6 +187,10 @@ pub(crate) fn open_writer(
             source,
         })?;
     }
+    rampart_core::private_file::create_private(path).map_err(|source| AuditError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let mut conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE

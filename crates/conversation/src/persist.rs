@@ -376,6 +376,10 @@ impl ConversationDb {
                 source,
             })?;
         }
+        rampart_core::private_file::create_private(path).map_err(|source| PersistError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let mut conn = Connection::open_with_flags(
             path,
             OpenFlags::SQLITE_OPEN_READ_WRITE

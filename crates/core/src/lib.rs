@@ -76,6 +76,7 @@ mod location;
 mod normalize_layer;
 pub mod owasp;
 mod pipeline;
+pub mod private_file;
 mod registry;
 mod report;
 mod sanitize;

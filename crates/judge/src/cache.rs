@@ -95,6 +95,7 @@ impl Cache {
         if let Some(dir) = file.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| open_err(e.to_string()))?;
         }
+        rampart_core::private_file::create_private(&file).map_err(|e| open_err(e.to_string()))?;
         let conn = Connection::open(&file).map_err(|e| open_err(e.to_string()))?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         // WAL lets several processes (an eval and a server) read while one writes.

@@ -3,7 +3,7 @@
 
 use crate::cache::{Cache, CacheError, CacheStats, Entry};
 use crate::options::{
-    CacheMode, CacheSetting, ConversationTriggerError, HistoryMode, JudgeOptions,
+    CacheMode, CacheSetting, ConversationTriggerError, ExplanationMode, HistoryMode, JudgeOptions,
 };
 use crate::prompt::{self, PromptSegment, ShownHistory};
 use crate::report::{
@@ -465,17 +465,27 @@ impl JudgeLayer {
                 let found = order
                     .iter()
                     .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
+                let signal = match self.opts.explanations {
+                    ExplanationMode::FreeText => redact(&signal),
+                    ExplanationMode::Vocabulary => crate::vocabulary::signal(&signal).into(),
+                };
                 JudgeEvidence {
-                    signal: redact(&signal),
+                    signal,
                     segment: found.map(|f| f.0),
                     span: found.map(|(_, s, e)| Span { start: s, end: e }),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let explanation = match self.opts.explanations {
+            ExplanationMode::FreeText => redact(&a.explanation),
+            ExplanationMode::Vocabulary => {
+                crate::vocabulary::explanation(a.label, a.confidence, &evidence)
+            }
+        };
         JudgeVerdict {
             intent_label: a.label,
             confidence: a.confidence,
-            explanation: redact(&a.explanation),
+            explanation,
             evidence,
         }
     }

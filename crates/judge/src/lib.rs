@@ -80,13 +80,14 @@ pub mod options;
 pub mod prompt;
 mod report;
 pub mod trigger;
+mod vocabulary;
 
 pub use cache::{CacheError, CacheStats};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{
     AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
-    ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions, HistoryMode,
-    JudgeOptions, Limit, NoCacheError, TriggerOptions, force_replay,
+    ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions,
+    ExplanationMode, HistoryMode, JudgeOptions, Limit, NoCacheError, TriggerOptions, force_replay,
 };
 pub use report::{
     CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,

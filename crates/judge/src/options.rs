@@ -64,6 +64,27 @@ pub struct JudgeOptions {
     /// boundary; the prompt says when one was cut or left out). Default 2048.
     #[serde(default = "default_history_bytes")]
     pub max_history_bytes: usize,
+    /// What of the model's own words a verdict keeps (decisions, the audit log, the cache):
+    /// `vocabulary` (default: the label, the confidence and evidence signals mapped onto a
+    /// fixed vocabulary, with their spans) or `free_text` (the model's explanation and
+    /// signals, redacted of copied input runs of 20+ characters).
+    #[serde(default)]
+    pub explanations: ExplanationMode,
+}
+
+/// What a verdict keeps of the judge model's explanation (see [`JudgeOptions::explanations`]).
+///
+/// Free text can carry what the redaction of copied runs misses: a 15-character secret from
+/// the prompt, or a credential the model made up (issue 35 found both in the audit log and
+/// the judge cache). The vocabulary cannot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplanationMode {
+    /// Label, confidence and signals from a fixed vocabulary.
+    #[default]
+    Vocabulary,
+    /// The model's words, redacted.
+    FreeText,
 }
 
 impl JudgeOptions {

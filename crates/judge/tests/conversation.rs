@@ -370,7 +370,10 @@ fn an_explanation_that_copies_the_history_is_redacted() {
     let cache = dir.path().join("c.sqlite");
     let d = pipeline(
         &server.base_url(),
-        &format!("cache = {{ path = {:?} }}", cache.display().to_string()),
+        &format!(
+            "cache = {{ path = {:?} }}\nexplanations = \"free_text\"",
+            cache.display().to_string()
+        ),
     )
     .scan(&request(NEWEST, Some(rising(&story()))))
     .unwrap()

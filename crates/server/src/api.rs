@@ -48,11 +48,14 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             post(crate::tools::approval_deny),
         )
         .route_layer(from_fn_with_state(state.clone(), auth::require_approver));
+    let operations = Router::new()
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(ops::openapi))
+        .route_layer(from_fn_with_state(state.clone(), auth::operations_access));
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi))
+        .merge(operations)
         .merge(v1)
         .merge(admin)
         .merge(approvals)

@@ -248,6 +248,43 @@ pub(crate) async fn require_admin(
     guard(&state, req, next, Need::Admin).await
 }
 
+/// Guards the operations pages (`/metrics`, `/openapi.json`): open without keys; with
+/// keys, open to a valid key, and without one as `[auth] open_operations` says (default:
+/// loopback clients only).
+pub(crate) async fn operations_access(
+    State(state): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    use crate::config::OpenOperations;
+    if state.keys().is_empty() || presented_key(req.headers()).is_none() {
+        let client = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        let open = state.keys().is_empty()
+            || match state.config().auth.open_operations {
+                OpenOperations::Always => true,
+                OpenOperations::Never => false,
+                OpenOperations::Loopback => client.is_some_and(|ip| ip.is_loopback()),
+            };
+        if open {
+            return next.run(req).await;
+        }
+        let id = request_id(req.headers());
+        return finish(
+            ServiceError::Unauthorized(
+                "this page needs an API key from clients other than loopback \
+                 ([auth] open_operations)"
+                    .into(),
+            )
+            .into_response(),
+            &id,
+        );
+    }
+    guard(&state, req, next, Need::Key).await
+}
+
 /// Authenticates `/admin/approvals*` requests (approver or admin keys) and inserts the
 /// [`Caller`].
 pub(crate) async fn require_approver(

@@ -243,6 +243,23 @@ pub struct AuthSection {
     /// Most client addresses whose failures are remembered; past it, the addresses whose
     /// allowance is whole are forgotten first, then the least recent. Default 10000.
     pub max_tracked_clients: usize,
+    /// Who may read `/metrics` and `/openapi.json` without a key when keys are configured
+    /// (a valid key always may): `loopback` (the default: clients on the same host, such as
+    /// a local Prometheus agent), `always`, or `never`.
+    pub open_operations: OpenOperations,
+}
+
+/// Who may read the operations pages (`/metrics`, `/openapi.json`) without an API key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenOperations {
+    /// Clients connecting from a loopback address.
+    #[default]
+    Loopback,
+    /// Anyone.
+    Always,
+    /// No one: a key is required.
+    Never,
 }
 
 impl Default for AuthSection {
@@ -252,6 +269,7 @@ impl Default for AuthSection {
             max_failures: 10,
             failure_window_ms: 60_000,
             max_tracked_clients: 10_000,
+            open_operations: OpenOperations::default(),
         }
     }
 }

@@ -479,3 +479,74 @@ async fn http2_requests_are_served() {
     assert_eq!(st, 200, "{v}");
     s.stop().await;
 }
+
+/// Issue 35 (15): the audit database was created mode 0644, and `/metrics` and
+/// `/openapi.json` answered without a key when keys were configured. Files are now created
+/// 0600; the operations pages need a key unless `[auth] open_operations` opens them
+/// (default: loopback clients only).
+#[tokio::test]
+async fn regression_operations_pages_and_files_are_not_open_to_everyone() {
+    let get = |s: &Running, path: &str, key: Option<&str>| {
+        let mut r = client().get(s.url(path));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.db");
+    let src = format!(
+        "version = 1\n[pipeline]\npath = {:?}\n[audit]\npath = {:?}\n{}[auth]\nopen_operations = \"never\"\n",
+        rules_config().display().to_string(),
+        audit.display().to_string(),
+        keys_toml()
+    );
+    let s = start_in(dir, &src, "127.0.0.1:0").await;
+    for path in ["/metrics", "/openapi.json"] {
+        assert_eq!(
+            get(&s, path, None).await.unwrap().status().as_u16(),
+            401,
+            "{path}"
+        );
+        assert_eq!(
+            get(&s, path, Some(USER_KEY))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+            200,
+            "{path}"
+        );
+        assert_eq!(
+            get(&s, path, Some("wrong"))
+                .await
+                .unwrap()
+                .status()
+                .as_u16(),
+            401,
+            "{path}"
+        );
+    }
+    assert_eq!(
+        get(&s, "/healthz", None).await.unwrap().status().as_u16(),
+        200
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&audit).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "audit.db mode {mode:o}");
+    }
+    // The default: loopback clients read them without a key.
+    let dir = tempfile::tempdir().unwrap();
+    let src = format!(
+        "version = 1\n[pipeline]\npath = {:?}\n{}",
+        rules_config().display().to_string(),
+        keys_toml()
+    );
+    let s = start_in(dir, &src, "127.0.0.1:0").await;
+    assert_eq!(
+        get(&s, "/metrics", None).await.unwrap().status().as_u16(),
+        200
+    );
+}

@@ -258,6 +258,8 @@ struct CompiledTool {
     risk: Risk,
     action: ToolAction,
     args: BTreeMap<String, Predicate>,
+    /// The constrained arguments' names folded (`strict::fold_key`), with the name.
+    folded_args: Vec<(String, String)>,
     requires: Option<(condition::Requirement, ToolAction)>,
     rate: Option<(usize, ToolAction)>,
 }
@@ -344,10 +346,15 @@ impl Policy {
                     t.over_limit.unwrap_or_default().into(),
                 )
             });
+            let folded_args = args
+                .keys()
+                .map(|a| (strict::fold_key(a).into_owned(), a.clone()))
+                .collect();
             let compiled = CompiledTool {
                 risk: t.risk,
                 action: t.action,
                 args,
+                folded_args,
                 requires,
                 rate,
             };
@@ -591,7 +598,7 @@ fn check_arguments(
                 continue;
             }
             let folded = strict::fold_key(key);
-            if let Some(arg) = tool.args.keys().find(|a| strict::fold_key(a) == folded) {
+            if let Some((_, arg)) = tool.folded_args.iter().find(|(f, _)| *f == folded) {
                 d.action = ToolAction::Block;
                 d.rules.push(RULE_ARGUMENT.into());
                 d.failed_argument = Some(arg.clone());

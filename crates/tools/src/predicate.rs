@@ -275,6 +275,10 @@ impl Predicate {
 /// so `/workspace/%2egit/` and `/workspace/.git\\hooks` contain `/.git/` as `path_under`
 /// reads them.
 fn folded_readings(text: &str) -> Vec<String> {
+    // Plain ASCII with nothing to decode reads one way only.
+    if text.is_ascii() && !text.contains(['%', '\\']) {
+        return vec![text.to_ascii_lowercase()];
+    }
     let raw = text.to_lowercase();
     match fold_path(text) {
         Some(f) => {

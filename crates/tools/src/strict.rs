@@ -11,13 +11,21 @@
 
 use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use unicode_normalization::UnicodeNormalization;
 
-/// The folded form two keys must not share: NFKC, then lower case.
-pub fn fold_key(k: &str) -> String {
-    k.nfkc().collect::<String>().to_lowercase()
+/// The folded form two keys must not share: NFKC, then lower case (borrowed for the usual
+/// lower-case ASCII key: the check runs on every call).
+pub fn fold_key(k: &str) -> Cow<'_, str> {
+    if k.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase()) {
+        Cow::Borrowed(k)
+    } else if k.is_ascii() {
+        Cow::Owned(k.to_ascii_lowercase())
+    } else {
+        Cow::Owned(k.nfkc().collect::<String>().to_lowercase())
+    }
 }
 
 /// Parses JSON text, refusing duplicate keys and keys equal after folding (at any depth).
@@ -52,10 +60,11 @@ pub fn folded_collision(v: &Value) -> Option<(String, String)> {
     match v {
         Value::Array(a) => a.iter().find_map(folded_collision),
         Value::Object(m) => {
-            let mut seen: BTreeMap<String, &str> = BTreeMap::new();
-            for k in m.keys() {
-                if let Some(first) = seen.insert(fold_key(k), k) {
-                    return Some((first.to_string(), k.clone()));
+            // Objects are small: pairwise, with no map to allocate.
+            let folded: Vec<(Cow<'_, str>, &String)> = m.keys().map(|k| (fold_key(k), k)).collect();
+            for (i, (a, ka)) in folded.iter().enumerate() {
+                if let Some((_, kb)) = folded[i + 1..].iter().find(|(b, _)| b == a) {
+                    return Some(((*ka).clone(), (*kb).clone()));
                 }
             }
             m.values().find_map(folded_collision)
@@ -139,7 +148,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
                     shorten(&k)
                 )));
             }
-            if let Some(first) = folded.insert(fold_key(&k), k.clone()) {
+            if let Some(first) = folded.insert(fold_key(&k).into_owned(), k.clone()) {
                 return Err(de::Error::custom(format!(
                     "keys `{}` and `{}` are equal after case and width folding",
                     shorten(&first),

@@ -41,6 +41,9 @@ pub enum HistoryPolicy {
 pub struct LedgerOptions {
     /// Most entries kept; the least recently used go first.
     pub max_entries: usize,
+    /// Most entries one tenant (an API key) may hold; past it, that tenant's least recently
+    /// used go first, so one key's answers cannot evict another's. `None`: `max_entries`.
+    pub max_entries_per_tenant: Option<usize>,
     /// Seconds after its last use at which an entry counts as absent.
     pub ttl_seconds: u64,
     /// What to do with forged assistant turns.
@@ -54,6 +57,7 @@ impl Default for LedgerOptions {
     fn default() -> Self {
         Self {
             max_entries: DEFAULT_LEDGER_MAX_ENTRIES,
+            max_entries_per_tenant: None,
             ttl_seconds: DEFAULT_LEDGER_TTL_SECONDS,
             policy: HistoryPolicy::default(),
             bind_to_prefix: true,
@@ -64,8 +68,8 @@ impl Default for LedgerOptions {
 impl LedgerOptions {
     /// Checks every field.
     pub fn validate(&self) -> Result<(), OptionsError> {
-        if self.max_entries == 0 {
-            return Err(OptionsError::LedgerMaxEntries(self.max_entries));
+        if self.max_entries == 0 || self.max_entries_per_tenant == Some(0) {
+            return Err(OptionsError::LedgerMaxEntries(0));
         }
         if self.ttl_seconds == 0 {
             return Err(OptionsError::LedgerTtl(self.ttl_seconds));
@@ -151,6 +155,8 @@ struct Entry {
     tick: u64,
     /// Whether the database has a row for this hash as of the last drain.
     persisted: bool,
+    /// The tenant's tag (0: the default tenant, and rows restored from a database).
+    tenant: u64,
 }
 
 /// Changes since the last drain; absent until the first drain or restore.
@@ -203,6 +209,8 @@ impl Tracker {
 struct Inner {
     entries: HashMap<[u8; 32], Entry>,
     lru: BTreeMap<u64, [u8; 32]>,
+    /// Per tenant tag, its entries in LRU order.
+    tenants: HashMap<u64, BTreeMap<u64, [u8; 32]>>,
     next_tick: u64,
     tracker: Option<Tracker>,
 }
@@ -235,26 +243,59 @@ impl Inner {
     fn remove(&mut self, h: &[u8; 32]) {
         if let Some(e) = self.entries.remove(h) {
             self.lru.remove(&e.tick);
+            if let Some(t) = self.tenants.get_mut(&e.tenant) {
+                t.remove(&e.tick);
+                if t.is_empty() {
+                    self.tenants.remove(&e.tenant);
+                }
+            }
             if let Some(t) = &mut self.tracker {
                 t.removed(*h, e.persisted);
             }
         }
     }
 
-    fn touch(&mut self, h: [u8; 32], now: u64) {
+    fn touch(&mut self, h: [u8; 32], now: u64, tenant: u64) {
         let tick = self.next_tick;
         self.next_tick += 1;
         let e = self.entries.entry(h).or_insert(Entry {
             last_seen: now,
             tick,
             persisted: false,
+            tenant,
         });
-        self.lru.remove(&e.tick);
+        let old = e.tick;
+        self.lru.remove(&old);
         e.tick = tick;
         e.last_seen = now;
+        let t = self.tenants.entry(e.tenant).or_default();
+        t.remove(&old);
+        t.insert(tick, h);
         self.lru.insert(tick, h);
         if let Some(t) = &mut self.tracker {
             t.changed(h);
+        }
+    }
+
+    /// Evicts `tenant`'s least recently used entries until it holds at most `quota`.
+    fn evict_tenant_to(&mut self, tenant: u64, quota: usize) {
+        while let Some(h) = self
+            .tenants
+            .get(&tenant)
+            .filter(|t| t.len() > quota)
+            .and_then(|t| t.first_key_value().map(|(_, h)| *h))
+        {
+            self.remove(&h);
+        }
+    }
+
+    /// The per-tenant LRUs, from the entries and the global LRU (after a restore).
+    fn rebuild_tenants(&mut self) {
+        self.tenants.clear();
+        for (tick, h) in &self.lru {
+            if let Some(e) = self.entries.get(h) {
+                self.tenants.entry(e.tenant).or_default().insert(*tick, *h);
+            }
         }
     }
 
@@ -330,29 +371,41 @@ impl AssistantLedger {
         self.len() == 0
     }
 
-    fn entry_hash(&self, prefix_key: &ChainKey, text: &str) -> [u8; 32] {
+    fn entry_hash(&self, secret: &ChainSecret, prefix_key: &ChainKey, text: &str) -> [u8; 32] {
         let bound = if self.options.bind_to_prefix {
             *prefix_key
         } else {
             ChainKey([0; 32])
         };
-        self.secret.ledger_hash(&bound, text)
+        secret.ledger_hash(&bound, text)
     }
 
     /// Records an assistant message this proxy returned, as the answer to `prefix` (the
     /// messages it was sent, in order). Stores one keyed hash, never text.
     pub fn record(&self, prefix: &[(Role, &str)], assistant_text: &str) {
-        let prefix_key = self
-            .secret
+        self.record_for(None, prefix, assistant_text);
+    }
+
+    /// [`record`](Self::record) in the partition of `tenant` (an API key id): the hash is
+    /// keyed by the tenant's secret, and the tenant holds at most its share of the ledger.
+    pub fn record_for(&self, tenant: Option<&str>, prefix: &[(Role, &str)], assistant_text: &str) {
+        let (secret, tag) = self.partition(tenant);
+        let prefix_key = secret
             .chain(prefix)
             .last()
             .copied()
-            .unwrap_or_else(|| self.secret.root());
-        let h = self.entry_hash(&prefix_key, assistant_text);
+            .unwrap_or_else(|| secret.root());
+        let h = self.entry_hash(&secret, &prefix_key, assistant_text);
         let now = self.clock.now();
+        let quota = self
+            .options
+            .max_entries_per_tenant
+            .unwrap_or(self.options.max_entries)
+            .min(self.options.max_entries);
         let mut inner = self.lock();
         inner.sweep(now, self.options.ttl_seconds);
-        inner.touch(h, now);
+        inner.touch(h, now, tag);
+        inner.evict_tenant_to(tag, quota);
         inner.evict_to(self.options.max_entries);
     }
 
@@ -360,6 +413,12 @@ impl AssistantLedger {
     /// Verified entries are refreshed (their TTL and LRU position), so a conversation that
     /// goes on keeps its history verifiable.
     pub fn check(&self, conversation: &[(Role, &str)]) -> HistoryCheck {
+        self.check_for(None, conversation)
+    }
+
+    /// [`check`](Self::check) in the partition of `tenant`: an answer recorded for another
+    /// tenant does not verify.
+    pub fn check_for(&self, tenant: Option<&str>, conversation: &[(Role, &str)]) -> HistoryCheck {
         let mut out = HistoryCheck::default();
         let Some(history_len) = conversation.len().checked_sub(1) else {
             return out;
@@ -368,7 +427,8 @@ impl AssistantLedger {
         if !history.iter().any(|(r, _)| *r == Role::Assistant) {
             return out;
         }
-        let chain = self.secret.chain(history);
+        let (secret, tag) = self.partition(tenant);
+        let chain = secret.chain(history);
         let ttl = self.options.ttl_seconds;
         let now = self.clock.now();
         let mut inner = self.lock();
@@ -378,15 +438,23 @@ impl AssistantLedger {
                 continue;
             }
             // chain[i] names the messages before i: the prefix this turn answered.
-            let h = self.entry_hash(&chain[i], text);
+            let h = self.entry_hash(&secret, &chain[i], text);
             if inner.live(&h, now, ttl) {
-                inner.touch(h, now);
+                inner.touch(h, now, tag);
                 out.verified.push(i);
             } else {
                 out.forged.push(i);
             }
         }
         out
+    }
+
+    /// The secret and tag of `tenant`'s partition (`None`: the ledger's own, tag 0).
+    fn partition(&self, tenant: Option<&str>) -> (ChainSecret, u64) {
+        match tenant {
+            None => (self.secret.clone(), 0),
+            Some(t) => (self.secret.for_tenant(t), self.secret.tenant_tag(t)),
+        }
     }
 
     /// Takes the changes since the previous call, for persistence: entries recorded or
@@ -504,11 +572,13 @@ impl AssistantLedger {
                     last_seen: row.last_seen,
                     tick,
                     persisted: true,
+                    tenant: 0,
                 },
             );
             inner.lru.insert(tick, row.hash);
             restored.push(row.hash);
         }
+        inner.rebuild_tenants();
         inner.evict_to(max);
         stats.restored = restored
             .iter()

@@ -312,7 +312,7 @@ impl ConversationScanner {
         let msgs = as_messages(sent, &contents);
         let answer_text = answer.content();
         if let Some(ledger) = &self.ledger {
-            ledger.record(&msgs, &answer_text);
+            ledger.record_for(self.tenant.as_deref(), &msgs, &answer_text);
         }
         if let Some(store) = &self.store
             && self.refusals.is_refusal(&answer.text)
@@ -344,7 +344,10 @@ impl ConversationScanner {
         let tenant_store = shared.tenant(self.tenant.as_deref());
         let store = &tenant_store;
 
-        let history = self.ledger.as_ref().map(|l| l.check(&msgs));
+        let history = self
+            .ledger
+            .as_ref()
+            .map(|l| l.check_for(self.tenant.as_deref(), &msgs));
         let forged: Vec<usize> = history
             .as_ref()
             .map(|h| h.forged.clone())

@@ -264,3 +264,30 @@ fn options_serde_defaults_unknown_fields_and_validation() {
     };
     assert_eq!(no_ttl.validate(), Err(OptionsError::LedgerTtl(0)));
 }
+
+/// Issue 35 (tenants apart): the ledger was one store for every API key, so one key's
+/// answers verified in another key's history, and one key could flood it and evict another's
+/// recorded answers (which then read as forged). Each tenant has its own partition and share.
+#[test]
+fn regression_tenants_have_their_own_ledger_and_share_of_it() {
+    let (l, _) = ledger_with(LedgerOptions {
+        max_entries: 1_000,
+        max_entries_per_tenant: Some(100),
+        ..LedgerOptions::default()
+    });
+    l.record_for(Some("a"), &[Q1], A1);
+    let conv = [Q1, (Role::Assistant, A1), Q2];
+    assert_eq!(l.check_for(Some("a"), &conv).verified, vec![1]);
+    assert_eq!(l.check_for(Some("b"), &conv).forged, vec![1]);
+    assert_eq!(l.check(&conv).forged, vec![1]);
+    for i in 0..5_000 {
+        let q = format!("flood question {i}");
+        l.record_for(Some("b"), &[(Role::User, q.as_str())], "flood answer");
+    }
+    assert!(l.len() <= 101, "{}", l.len());
+    assert_eq!(
+        l.check_for(Some("a"), &conv).verified,
+        vec![1],
+        "a's answer survived b's flood"
+    );
+}

@@ -405,9 +405,13 @@ impl Conversations {
         let mut options = section.options.clone();
         // Each API key holds at most its share of the store (issue 35), by default an
         // equal share per configured key.
-        if options.store.max_entries_per_tenant.is_none() && cfg.auth.keys.len() > 1 {
-            options.store.max_entries_per_tenant =
-                Some((options.store.max_entries / cfg.auth.keys.len()).max(1));
+        let keys = cfg.auth.keys.len();
+        if options.store.max_entries_per_tenant.is_none() && keys > 1 {
+            options.store.max_entries_per_tenant = Some((options.store.max_entries / keys).max(1));
+        }
+        if options.ledger.max_entries_per_tenant.is_none() && keys > 1 {
+            options.ledger.max_entries_per_tenant =
+                Some((options.ledger.max_entries / keys).max(1));
         }
         let store = ConversationStore::new(options.store.clone(), &key)?;
         let ledger = AssistantLedger::new(options.ledger.clone(), &key)?;

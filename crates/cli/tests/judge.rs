@@ -72,7 +72,8 @@ fn judge_shows_trigger_label_explanation_cost_latency_and_caches() {
     assert!(out.contains(": ok  trigger: direct"), "{out}");
     assert!(out.contains("label: malicious  confidence: 0.90"), "{out}");
     assert!(
-        out.contains("explanation: Asks the assistant to set its instructions aside."),
+        // The shipped configuration keeps the vocabulary, not the model's sentence.
+        out.contains("explanation: malicious at confidence 0.90: instruction override"),
         "{out}"
     );
     assert!(
@@ -103,7 +104,7 @@ fn judge_shows_trigger_label_explanation_cost_latency_and_caches() {
     assert_eq!(v["cache"], "hit", "{v}");
     assert_eq!(
         v["verdict"]["explanation"],
-        "Asks the assistant to set its instructions aside."
+        "malicious at confidence 0.90: instruction override"
     );
     assert_eq!(server.request_count(), 1);
 }
@@ -216,7 +217,10 @@ fn scan_json_and_human_output_carry_the_judges_verdict() {
     assert!(out.contains("linear low_risk ALLOW (undecided)"), "{out}");
     assert!(out.contains(": ok  trigger: deferred (linear 0."), "{out}");
     assert!(out.contains("label: benign  confidence: 0.80"), "{out}");
-    assert!(out.contains("explanation: A summary request."), "{out}");
+    assert!(
+        out.contains("explanation: benign at confidence 0.80"),
+        "{out}"
+    );
     assert!(out.contains("cache: hit"), "{out}");
     // The first scan asked; the second was answered by the cache.
     assert_eq!(server.request_count(), 1);

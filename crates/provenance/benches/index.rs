@@ -54,6 +54,19 @@ fn bench(c: &mut Criterion) {
             black_box(index.of_arguments(black_box(&args)))
         })
     });
+    c.bench_function("of_call_100kb", |b| {
+        b.iter(|| {
+            Index::of_call(black_box(&msgs), &[], black_box(&args))
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+    });
+    let no_text = json!({"iban": "DE89370400440532013000", "amount": 120.5, "to": "billing7@vendor7.example"});
+    c.bench_function("of_call_100kb_no_free_text", |b| {
+        b.iter(|| {
+            Index::of_call(black_box(&msgs), &[], black_box(&no_text))
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+    });
     let index = Index::build(&msgs, &[]).unwrap_or_else(|e| panic!("{e}"));
     c.bench_function("attribute_only_100kb", |b| {
         b.iter(|| black_box(index.of_arguments(black_box(&args))))

@@ -343,11 +343,25 @@ fn trim_punct(text: &str, span: Range<usize>) -> Range<usize> {
 }
 
 /// The values a text holds: `(kind, canonical form, byte span)`.
-pub(crate) fn values(text: &str) -> Vec<(Kind, String, Range<usize>)> {
+pub(crate) fn values(text: &str, wanted: &[Kind]) -> Vec<(Kind, String, Range<usize>)> {
+    let want = |k: Kind| wanted.contains(&k);
     let mut out = Vec::new();
-    urls(text, &mut out);
-    emails(text, &mut out);
-    ibans(text, &mut out);
+    if want(Kind::Url) || want(Kind::Host) {
+        urls(text, &mut out);
+    }
+    if want(Kind::Email) || want(Kind::Host) {
+        emails(text, &mut out);
+    }
+    // IBANs are always looked for: their digit groups must not read as phone numbers.
+    if want(Kind::Iban) || want(Kind::Phone) {
+        ibans(text, &mut out);
+    }
+    if !want(Kind::Phone) {
+        if want(Kind::Path) || want(Kind::Host) {
+            paths_and_hosts(text, &mut out);
+        }
+        return out;
+    }
     // The digit groups of an IBAN are not a phone number.
     let taken: Vec<Range<usize>> = out
         .iter()
@@ -361,7 +375,9 @@ pub(crate) fn values(text: &str) -> Vec<(Kind, String, Range<usize>)> {
             .into_iter()
             .filter(|(_, _, r)| !taken.iter().any(|t| t.start < r.end && r.start < t.end)),
     );
-    paths_and_hosts(text, &mut out);
+    if want(Kind::Path) || want(Kind::Host) {
+        paths_and_hosts(text, &mut out);
+    }
     out
 }
 
@@ -435,10 +451,21 @@ fn ibans(text: &str, out: &mut Vec<(Kind, String, Range<usize>)>) {
                 break;
             }
         }
-        let found = ends
+        // A listed country has one length: only that prefix can be its IBAN.
+        let country = text[i..i + 2].to_ascii_uppercase();
+        let known = IBAN_LENGTHS
             .iter()
-            .rev()
-            .find_map(|&e| iban(&text[i..e]).map(|c| (c, i..e)));
+            .find(|(c, _)| *c == country)
+            .map(|(_, n)| *n);
+        let found = match known {
+            Some(n) => ends
+                .get(n.wrapping_sub(1))
+                .and_then(|&e| iban(&text[i..e]).map(|c| (c, i..e))),
+            None => ends
+                .iter()
+                .rev()
+                .find_map(|&e| iban(&text[i..e]).map(|c| (c, i..e))),
+        };
         match found {
             Some((c, span)) => {
                 i = span.end;
@@ -468,6 +495,11 @@ fn phones(text: &str, out: &mut Vec<(Kind, String, Range<usize>)>) {
         let span = trim_punct(text, i..e);
         let s = text[span.clone()].trim_end();
         let span = span.start..span.start + s.len();
+        // Most digit runs are amounts and dates: too few digits to be a phone number.
+        if s.bytes().filter(u8::is_ascii_digit).count() < 7 {
+            i = e.max(i + 1);
+            continue;
+        }
         match phone(s) {
             Some(c) => {
                 out.push((Kind::Phone, c, span.clone()));
@@ -511,6 +543,15 @@ fn paths_and_hosts(text: &str, out: &mut Vec<(Kind, String, Range<usize>)>) {
 mod tests {
     use super::*;
 
+    const ALL_KINDS: [Kind; 6] = [
+        Kind::Email,
+        Kind::Url,
+        Kind::Host,
+        Kind::Iban,
+        Kind::Phone,
+        Kind::Path,
+    ];
+
     #[test]
     fn kinds_and_canonical_forms() {
         assert_eq!(classify("Boss@Example.COM"), Kind::Email);
@@ -548,7 +589,7 @@ mod tests {
     #[test]
     fn values_are_found_in_text_with_their_spans() {
         let text = "Wire to GB82 WEST 1234 5698 7654 32, mail x@Evil.example, see https://evil.example/p. Call +1 (555) 010-9999 or open /tmp/a.txt on files.example.org.";
-        let vals = values(text);
+        let vals = values(text, &ALL_KINDS);
         let has = |k: Kind, c: &str| vals.iter().any(|(kk, cc, _)| *kk == k && cc == c);
         assert!(has(Kind::Iban, "GB82WEST12345698765432"), "{vals:?}");
         assert!(has(Kind::Email, "x@evil.example"));

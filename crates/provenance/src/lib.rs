@@ -42,6 +42,33 @@ use std::ops::Range;
 
 pub use extract::{MIN_TEXT_WORDS, canonical, classify};
 
+/// Every kind an index can hold.
+pub const ALL_KINDS: [Kind; 7] = [
+    Kind::Email,
+    Kind::Url,
+    Kind::Host,
+    Kind::Iban,
+    Kind::Phone,
+    Kind::Path,
+    Kind::Text,
+];
+
+/// The kinds of the string and number leaves of `v`.
+fn leaf_kinds(v: &serde_json::Value, out: &mut Vec<Kind>) {
+    let mut add = |k: Kind| {
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    };
+    match v {
+        serde_json::Value::String(s) => add(classify(s)),
+        serde_json::Value::Number(n) => add(classify(&n.to_string())),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| leaf_kinds(x, out)),
+        serde_json::Value::Object(m) => m.values().for_each(|x| leaf_kinds(x, out)),
+        _ => {}
+    }
+}
+
 /// Most bytes of conversation text indexed.
 pub const MAX_CONVERSATION_BYTES: usize = 1 << 20;
 /// Most messages indexed.
@@ -184,9 +211,12 @@ struct Occurrence {
 #[derive(Debug)]
 pub struct Index {
     values: HashMap<(Kind, String), Vec<Occurrence>>,
-    /// Word runs of every message, sorted by hash: hash of [`MIN_TEXT_WORDS`] consecutive
-    /// words, message, span (one sorted vector: no allocation per run).
-    shingles: Vec<(u64, usize, Range<usize>)>,
+    /// Word runs of every message: the hash of [`MIN_TEXT_WORDS`] consecutive words → the
+    /// newest of its runs in `runs`, each run linking to the previous one with that hash (one
+    /// vector and one map: no allocation per run, no sort).
+    shingle_heads: HashMap<u64, usize>,
+    /// `(message, span, previous run with the same hash)`.
+    runs: Vec<(usize, Range<usize>, Option<usize>)>,
     sources: Vec<Source>,
     flagged: Vec<Vec<(Range<usize>, f32)>>,
     operator: HashMap<(Kind, String), ()>,
@@ -199,6 +229,27 @@ impl Index {
         messages: &[Message<'_>],
         trusted_values: &[String],
     ) -> Result<Index, ProvenanceError> {
+        Self::build_for(messages, trusted_values, &ALL_KINDS)
+    }
+
+    /// Indexes only the kinds of the values of `arguments` (a call's arguments): what a
+    /// decision needs, at a fraction of the cost of every kind, and attributes them.
+    pub fn of_call(
+        messages: &[Message<'_>],
+        trusted_values: &[String],
+        arguments: &serde_json::Value,
+    ) -> Result<Vec<ArgumentProvenance>, ProvenanceError> {
+        let mut kinds = Vec::new();
+        leaf_kinds(arguments, &mut kinds);
+        Ok(Self::build_for(messages, trusted_values, &kinds)?.of_arguments(arguments))
+    }
+
+    /// Indexes the values of the `kinds` given (free text: [`Kind::Text`]).
+    pub fn build_for(
+        messages: &[Message<'_>],
+        trusted_values: &[String],
+        kinds: &[Kind],
+    ) -> Result<Index, ProvenanceError> {
         let bytes: usize = messages.iter().map(|m| m.text.len()).sum();
         if bytes > MAX_CONVERSATION_BYTES || messages.len() > MAX_MESSAGES {
             return Err(ProvenanceError::TooLarge {
@@ -207,21 +258,22 @@ impl Index {
             });
         }
         let mut values: HashMap<(Kind, String), Vec<Occurrence>> = HashMap::new();
-        let mut shingles: Vec<(u64, usize, Range<usize>)> = Vec::new();
+        let mut shingle_heads: HashMap<u64, usize> = HashMap::new();
+        let mut runs: Vec<(usize, Range<usize>, Option<usize>)> = Vec::new();
         for (i, m) in messages.iter().enumerate() {
-            for (kind, canon, span) in extract::values(m.text) {
+            for (kind, canon, span) in extract::values(m.text, kinds) {
                 values
                     .entry((kind, canon))
                     .or_default()
                     .push(Occurrence { message: i, span });
             }
-            shingles.extend(
-                extract::shingles(m.text)
-                    .into_iter()
-                    .map(|(h, span)| (h, i, span)),
-            );
+            if kinds.contains(&Kind::Text) {
+                for (h, span) in extract::shingles(m.text) {
+                    let previous = shingle_heads.insert(h, runs.len());
+                    runs.push((i, span, previous));
+                }
+            }
         }
-        shingles.sort_unstable_by_key(|(h, i, s)| (*h, *i, s.start));
         let operator = trusted_values
             .iter()
             .filter_map(|v| {
@@ -231,7 +283,8 @@ impl Index {
             .collect();
         Ok(Index {
             values,
-            shingles,
+            shingle_heads,
+            runs,
             sources: messages.iter().map(|m| m.source).collect(),
             flagged: messages.iter().map(|m| m.flagged.clone()).collect(),
             operator,
@@ -270,15 +323,18 @@ impl Index {
         let mut trusted = None;
         let mut untrusted_only = Vec::new();
         for (h, _) in extract::shingles(value) {
-            let from = self.shingles.partition_point(|(x, _, _)| *x < h);
-            let occ: Vec<Occurrence> = self.shingles[from..]
-                .iter()
-                .take_while(|(x, _, _)| *x == h)
-                .map(|(_, m, span)| Occurrence {
+            // The chain runs newest first; reversed, occurrences come in conversation order.
+            let mut occ = Vec::new();
+            let mut at = self.shingle_heads.get(&h).copied();
+            while let Some(i) = at {
+                let (m, span, previous) = &self.runs[i];
+                occ.push(Occurrence {
                     message: *m,
                     span: span.clone(),
-                })
-                .collect();
+                });
+                at = *previous;
+            }
+            occ.reverse();
             if occ.is_empty() {
                 continue;
             }

@@ -64,3 +64,31 @@ pub fn layer_names(v: &serde_json::Value) -> Vec<&str> {
         .map(|l| l["layer"].as_str().expect("a layer name"))
         .collect()
 }
+
+/// Starts `rampart serve --config CONFIG` on a free loopback port, its standard error to
+/// `stderr` and `RUST_LOG=log`, and waits for its first line: the child and the address it
+/// listens on (`127.0.0.1:PORT`).
+pub fn serve(config: &Path, stderr: Stdio, log: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(config)
+        .env_remove("RAMPART_CONFIG")
+        .env_remove("RAMPART_LISTEN")
+        .env_remove("RAMPART_AUDIT_PATH")
+        .env("RUST_LOG", log)
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .expect("spawn rampart serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped stdout"))
+        .read_line(&mut line)
+        .expect("rampart serve's first line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, addr)
+}

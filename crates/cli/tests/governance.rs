@@ -158,7 +158,6 @@ fn http(addr: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, St
 /// The agent's own key cannot approve.
 #[test]
 fn approvals_list_and_approve_a_pending_call_on_a_running_service() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let sha = |k: &str| rampart_server::config::hash_api_key(k);
@@ -177,25 +176,11 @@ fn approvals_list_and_approve_a_pending_call_on_a_running_service() {
         ),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(dir.path().join("server.toml"))
-        .env_remove("RAMPART_CONFIG")
-        .env_remove("RAMPART_LISTEN")
-        .env("RUST_LOG", "off")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (mut child, addr) = crate::common::serve(
+        &dir.path().join("server.toml"),
+        std::process::Stdio::null(),
+        "off",
+    );
     let call = r#"{"tool":"delete_file","arguments":{"path":"/workspace/old.txt"},"conversation_id":"c1"}"#;
     let (st, body) = http(&addr, "POST", "/v1/tools/check", "agent-key", call);
     assert_eq!(st, 200, "{body}");

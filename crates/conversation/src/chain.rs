@@ -59,6 +59,16 @@ impl ChainSecret {
         Self(blake3::derive_key(TENANT_CONTEXT, &material))
     }
 
+    /// The secret and tag of a tenant's partition: this secret and tag 0 for the default
+    /// partition (`None`), else [`for_tenant`](Self::for_tenant) and
+    /// [`tenant_tag`](Self::tenant_tag). The store and the ledger partition alike.
+    pub(crate) fn partition(&self, tenant: Option<&str>) -> (ChainSecret, u64) {
+        match tenant {
+            None => (self.clone(), 0),
+            Some(t) => (self.for_tenant(t), self.tenant_tag(t)),
+        }
+    }
+
     /// A 64-bit tag naming a tenant inside the store (its quota and LRU), never 0.
     pub(crate) fn tenant_tag(&self, tenant: &str) -> u64 {
         let h = self.hash(7, &[tenant.as_bytes()]);

@@ -389,7 +389,7 @@ impl AssistantLedger {
     /// [`record`](Self::record) in the partition of `tenant` (an API key id): the hash is
     /// keyed by the tenant's secret, and the tenant holds at most its share of the ledger.
     pub fn record_for(&self, tenant: Option<&str>, prefix: &[(Role, &str)], assistant_text: &str) {
-        let (secret, tag) = self.partition(tenant);
+        let (secret, tag) = self.secret.partition(tenant);
         let prefix_key = secret
             .chain(prefix)
             .last()
@@ -427,7 +427,7 @@ impl AssistantLedger {
         if !history.iter().any(|(r, _)| *r == Role::Assistant) {
             return out;
         }
-        let (secret, tag) = self.partition(tenant);
+        let (secret, tag) = self.secret.partition(tenant);
         let chain = secret.chain(history);
         let ttl = self.options.ttl_seconds;
         let now = self.clock.now();
@@ -447,14 +447,6 @@ impl AssistantLedger {
             }
         }
         out
-    }
-
-    /// The secret and tag of `tenant`'s partition (`None`: the ledger's own, tag 0).
-    fn partition(&self, tenant: Option<&str>) -> (ChainSecret, u64) {
-        match tenant {
-            None => (self.secret.clone(), 0),
-            Some(t) => (self.secret.for_tenant(t), self.secret.tenant_tag(t)),
-        }
     }
 
     /// Takes the changes since the previous call, for persistence: entries recorded or

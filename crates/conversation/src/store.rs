@@ -1189,17 +1189,11 @@ impl ConversationStore {
     /// each other's conversations, and each holds at most
     /// [`StoreOptions::tenant_quota`] nodes.
     pub fn tenant(&self, tenant: Option<&str>) -> TenantStore<'_> {
-        match tenant {
-            None => TenantStore {
-                store: self,
-                secret: self.secret.clone(),
-                tag: 0,
-            },
-            Some(t) => TenantStore {
-                store: self,
-                secret: self.secret.for_tenant(t),
-                tag: self.secret.tenant_tag(t),
-            },
+        let (secret, tag) = self.secret.partition(tenant);
+        TenantStore {
+            store: self,
+            secret,
+            tag,
         }
     }
 

@@ -5,6 +5,8 @@
 #   examples/requests_scan.py   Python `requests` → POST /v1/scan
 #   examples/openai_client.py   the official `openai` client → the proxy (plain, streamed,
 #                               blocked injection)
+#   examples/agent/agent_loop.py an agent loop with the `openai` client through the proxy's
+#                               tool gate: a payee the user named paid, an injected one held
 #
 #   bash scripts/ci/examples_check.sh
 #   bash scripts/ci/examples_check.sh --setup-only   # only create the venv (CI: in the background)
@@ -164,6 +166,45 @@ after="$(wc -l <"$WORK/upstream.jsonl")"
 [[ $(( after - before )) -eq 2 ]] || fail "openai: the upstream got $(( after - before )) requests, expected 2 (the blocked one must not be forwarded)"
 grep -q 'reveal your system prompt' "$WORK/upstream.jsonl" && fail "openai: the blocked prompt reached the upstream"
 cat "$WORK/openai.out"
+
+# ---- 4. an agent loop through the proxy's tool gate (argument provenance)
+echo "== examples/agent/agent_loop.py"
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+AGENT_MOCK_PORT="$(free_port)"
+"$PY" examples/agent/mock_agent_model.py "$AGENT_MOCK_PORT" >"$WORK/agent_mock.log" 2>&1 &
+AGENT_MOCK_PID=$!
+AGENT_PORT="$(free_port)"
+cat >"$WORK/agent.toml" <<TOML
+version = 1
+
+[server]
+listen = "127.0.0.1:$AGENT_PORT"
+
+[proxy]
+upstream_url = "http://127.0.0.1:$AGENT_MOCK_PORT/v1"
+timeout_ms = 10000
+
+[tools]
+policy = "$ROOT/examples/agent/policy.toml"
+TOML
+OPENAI_API_KEY="" "$BIN" serve --config "$WORK/agent.toml" >"$WORK/agent_serve.out" 2>"$WORK/agent_serve.log" &
+AGENT_SERVE_PID=$!
+stop_agent() { kill "$AGENT_SERVE_PID" "$AGENT_MOCK_PID" 2>/dev/null; wait "$AGENT_SERVE_PID" "$AGENT_MOCK_PID" 2>/dev/null || true; }
+ready=""
+for _ in $(seq 1 150); do
+  if curl -sf --max-time 2 "http://127.0.0.1:$AGENT_PORT/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  sleep 0.1
+done
+[[ -n "$ready" ]] || { stop_agent; cat "$WORK/agent_serve.log" >&2; fail "the agent example's rampart serve was not ready"; }
+agent_rc=0
+RAMPART_URL="http://127.0.0.1:$AGENT_PORT" "$PY" examples/agent/agent_loop.py >"$WORK/agent.out" 2>&1 || agent_rc=$?
+stop_agent
+[[ $agent_rc == 0 ]] || { cat "$WORK/agent.out" >&2; fail "examples/agent/agent_loop.py exited non-zero"; }
+expect "$WORK/agent.out" '^  rampart: send_money ALLOW TOOL_ACTION /iban untrusted \(message 3\)' "agent: the bill's own IBAN, vouched for by the file the user named, is paid"
+expect "$WORK/agent.out" '^  tool send_money: paid 84.2 EUR' "agent: the payment ran"
+expect "$WORK/agent.out" '^  rampart: send_money (CONFIRM|BLOCK) TOOL_ACTION\+TOOL_PROVENANCE /iban untrusted \(message 3\)' "agent: the calendar note's IBAN is held"
+if grep -q 'paid 900' "$WORK/agent.out"; then fail "agent: the injected payment ran"; fi
+cat "$WORK/agent.out"
 
 # ---- the audit log saw the calls (stop the server first: it flushes on shutdown)
 kill "$SERVE_PID"; wait "$SERVE_PID" 2>/dev/null || true; SERVE_PID=""

@@ -201,6 +201,10 @@ pub struct ToolDecisionEvent {
     /// The break-glass grant that applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakglass_id: Option<String>,
+    /// Where the argument values a provenance requirement concerned came from (argument
+    /// pointer, kind, origin with message, span and score; never the value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<rampart_tools::ProvenanceCheck>,
 }
 
 /// Who asked, where, in which conversation: what [`ToolDecisionEvent::new`] needs besides
@@ -242,6 +246,7 @@ impl ToolDecisionEvent {
             failed_argument: decision.failed_argument.clone(),
             approval_id: decision.approval_id.as_ref().map(|a| a.0.clone()),
             breakglass_id: decision.breakglass_id.as_ref().map(|b| b.0.clone()),
+            provenance: decision.provenance.clone(),
         }
     }
 }

@@ -41,6 +41,7 @@ fn decision(i: i64, tool: &str, action: ToolAction) -> GovernanceRecord {
             failed_argument: None,
             approval_id: None,
             breakglass_id: None,
+            provenance: Vec::new(),
         }),
     )
 }

@@ -1263,6 +1263,7 @@ mod tests {
                     .then(|| "path".into()),
                 approval_id: None,
                 breakglass_id: None,
+                provenance: Vec::new(),
             }),
         )
     }

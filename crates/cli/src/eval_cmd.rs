@@ -29,7 +29,9 @@ pub struct EvalArgs {
     /// Handwritten_Attacks_v1, Embedded_Injections_v1, Trigger_Benign_v1,
     /// Multilingual_Attacks_v1, Conversations_v1), or NAME for DATA_DIR/NAME.jsonl; NAME:train,
     /// NAME:validation, NAME:heldout for a hash part. Records with `turns` are conversations,
-    /// replayed call by call.
+    /// replayed call by call. `Agent_Traces_v1` (`:tune`, `:test`) or a file of agent traces
+    /// replays agent conversations through the proxy's scan and the traces' tool policies
+    /// (attacks stopped, benign traces passed; on their own, not with prompt datasets).
     #[arg(long = "dataset", value_name = "FILE_OR_NAME", required = true)]
     pub datasets: Vec<String>,
     /// Pipeline configuration to evaluate (repeatable, compared side by side): FILE (named
@@ -182,6 +184,9 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
     if args.judge_cache_only && !judged {
         bail!("--judge-cache-only: no configuration has a judge layer (kind = \"judge\")");
     }
+    if let Some(sets) = agent_trace_specs(&args.datasets)? {
+        return run_agent_traces(args, &configs, &sets);
+    }
 
     let data_dir = args.data_dir();
     let datasets = crate::load_datasets(&args.datasets, &data_dir, |d| {
@@ -263,4 +268,143 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
         }
         Ok(EXIT_GATE_FAILED)
     }
+}
+
+/// An agent-trace set named on the command line: the embedded Agent_Traces_v1 (one part or
+/// both), or a trace file with its `policies/` beside it.
+enum TraceSpec {
+    Embedded(Option<rampart_agentbench::Split>),
+    File(PathBuf, Option<rampart_agentbench::Split>),
+}
+
+/// `Some` when every `--dataset` is an agent-trace set (`Agent_Traces_v1[:tune|:test]`, or a
+/// `.jsonl` file of traces); an error when they are mixed with prompt datasets (a trace is
+/// replayed through the proxy and the tool policy, not scored prompt by prompt).
+fn agent_trace_specs(names: &[String]) -> Result<Option<Vec<TraceSpec>>> {
+    use rampart_agentbench::{NAME_V1, Split};
+    let part = |p: Option<&str>| -> Result<Option<Split>> {
+        match p {
+            None => Ok(None),
+            Some("tune") => Ok(Some(Split::Tune)),
+            Some("test") => Ok(Some(Split::Test)),
+            Some(x) => bail!("{NAME_V1} has the parts `tune` and `test`, not `{x}`"),
+        }
+    };
+    let mut specs = Vec::new();
+    for n in names {
+        let (base, p) = match n.rsplit_once(':') {
+            Some((b, p)) if p == "tune" || p == "test" => (b, Some(p)),
+            _ => (n.as_str(), None),
+        };
+        if base.eq_ignore_ascii_case(NAME_V1) {
+            specs.push(TraceSpec::Embedded(part(p)?));
+        } else if is_trace_file(Path::new(base)) {
+            specs.push(TraceSpec::File(PathBuf::from(base), part(p)?));
+        }
+    }
+    match specs.len() {
+        0 => Ok(None),
+        n if n == names.len() => Ok(Some(specs)),
+        _ => bail!(
+            "agent traces ({NAME_V1} or a trace file) are replayed on their own: give them without prompt datasets"
+        ),
+    }
+}
+
+/// A JSONL file whose first record has `messages`, `policy` and `label`.
+fn is_trace_file(p: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(p) else {
+        return false;
+    };
+    let mut first = String::new();
+    let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(f), &mut first);
+    serde_json::from_str::<serde_json::Value>(&first).is_ok_and(|v| {
+        v.get("messages").is_some() && v.get("policy").is_some() && v.get("label").is_some()
+    })
+}
+
+/// Replays agent traces through each configuration's pipeline and the traces' policies:
+/// the figures on stdout, `OUT_DIR/evals/{run}_summary.{md,json}` and the per-trace
+/// outcomes `{run}_{config}_traces.jsonl`.
+fn run_agent_traces(args: &EvalArgs, configs: &[NamedPipeline], specs: &[TraceSpec]) -> Result<u8> {
+    use rampart_agentbench::{Report, TraceSet, replay_all};
+    let mut traces = Vec::new();
+    let mut policies = std::collections::BTreeMap::new();
+    for spec in specs {
+        let set = match spec {
+            TraceSpec::Embedded(split) => TraceSet::embedded(*split)?,
+            TraceSpec::File(path, split) => TraceSet::from_file(path, *split)?,
+        };
+        traces.extend(set.traces);
+        policies.extend(set.policies);
+    }
+    if let Some(n) = args.limit {
+        traces.truncate(n);
+    }
+    if let Some(n) = args.threads {
+        // The replay runs on rayon's global pool; a second build in one process is refused
+        // and harmless.
+        let _ = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global();
+    }
+    let stamp = RunStamp::reserve(&args.out_dir)?;
+    let dir = args.out_dir.join("evals");
+    let mut md = format!(
+        "# Agent traces replay ({})\n\n{} traces. Command: `rampart eval {}`\n\n",
+        stamp.timestamp_utc,
+        traces.len(),
+        args.datasets
+            .iter()
+            .map(|d| format!("--dataset {d}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let mut json = serde_json::Map::new();
+    let mut out = crate::out::stdout();
+    for c in configs {
+        let started = std::time::Instant::now();
+        let outcomes = replay_all(&c.pipeline, &traces, &policies)?;
+        let secs = started.elapsed().as_secs_f64();
+        let report = Report::of(&outcomes);
+        let table = report.markdown();
+        writeln!(
+            out,
+            "configuration {} ({} traces, {secs:.1} s)\n\n{table}",
+            c.name,
+            outcomes.len()
+        )?;
+        if !report.succeeded.is_empty() {
+            writeln!(
+                out,
+                "attacks that succeeded: {}\n",
+                report.succeeded.join(", ")
+            )?;
+        }
+        md.push_str(&format!(
+            "## Configuration `{}` ({secs:.1} s)\n\n{table}\n",
+            c.name
+        ));
+        let lines = outcomes
+            .iter()
+            .map(serde_json::to_string)
+            .collect::<Result<Vec<_>, _>>()?
+            .join("\n");
+        let traces_file = dir.join(format!("{}_{}_traces.jsonl", stamp.run_id, c.name));
+        std::fs::write(&traces_file, lines + "\n")
+            .with_context(|| format!("{}", traces_file.display()))?;
+        json.insert(c.name.clone(), serde_json::to_value(&report)?);
+    }
+    out.flush()?;
+    let md_file = dir.join(format!("{}_summary.md", stamp.run_id));
+    std::fs::write(&md_file, md).with_context(|| format!("{}", md_file.display()))?;
+    let json_file = dir.join(format!("{}_summary.json", stamp.run_id));
+    std::fs::write(&json_file, serde_json::to_string_pretty(&json)? + "\n")
+        .with_context(|| format!("{}", json_file.display()))?;
+    eprintln!(
+        "rampart: reports:\n  {}\n  {}",
+        md_file.display(),
+        json_file.display()
+    );
+    Ok(0)
 }

@@ -56,10 +56,15 @@ pub struct CheckArgs {
     pub policy: PathBuf,
     /// The calls, one JSON object a line: {"id", "tool", "arguments" (an object, or a
     /// string holding one as OpenAI sends it), optional "context" {max_injection_score,
-    /// tools_called}, "caller" {role, attributes}, "time" (RFC 3339; default now)}. `-`
-    /// reads standard input.
+    /// tools_called}, "caller" {role, attributes}, "time" (RFC 3339; default now),
+    /// "messages" (the conversation so far, OpenAI or Anthropic messages: argument values
+    /// are attributed against it, its tool results scanned)}. `-` reads standard input.
     #[arg(long, value_name = "CALLS")]
     pub jsonl: PathBuf,
+    /// The pipeline configuration that scans the tool results of lines with "messages"
+    /// (default: the embedded configuration).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 pub fn run(cmd: &ToolsCommand) -> Result<u8> {
@@ -153,6 +158,8 @@ struct CallLine {
     caller: CallerInfo,
     #[serde(default)]
     time: Option<String>,
+    #[serde(default)]
+    messages: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -176,6 +183,7 @@ struct Answer<'a> {
     failed_argument: Option<&'a str>,
     failed_check: Option<&'a str>,
     reasons: &'a [String],
+    provenance: &'a [rampart_tools::ProvenanceCheck],
 }
 
 #[derive(Debug, Serialize)]
@@ -197,6 +205,17 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
         Box::new(io::BufReader::new(f))
     };
     let now = rampart_audit::now_ms();
+    // Built at the first line with messages: a policy-only run does not pay for it.
+    let cell: std::cell::OnceCell<rampart::Pipeline> = std::cell::OnceCell::new();
+    let pipeline = || -> Result<&rampart::Pipeline, String> {
+        if let Some(p) = cell.get() {
+            return Ok(p);
+        }
+        let p = rampart::Builder::from_optional_file(args.config.as_deref())
+            .build()
+            .map_err(|e| format!("the pipeline for messages: {e}"))?;
+        Ok(cell.get_or_init(|| p))
+    };
     let mut out = io::BufWriter::new(crate::out::stdout());
     let mut line_no = 0usize;
     let mut errors = 0usize;
@@ -208,7 +227,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                 if bytes.iter().all(u8::is_ascii_whitespace) {
                     return Ok(None);
                 }
-                decide(&policy, &bytes, now).map(Some)
+                decide(&policy, &bytes, now, &pipeline).map(Some)
             });
             match result {
                 Ok(None) => {}
@@ -222,6 +241,7 @@ fn run_check(args: &CheckArgs) -> Result<u8> {
                         failed_argument: d.failed_argument.as_deref(),
                         failed_check: d.failed_check.as_deref(),
                         reasons: &d.reasons,
+                        provenance: &d.provenance,
                     };
                     serde_json::to_writer(&mut out, &a)?;
                     out.write_all(b"\n")?;
@@ -250,10 +270,11 @@ type LineError = (Option<serde_json::Value>, String);
 
 /// Decides one line; `Err` is the error line's id (when the line has one) and message (no
 /// argument values).
-fn decide(
+fn decide<'p>(
     policy: &Policy,
     bytes: &[u8],
     now_ms: i64,
+    pipeline: &dyn Fn() -> Result<&'p rampart::Pipeline, String>,
 ) -> Result<(serde_json::Value, ToolDecision), LineError> {
     let text = std::str::from_utf8(bytes).map_err(|_| (None, "not UTF-8".to_string()))?;
     let line: CallLine = serde_json::from_str(text).map_err(|e| {
@@ -271,12 +292,17 @@ fn decide(
         Some(t) => rampart_audit::parse_time(t, now_ms).map_err(|e| fail(format!("time: {e}")))?,
         None => now_ms,
     };
-    let ctx = CallContext {
+    let mut ctx = CallContext {
         max_injection_score: line.context.max_injection_score,
         tools_called: line.context.tools_called,
         caller: line.caller,
         now_ms: Some(u64::try_from(time_ms).map_err(|_| fail("time: before 1970".into()))?),
+        conversation: None,
     };
+    if let Some(m) = &line.messages {
+        let p = pipeline().map_err(fail)?;
+        rampart::read_conversation(p, m, &mut ctx).map_err(|e| fail(e.to_string()))?;
+    }
     let d = match line.arguments {
         // OpenAI's form: a string holding the JSON object.
         Some(serde_json::Value::String(raw)) => policy.check_raw(&line.tool, &raw, &ctx),

@@ -761,3 +761,52 @@ fn conversation_target_gates_parse_and_fail_closed_on_sets_not_evaluated() {
         "{out}"
     );
 }
+
+#[test]
+fn agent_traces_are_replayed_on_their_own_with_their_figures_and_outcomes() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = rampart(&[
+        "eval",
+        "--dataset",
+        "Agent_Traces_v1:test",
+        "--limit",
+        "30",
+        "--out-dir",
+        dir,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(
+        s.contains("| attacks stopped | attacker calls stopped | benign passed |"),
+        "{s}"
+    );
+    assert!(s.contains("| test |"), "{s}");
+    let names: Vec<String> = files(out.path())
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.ends_with("_default_traces.jsonl")),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n.ends_with("_summary.md")),
+        "{names:?}"
+    );
+    let traces = names.iter().find(|n| n.ends_with("_traces.jsonl")).unwrap();
+    let text = std::fs::read_to_string(out.path().join("evals").join(traces)).unwrap();
+    assert_eq!(text.lines().count(), 30);
+    // Mixed with a prompt dataset: refused, nothing replayed.
+    let o = rampart(&[
+        "eval",
+        "--dataset",
+        "Agent_Traces_v1",
+        "--dataset",
+        "Clean_Benign_Corpus_v1",
+        "--out-dir",
+        dir,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("on their own"), "{}", stderr(&o));
+}

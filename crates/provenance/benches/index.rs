@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use rampart_core::Role;
-use rampart_provenance::{Index, Message, Source};
+use rampart_provenance::{Conversation, Index, Message, Source};
 use serde_json::json;
 use std::hint::black_box;
 
@@ -70,6 +70,46 @@ fn bench(c: &mut Criterion) {
     let index = Index::build(&msgs, &[]).unwrap_or_else(|e| panic!("{e}"));
     c.bench_function("attribute_only_100kb", |b| {
         b.iter(|| black_box(index.of_arguments(black_box(&args))))
+    });
+    conversation(c, &user, &results);
+}
+
+/// What the service does per call: the request's messages (an agent that read one file per
+/// tool result) read into a conversation, then the call attributed with document vouching.
+fn conversation(c: &mut Criterion, user: &str, results: &[String]) {
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are a finance assistant."}),
+        json!({"role": "user", "content": user}),
+    ];
+    // About 100 tool results of 1 KB (the bound is 100 tool results in 1 MiB).
+    let docs: Vec<String> = results.chunks(3).map(|c| c.concat()).collect();
+    for (i, t) in docs.iter().enumerate() {
+        let args = json!({"path": format!("/srv/share/invoices/{i}.pdf")}).to_string();
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": format!("c{i}"), "type": "function", "function": {"name": "read_file", "arguments": args}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": t}));
+    }
+    let messages = serde_json::Value::Array(messages);
+    let documents = [("read_file".to_string(), "path".to_string())].into();
+    c.bench_function("conversation_read_100kb", |b| {
+        b.iter(|| {
+            Conversation::from_messages(black_box(&messages)).unwrap_or_else(|e| panic!("{e}"))
+        })
+    });
+    let conv = Conversation::from_messages(&messages).unwrap_or_else(|e| panic!("{e}"));
+    let call = json!({"iban": "DE89370400440532013000", "amount": 120.5, "to": "billing7@vendor7.example"});
+    c.bench_function("conversation_attribute_100kb_no_free_text", |b| {
+        b.iter(|| {
+            conv.attribute(black_box(&call), &[], &documents)
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+    });
+    let with_text = json!({"to": "billing7@vendor7.example", "body": "The quarterly report shows revenue growth across all regions"});
+    c.bench_function("conversation_attribute_100kb_free_text", |b| {
+        b.iter(|| {
+            conv.attribute(black_box(&with_text), &[], &documents)
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
     });
 }
 

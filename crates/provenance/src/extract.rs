@@ -39,6 +39,9 @@ pub fn classify(value: &str) -> Kind {
     if words(v).len() >= MIN_TEXT_WORDS {
         return Kind::Text;
     }
+    if v.chars().any(char::is_alphabetic) {
+        return Kind::Token;
+    }
     Kind::Short
 }
 
@@ -59,7 +62,7 @@ pub fn canonical(kind: Kind, value: &str) -> Option<String> {
                 .collect::<Vec<_>>()
                 .join(" "),
         ),
-        Kind::Short => Some(v.to_string()),
+        Kind::Token | Kind::Short => Some(v.to_string()),
     }
 }
 
@@ -584,6 +587,9 @@ mod tests {
             Kind::Text
         );
         assert_eq!(classify("84.20"), Kind::Short);
+        assert_eq!(classify("abc"), Kind::Short);
+        assert_eq!(classify("Tr0ub4dor&3"), Kind::Token);
+        assert_eq!(classify("hunter2-attacker"), Kind::Token);
     }
 
     #[test]

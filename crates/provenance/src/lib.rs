@@ -33,7 +33,10 @@
 //! # Ok::<(), rampart_provenance::ProvenanceError>(())
 //! ```
 
+mod conversation;
 mod extract;
+
+pub use conversation::{Conversation, Entry, FLAG_WIDEN_BYTES, NamedDocument, Part, PriorCall};
 
 use rampart_core::Role;
 use serde::{Deserialize, Serialize};
@@ -42,7 +45,7 @@ use std::ops::Range;
 
 pub use extract::{MIN_TEXT_WORDS, canonical, classify};
 
-/// Every kind an index can hold.
+/// Every kind an index can hold (tokens are looked up in the texts, not indexed).
 pub const ALL_KINDS: [Kind; 7] = [
     Kind::Email,
     Kind::Url,
@@ -73,6 +76,8 @@ fn leaf_kinds(v: &serde_json::Value, out: &mut Vec<Kind>) {
 pub const MAX_CONVERSATION_BYTES: usize = 1 << 20;
 /// Most messages indexed.
 pub const MAX_MESSAGES: usize = 512;
+/// Most texts indexed (a message's parts and tool-call arguments are texts of their own).
+pub const MAX_TEXTS: usize = 4 * MAX_MESSAGES;
 
 /// How far a message is trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,7 +132,10 @@ pub enum Kind {
     Path,
     /// Free text of at least [`MIN_TEXT_WORDS`] words.
     Text,
-    /// Too short or a number: not attributed.
+    /// Any other value of at least 4 characters with a letter (a name, a password, a file
+    /// name, an id): found where it occurs exactly, between non-alphanumeric characters.
+    Token,
+    /// Under 4 characters, or a number or date: not attributed.
     Short,
 }
 
@@ -142,6 +150,7 @@ impl Kind {
             Kind::Phone => "phone",
             Kind::Path => "path",
             Kind::Text => "text",
+            Kind::Token => "token",
             Kind::Short => "short",
         }
     }
@@ -183,6 +192,10 @@ pub struct ArgumentProvenance {
     /// Where it came from.
     #[serde(flatten)]
     pub origin: Origin,
+    /// For an untrusted value: the document the user named that vouches for it
+    /// ([`Conversation::attribute`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub named_document: Option<NamedDocument>,
 }
 
 /// Why a conversation could not be indexed.
@@ -190,7 +203,7 @@ pub struct ArgumentProvenance {
 pub enum ProvenanceError {
     /// More text or messages than indexed at once.
     #[error(
-        "conversation too large for provenance: {bytes} bytes in {messages} messages (at most {MAX_CONVERSATION_BYTES} bytes, {MAX_MESSAGES} messages)"
+        "conversation too large for provenance: {bytes} bytes in {messages} messages or texts (at most {MAX_CONVERSATION_BYTES} bytes, {MAX_MESSAGES} messages, {MAX_TEXTS} texts)"
     )]
     TooLarge {
         /// Its bytes.
@@ -198,6 +211,9 @@ pub enum ProvenanceError {
         /// Its messages.
         messages: usize,
     },
+    /// Messages that are not a chat conversation.
+    #[error("conversation: {0}")]
+    Shape(String),
 }
 
 /// One occurrence of a canonical value.
@@ -209,7 +225,9 @@ struct Occurrence {
 
 /// The conversation's values by kind and canonical form. Built once per request.
 #[derive(Debug)]
-pub struct Index {
+pub struct Index<'a> {
+    /// The messages' texts (tokens are looked up in them when asked).
+    texts: Vec<&'a str>,
     values: HashMap<(Kind, String), Vec<Occurrence>>,
     /// Word runs of every message: the hash of [`MIN_TEXT_WORDS`] consecutive words → the
     /// newest of its runs in `runs`, each run linking to the previous one with that hash (one
@@ -222,20 +240,20 @@ pub struct Index {
     operator: HashMap<(Kind, String), ()>,
 }
 
-impl Index {
+impl<'a> Index<'a> {
     /// Indexes `messages` (and values the operator declares trusted, such as the user's own
     /// accounts).
     pub fn build(
-        messages: &[Message<'_>],
+        messages: &[Message<'a>],
         trusted_values: &[String],
-    ) -> Result<Index, ProvenanceError> {
+    ) -> Result<Index<'a>, ProvenanceError> {
         Self::build_for(messages, trusted_values, &ALL_KINDS)
     }
 
     /// Indexes only the kinds of the values of `arguments` (a call's arguments): what a
     /// decision needs, at a fraction of the cost of every kind, and attributes them.
     pub fn of_call(
-        messages: &[Message<'_>],
+        messages: &[Message<'a>],
         trusted_values: &[String],
         arguments: &serde_json::Value,
     ) -> Result<Vec<ArgumentProvenance>, ProvenanceError> {
@@ -246,12 +264,12 @@ impl Index {
 
     /// Indexes the values of the `kinds` given (free text: [`Kind::Text`]).
     pub fn build_for(
-        messages: &[Message<'_>],
+        messages: &[Message<'a>],
         trusted_values: &[String],
         kinds: &[Kind],
-    ) -> Result<Index, ProvenanceError> {
+    ) -> Result<Index<'a>, ProvenanceError> {
         let bytes: usize = messages.iter().map(|m| m.text.len()).sum();
-        if bytes > MAX_CONVERSATION_BYTES || messages.len() > MAX_MESSAGES {
+        if bytes > MAX_CONVERSATION_BYTES || messages.len() > MAX_TEXTS {
             return Err(ProvenanceError::TooLarge {
                 bytes,
                 messages: messages.len(),
@@ -282,6 +300,7 @@ impl Index {
             })
             .collect();
         Ok(Index {
+            texts: messages.iter().map(|m| m.text).collect(),
             values,
             shingle_heads,
             runs,
@@ -312,8 +331,63 @@ impl Index {
         if kind == Kind::Text {
             return (kind, self.text_origin(value));
         }
+        if kind == Kind::Token {
+            return (kind, self.origin_of(&self.token_occurrences(value.trim())));
+        }
         let found = self.values.get(&(kind, canon)).cloned().unwrap_or_default();
         (kind, self.origin_of(&found))
+    }
+
+    /// Where `token` occurs exactly, not inside a longer alphanumeric run.
+    fn token_occurrences(&self, token: &str) -> Vec<Occurrence> {
+        let mut out = Vec::new();
+        if token.is_empty() {
+            return out;
+        }
+        for (message, text) in self.texts.iter().enumerate() {
+            for (at, _) in text.match_indices(token) {
+                let end = at + token.len();
+                let before = text[..at].chars().next_back();
+                let after = text[end..].chars().next();
+                if !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+                {
+                    out.push(Occurrence {
+                        message,
+                        span: at..end,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `value` (any kind, numbers too) occurs in a trusted message: by its kind's
+    /// canonical form, else exactly as a token. What a document the user named is
+    /// recognised by (the call that fetched it was given the user's own words).
+    pub fn written_by_trusted(&self, value: &str) -> bool {
+        if matches!(self.provenance(value).1, Origin::Trusted { .. }) {
+            return true;
+        }
+        self.token_occurrences(value.trim())
+            .iter()
+            .any(|o| self.sources.get(o.message) == Some(&Source::Trusted))
+    }
+
+    /// The distinct values of `kind` message `message` holds (by canonical form) that no
+    /// trusted message holds and the operator did not list.
+    pub fn distinct_untrusted_in(&self, message: usize, kind: Kind) -> usize {
+        self.values
+            .iter()
+            .filter(|((k, canon), occ)| {
+                *k == kind
+                    && occ.iter().any(|o| o.message == message)
+                    && !occ
+                        .iter()
+                        .any(|o| self.sources.get(o.message) == Some(&Source::Trusted))
+                    && !self.operator.contains_key(&(*k, canon.clone()))
+            })
+            .count()
     }
 
     /// Free text: untrusted when any run of its words occurs in untrusted messages only (a
@@ -414,6 +488,7 @@ impl Index {
                     argument: at,
                     kind,
                     origin,
+                    named_document: None,
                 });
             }
             serde_json::Value::Number(n) => {
@@ -422,6 +497,7 @@ impl Index {
                     argument: at,
                     kind,
                     origin,
+                    named_document: None,
                 });
             }
             serde_json::Value::Array(a) => {

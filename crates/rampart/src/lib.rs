@@ -24,11 +24,15 @@
 //! the `Detector` trait a layer implements), [`rules`], [`classify`], and, with their
 //! features, [`transformer`], [`judge`], [`relational`]. Two more work beside a pipeline,
 //! without a server: [`output`] (scanning model responses: secrets, canaries, a leaked
-//! system prompt, the streaming tool-call gate) and [`tools`] (tool-call policies).
+//! system prompt, the streaming tool-call gate) and [`tools`] (tool-call policies), which
+//! [`check_tool_call`] decides as the service does: with the conversation so far, so a
+//! payee or recipient that only a tool result holds is not taken for the user's.
 #![deny(missing_docs)]
 
+mod agent;
 mod builder;
 
+pub use agent::{ToolCheckError, check_tool_call, read_conversation};
 pub use builder::{Builder, Error};
 
 pub use rampart_classify as classify;

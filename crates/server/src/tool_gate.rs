@@ -14,7 +14,9 @@
 //! * **Context**: `max_injection_score` is the highest score of a finding in a tool-result
 //!   segment of the request's scan (points / 3); `tools_called` are the history's assistant
 //!   calls; the caller is the key's pinned caller over the `x-rampart-caller` header's
-//!   (JSON `{"role", "attributes"}`), per `[tools] request_caller`.
+//!   (JSON `{"role", "attributes"}`), per `[tools] request_caller`; the conversation (the
+//!   request's messages as the client sent them, with the spans the scan flagged) is what
+//!   provenance requirements attribute argument values against.
 
 use crate::state::{AppState, Caller, ServiceError};
 use crate::tools::{ToolGovernance, now_ms};
@@ -25,7 +27,7 @@ use rampart_output::tool_gate::{
     GateItem, HeldCall, PendingCall, PlainAnswer, StreamGate, ToolVerdict, binding,
     conversation_of, tools_called,
 };
-use rampart_tools::{CallContext, CallerInfo, ToolAction};
+use rampart_tools::{CallContext, CallerInfo, SharedConversation, ToolAction};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -60,6 +62,7 @@ pub(crate) fn proxy_tools(
     hint: Option<&str>,
     body: &Value,
     injection_score: Option<f32>,
+    provenance: Option<SharedConversation>,
 ) -> Result<Option<ProxyTools>, ServiceError> {
     let Some(gov) = state.tools().filter(|g| g.config().enforce_proxy) else {
         return Ok(None);
@@ -88,6 +91,7 @@ pub(crate) fn proxy_tools(
             tools_called: tools_called(body),
             caller: gov.caller_info(&config, key, requested),
             now_ms: None,
+            conversation: provenance,
         },
         tokens,
     }))

@@ -426,6 +426,11 @@ struct CheckCall {
     caller: Option<CallerInfo>,
     #[serde(default)]
     approval_token: Option<String>,
+    /// The conversation so far, as OpenAI (or Anthropic) `messages`: argument values are
+    /// attributed against it (provenance), its tool results are scanned for the spans and
+    /// score flow rules read, and its assistant calls count as `tools_called`.
+    #[serde(default)]
+    messages: Option<Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -484,12 +489,16 @@ async fn check_one(
     }
     let config = state.config();
     let key = caller.key_id.as_deref();
-    let context = CallContext {
+    let mut context = CallContext {
         max_injection_score: call.context.max_injection_score,
         tools_called: call.context.tools_called,
         caller: gov.caller_info(&config, key, call.caller),
         now_ms: None,
+        conversation: None,
     };
+    if let Some(messages) = &call.messages {
+        read_messages(state, messages, &mut context).await?;
+    }
     let tokens: Vec<String> = call.approval_token.into_iter().collect();
     let v = gov.gate().decide(
         PendingCall {
@@ -508,6 +517,59 @@ async fn check_one(
         .record_tool(caller, ToolEndpoint::ToolsCheck, &v)
         .await?;
     Ok(v.answer(call.id.as_deref()))
+}
+
+/// A check call's `messages`: the conversation for provenance, with its tool results and
+/// documents scanned by the pipeline (their flagged spans, and the highest score as the
+/// floor of `max_injection_score`); its assistant calls join `tools_called`. Messages that
+/// are not a conversation, or too large for provenance, are a 400 / 413.
+async fn read_messages(
+    state: &AppState,
+    messages: &Value,
+    context: &mut CallContext,
+) -> Result<(), ServiceError> {
+    use rampart_output::tool_gate::{flagged_conversation, tool_result_score, untrusted_segments};
+    use rampart_tools::provenance::{Conversation, ProvenanceError};
+    let too_large = |e: ProvenanceError| match e {
+        ProvenanceError::TooLarge { .. } => ServiceError::TooLarge(format!("messages: {e}")),
+        _ => ServiceError::BadRequest(format!("messages: {e}")),
+    };
+    let plain = Conversation::from_messages(messages).map_err(too_large)?;
+    let bytes: usize = plain.entries().iter().map(|e| e.text.len()).sum();
+    if bytes > rampart_tools::provenance::MAX_CONVERSATION_BYTES {
+        return Err(too_large(ProvenanceError::TooLarge {
+            bytes,
+            messages: plain.entries().len(),
+        }));
+    }
+    let (segments, places) = untrusted_segments(&plain);
+    let decision = if segments.is_empty() {
+        None
+    } else {
+        Some(
+            state
+                .scan(rampart_core::ScanRequest::segments(segments))
+                .await?
+                .decision,
+        )
+    };
+    let conversation = match &decision {
+        Some(d) => flagged_conversation(messages, d, &places).map_err(too_large)?,
+        None => plain,
+    };
+    if let Some(score) = decision.as_ref().and_then(tool_result_score) {
+        context.max_injection_score =
+            Some(context.max_injection_score.map_or(score, |s| s.max(score)));
+    }
+    if context.tools_called.is_empty() {
+        context.tools_called = conversation
+            .calls()
+            .iter()
+            .map(|c| c.name.clone())
+            .collect();
+    }
+    context.conversation = Some(rampart_tools::SharedConversation(Arc::new(conversation)));
+    Ok(())
 }
 
 /// `POST /v1/tools/check`: one call, or `{"calls": [...]}`.

@@ -97,6 +97,7 @@ fn context() -> CallContext {
         },
         // 2026-11-26, a Thursday, 12:00 UTC.
         now_ms: Some(1_795_694_400_000),
+        conversation: None,
     }
 }
 

@@ -76,6 +76,7 @@
 
 mod approval;
 mod breakglass;
+mod origin;
 mod policy;
 mod predicate;
 
@@ -89,10 +90,14 @@ pub use breakglass::{
     DEFAULT_MAX_TTL_SECONDS, GrantError, GrantRequest, MAX_ACTIVE_GRANTS, MAX_GRANT_TOOLS,
     MAX_INCIDENT_CHARS, MAX_REASON_CHARS, MAX_SCOPE_CHARS, RULE_BREAK_GLASS, apply_breakglass,
 };
+pub use origin::{ProvenanceCheck, RULE_PROVENANCE, SharedConversation};
 pub use policy::{
-    FlowCondition, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, Risk, ToolAction, ToolSpec,
+    FlowCondition, FlowSpec, POLICY_VERSION, PolicyFile, PredicateSpec, ProvenanceDefault,
+    ProvenanceRequirement, ProvenanceSpec, RECIPIENT_KINDS, Risk, ToolAction, ToolSpec,
 };
 pub use predicate::{Failure, Predicate, PredicateError, plain_path};
+/// The attribution engine the provenance requirements use.
+pub use rampart_provenance as provenance;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -172,6 +177,9 @@ pub enum PolicyError {
     /// A `[[conditions]]` entry that concerns no tool.
     #[error("policy: conditions[{0}] names no tools (`tools_at_or_above` or `tools`)")]
     ConditionTools(usize),
+    /// A `[provenance]` section, or an argument's provenance keys, that cannot be used.
+    #[error("policy: provenance: {0}")]
+    Provenance(String),
 }
 
 /// One call to check.
@@ -213,6 +221,12 @@ pub struct CallContext {
     /// CLI always set it; a policy with a time window and no time given fails closed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub now_ms: Option<u64>,
+    /// The conversation the call belongs to, as the server read it from the request:
+    /// provenance requirements attribute argument values against it. Never read from a
+    /// client's `context` (a client could call anything trusted); without it every
+    /// requirement but `any` fails closed.
+    #[serde(skip)]
+    pub conversation: Option<SharedConversation>,
 }
 
 /// The caller's role and attributes, as the application states them (for example
@@ -251,6 +265,10 @@ pub struct ToolDecision {
     /// The break-glass grant that overrode the policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakglass_id: Option<BreakGlassId>,
+    /// The argument values a provenance requirement concerned: where each came from and
+    /// whether it held (never the value).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub provenance: Vec<ProvenanceCheck>,
 }
 
 #[derive(Debug, Clone)]
@@ -262,6 +280,8 @@ struct CompiledTool {
     folded_args: Vec<(String, String)>,
     requires: Option<(condition::Requirement, ToolAction)>,
     rate: Option<(usize, ToolAction)>,
+    /// Arguments' own provenance requirements.
+    provenance: BTreeMap<String, (ProvenanceRequirement, ToolAction)>,
 }
 
 #[derive(Debug, Clone)]
@@ -287,6 +307,7 @@ pub struct Policy {
     tools: BTreeMap<String, CompiledTool>,
     flows: Vec<CompiledFlow>,
     conditions: Vec<CompiledCondition>,
+    provenance: origin::Provenance,
 }
 
 fn compile_args(
@@ -295,6 +316,8 @@ fn compile_args(
 ) -> Result<BTreeMap<String, Predicate>, PolicyError> {
     specs
         .iter()
+        // An argument with only provenance keys has no value predicate.
+        .filter(|(_, spec)| spec.checks_value() || spec.provenance.is_none())
         .map(|(arg, spec)| {
             Predicate::compile(spec)
                 .map(|p| (arg.clone(), p))
@@ -321,6 +344,15 @@ impl Policy {
                 found: file.version,
             });
         }
+        let documents = file
+            .tools
+            .iter()
+            .filter_map(|t| {
+                t.document_argument
+                    .as_ref()
+                    .map(|a| (t.name.trim().to_string(), a.clone()))
+            })
+            .collect();
         let mut tools = BTreeMap::new();
         for (i, t) in file.tools.into_iter().enumerate() {
             let name: String = t.name.trim().to_string();
@@ -350,6 +382,11 @@ impl Policy {
                 .keys()
                 .map(|a| (strict::fold_key(a).into_owned(), a.clone()))
                 .collect();
+            let provenance = t
+                .args
+                .iter()
+                .filter_map(|(a, spec)| origin::own_requirement(spec).map(|r| (a.clone(), r)))
+                .collect();
             let compiled = CompiledTool {
                 risk: t.risk,
                 action: t.action,
@@ -357,6 +394,7 @@ impl Policy {
                 folded_args,
                 requires,
                 rate,
+                provenance,
             };
             if tools.insert(name.clone(), compiled).is_some() {
                 return Err(PolicyError::Duplicate(name));
@@ -386,6 +424,16 @@ impl Policy {
                     "injection_score_at_least must be in [0, 1], got {s}"
                 )));
             }
+            if let Some(arg) = f
+                .unless_args
+                .iter()
+                .find(|(_, p)| p.provenance.is_some() || p.provenance_otherwise.is_some())
+                .map(|(a, _)| a)
+            {
+                return Err(flow_err(format!(
+                    "unless_args `{arg}`: provenance keys apply to a tool's `args` only"
+                )));
+            }
             let unless_args = f
                 .unless_args
                 .iter()
@@ -401,6 +449,10 @@ impl Policy {
                 unless_args,
             });
         }
+        if let Some(e) = file.provenance.as_ref().and_then(origin::section_error) {
+            return Err(PolicyError::Provenance(e));
+        }
+        let provenance = origin::Provenance::compile(file.provenance.as_ref(), documents);
         let mut conditions = Vec::new();
         for (index, c) in file.conditions.into_iter().enumerate() {
             let tools = c.tools.unwrap_or_default();
@@ -426,12 +478,14 @@ impl Policy {
             tools,
             flows,
             conditions,
+            provenance,
         })
     }
 
     /// Checks one call, escalating only (a later rule never lowers an earlier action):
     /// the tool's own action (or the default for unknown tools); the arguments' shape
-    /// (depth, size) and predicates (any failure BLOCKs); the tool's context condition
+    /// (depth, size) and predicates (any failure BLOCKs); the provenance of their values
+    /// (`TOOL_PROVENANCE`, against [`CallContext::conversation`]); the tool's context condition
     /// (`TOOL_CONTEXT`) and the policy's `[[conditions]]`; the tool's rate limit
     /// (`TOOL_RATE`); then the flow rules. Stops at the first BLOCK.
     pub fn check(&self, call: &ToolCall, ctx: &CallContext) -> ToolDecision {
@@ -444,6 +498,7 @@ impl Policy {
             reasons: Vec::new(),
             approval_id: None,
             breakglass_id: None,
+            provenance: Vec::new(),
         };
         // `Break` is the first BLOCK; `d` holds the decision either way.
         let _ = self.check_steps(&mut d, call, ctx);
@@ -491,6 +546,14 @@ impl Policy {
         }
         let args = arguments_object(d, &call.arguments)?;
         check_arguments(d, tool, args)?;
+        self.provenance.check(
+            d,
+            name,
+            tool.risk,
+            &tool.provenance,
+            args,
+            ctx.conversation.as_ref(),
+        )?;
         self.check_context(d, tool, name, ctx)?;
         check_rate(d, tool, name, ctx)?;
         self.apply_flows(d, tool, name, ctx, args);
@@ -675,6 +738,7 @@ impl Policy {
                     reasons: vec![e.to_string()],
                     approval_id: None,
                     breakglass_id: None,
+                    provenance: Vec::new(),
                 }
             }
         }
@@ -682,7 +746,7 @@ impl Policy {
 }
 
 /// Records a rule that applied and raises the action to it (never lowers).
-fn escalate(d: &mut ToolDecision, action: ToolAction, rule: &str, reason: String) {
+pub(crate) fn escalate(d: &mut ToolDecision, action: ToolAction, rule: &str, reason: String) {
     d.action = d.action.max(action);
     d.rules.push(rule.to_string());
     d.reasons

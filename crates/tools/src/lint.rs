@@ -65,7 +65,8 @@ pub enum LintCode {
     RuleNeverChanges,
     /// W008: `default = "allow"`: tools nobody reviewed are allowed.
     DefaultAllow,
-    /// W009: a critical tool allowed without confirmation.
+    /// W009: a critical tool allowed without confirmation, none of whose argument values
+    /// must be trusted.
     CriticalAllowed,
     /// W010: a regex that can never match.
     RegexCannotMatch,
@@ -73,8 +74,13 @@ pub enum LintCode {
     RateLimitZero,
     /// W012: a time window that is never open (`days = []`, or equal start and end).
     EmptyTimeWindow,
-    /// W013: `otherwise` without `requires`, or `over_limit` without a limit.
+    /// W013: `otherwise` without `requires`, or `over_limit` without a limit, or
+    /// `provenance_otherwise` without `provenance`.
     DanglingOption,
+    /// E010: a `[provenance]` section or an argument's provenance keys that cannot be used
+    /// (a score outside [0, 1], a default that names no tools or no kinds, provenance keys
+    /// in a flow's `unless_args`).
+    BadProvenance,
 }
 
 impl LintCode {
@@ -103,6 +109,7 @@ impl LintCode {
             LintCode::RateLimitZero => "W011",
             LintCode::EmptyTimeWindow => "W012",
             LintCode::DanglingOption => "W013",
+            LintCode::BadProvenance => "E010",
         }
     }
 
@@ -131,6 +138,7 @@ impl LintCode {
             LintCode::RateLimitZero => "rate-limit-zero",
             LintCode::EmptyTimeWindow => "empty-time-window",
             LintCode::DanglingOption => "dangling-option",
+            LintCode::BadProvenance => "bad-provenance",
         }
     }
 
@@ -388,9 +396,23 @@ fn lint_file(file: &PolicyFile, r: &mut LintReport) {
         }
         defined.entry(name).or_insert(t);
         for (arg, spec) in &t.args {
-            lint_predicate(spec, &format!("{place}, argument `{arg}`"), r);
+            let at = format!("{place}, argument `{arg}`");
+            if spec.provenance_otherwise.is_some() && spec.provenance.is_none() {
+                r.push(
+                    LintCode::DanglingOption,
+                    &at,
+                    "`provenance_otherwise` without `provenance` has no effect",
+                );
+            }
+            // An argument with only provenance keys has no value predicate to compile.
+            if spec.checks_value() || spec.provenance.is_none() {
+                lint_predicate(spec, &at, r);
+            }
         }
-        lint_tool(t, &place, r);
+        lint_tool(t, &place, provenance_guarded(file, t), r);
+    }
+    if let Some(p) = &file.provenance {
+        lint_provenance(p, &defined, r);
     }
     for (i, f) in file.flows.iter().enumerate() {
         lint_flow(i, f, &defined, r);
@@ -400,12 +422,25 @@ fn lint_file(file: &PolicyFile, r: &mut LintReport) {
     }
 }
 
-fn lint_tool(t: &ToolSpec, place: &str, r: &mut LintReport) {
-    if t.risk == Risk::Critical && t.action == ToolAction::Allow {
+/// Whether some argument value of the tool must be trusted (or come from a document the
+/// user named): an `allow` then only holds for values the user gave.
+fn provenance_guarded(file: &PolicyFile, t: &ToolSpec) -> bool {
+    use crate::policy::ProvenanceRequirement as R;
+    let strict = |r: R| matches!(r, R::Trusted | R::NamedDocument);
+    t.args.values().any(|a| a.provenance.is_some_and(strict))
+        || file.provenance.iter().flat_map(|p| &p.defaults).any(|d| {
+            strict(d.require)
+                && (d.tools_at_or_above.is_some_and(|r| t.risk >= r)
+                    || d.tools.iter().flatten().any(|n| n.trim() == t.name.trim()))
+        })
+}
+
+fn lint_tool(t: &ToolSpec, place: &str, guarded: bool, r: &mut LintReport) {
+    if t.risk == Risk::Critical && t.action == ToolAction::Allow && !guarded {
         r.push(
             LintCode::CriticalAllowed,
             place,
-            "a critical tool with action `allow`: use `confirm` (or `block`)",
+            "a critical tool with action `allow` and no argument that must be trusted: use `confirm` (or `block`), or a `provenance` requirement",
         );
     }
     match &t.requires {
@@ -641,6 +676,14 @@ fn lint_flow(i: usize, f: &FlowSpec, defined: &BTreeMap<&str, &ToolSpec>, r: &mu
         );
     }
     for (arg, spec) in &f.unless_args {
+        if spec.provenance.is_some() || spec.provenance_otherwise.is_some() {
+            r.push(
+                LintCode::BadProvenance,
+                &place,
+                format!("unless_args `{arg}`: provenance keys apply to a tool's `args` only"),
+            );
+            continue;
+        }
         lint_predicate(spec, &format!("{place}, unless_args `{arg}`"), r);
     }
     unknown_tools(
@@ -669,6 +712,28 @@ fn lint_flow(i: usize, f: &FlowSpec, defined: &BTreeMap<&str, &ToolSpec>, r: &mu
                 f.action.name().to_lowercase()
             ),
         );
+    }
+}
+
+fn lint_provenance(
+    p: &crate::policy::ProvenanceSpec,
+    defined: &BTreeMap<&str, &ToolSpec>,
+    r: &mut LintReport,
+) {
+    if let Some(e) = crate::origin::section_error(p) {
+        r.push(LintCode::BadProvenance, "provenance", e);
+        return;
+    }
+    for (i, d) in p.defaults.iter().enumerate() {
+        let place = format!("provenance.defaults[{i}]");
+        unknown_tools(defined, d.tools.iter().flatten(), &place, r);
+        if concerned(defined, d.tools.as_ref(), d.tools_at_or_above).is_empty() {
+            r.push(
+                LintCode::RuleNeverChanges,
+                &place,
+                "concerns no tool the policy defines",
+            );
+        }
     }
 }
 

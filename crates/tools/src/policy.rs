@@ -75,6 +75,100 @@ pub struct PolicyFile {
     /// attributes, time windows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<ConditionSpec>,
+    /// Where argument values must come from (issue 36): the operator's trusted values, the
+    /// score at which a span is flagged, per-risk defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceSpec>,
+}
+
+/// Where an argument's value must come from (`provenance = "..."`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProvenanceRequirement {
+    /// It occurs in a system, developer or user message, or is an operator's trusted
+    /// value. Untrusted and unattested values fail.
+    Trusted,
+    /// Trusted, or taken from a document the user named (the result of a call whose
+    /// arguments the user wrote, holding exactly one untrusted value of that kind), from
+    /// a span not flagged: "pay the bill in bills/march.txt".
+    NamedDocument,
+    /// It does not come only from untrusted content (free text: no run of 6 words found
+    /// only there). Values the model wrote or computed pass.
+    NotUntrusted,
+    /// It does not come from a span the detectors flagged.
+    NotFlagged,
+    /// No requirement (overrides a default).
+    Any,
+}
+
+impl ProvenanceRequirement {
+    /// The snake_case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProvenanceRequirement::Trusted => "trusted",
+            ProvenanceRequirement::NamedDocument => "named_document",
+            ProvenanceRequirement::NotUntrusted => "not_untrusted",
+            ProvenanceRequirement::NotFlagged => "not_flagged",
+            ProvenanceRequirement::Any => "any",
+        }
+    }
+}
+
+/// The policy's `[provenance]` section.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvenanceSpec {
+    /// A span the detectors scored at least this is flagged (default 0.5): a value taken
+    /// from it BLOCKs whatever the requirement's `otherwise`.
+    #[serde(default = "default_flagged_at_least")]
+    pub flagged_at_least: f32,
+    /// Values the operator trusts wherever they appear (the user's own accounts, the
+    /// company's domains), matched on their canonical forms.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_values: Vec<String>,
+    /// Requirements on argument values by the tool's risk (or name) and the value's kind,
+    /// for arguments without their own `provenance`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub defaults: Vec<ProvenanceDefault>,
+}
+
+fn default_flagged_at_least() -> f32 {
+    0.5
+}
+
+/// The kinds a provenance default concerns when it names none: values that say where
+/// something goes or who gets it.
+pub const RECIPIENT_KINDS: [rampart_provenance::Kind; 5] = [
+    rampart_provenance::Kind::Email,
+    rampart_provenance::Kind::Iban,
+    rampart_provenance::Kind::Url,
+    rampart_provenance::Kind::Host,
+    rampart_provenance::Kind::Phone,
+];
+
+/// A default requirement: for the tools concerned, every argument value of these kinds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProvenanceDefault {
+    /// Tools of at least this risk are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools_at_or_above: Option<Risk>,
+    /// These tools are concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// The value kinds concerned (default: email, iban, url, host, phone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<Vec<rampart_provenance::Kind>>,
+    /// What the values must satisfy.
+    pub require: ProvenanceRequirement,
+    /// The action when they do not (default `confirm`; a value from a flagged span always
+    /// BLOCKs).
+    #[serde(default = "default_provenance_otherwise")]
+    pub otherwise: Escalation,
+}
+
+fn default_provenance_otherwise() -> Escalation {
+    Escalation::Confirm
 }
 
 fn default_unknown() -> ToolAction {
@@ -108,6 +202,11 @@ pub struct ToolSpec {
     /// The action for a call over `max_calls_per_conversation` (default `block`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub over_limit: Option<Escalation>,
+    /// The tool returns one document named by this argument (`read_file`: `path`): when the
+    /// user wrote that argument, its result may vouch for a value (`provenance =
+    /// "named_document"`). Tools without it (searches, listings, inboxes) never vouch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document_argument: Option<String>,
 }
 
 /// The action a failed condition or an exceeded limit imposes: never `allow`.
@@ -260,9 +359,31 @@ pub struct PredicateSpec {
     /// The value contains none of these (case-insensitive, after NFKC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_contains: Option<Vec<String>>,
-    /// A missing argument passes (default false: missing fails).
+    /// A missing argument passes (default false: missing fails). An argument with only
+    /// `provenance` keys may be missing.
     #[serde(default)]
     pub optional: bool,
+    /// Where the value must come from (every string and number in it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<ProvenanceRequirement>,
+    /// The action when it does not (default `confirm`; a value from a flagged span always
+    /// BLOCKs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provenance_otherwise: Option<Escalation>,
+}
+
+impl PredicateSpec {
+    /// Whether any check of the value itself is given (not only `provenance` keys).
+    pub fn checks_value(&self) -> bool {
+        self.one_of.is_some()
+            || self.regex.is_some()
+            || self.max_length.is_some()
+            || self.range.is_some()
+            || self.url_host_in.is_some()
+            || self.path_under.is_some()
+            || self.email_domain_in.is_some()
+            || self.not_contains.is_some()
+    }
 }
 
 /// A flow rule: after something happened in the conversation, some tools get an action.

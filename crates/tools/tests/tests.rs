@@ -7,3 +7,4 @@ mod escapes;
 mod examples;
 mod lint;
 mod policy;
+mod provenance;

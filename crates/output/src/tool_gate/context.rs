@@ -1,6 +1,7 @@
 //! What a chat request tells the tool policy about its conversation.
 
 use rampart_core::{Decision, Role};
+use rampart_tools::provenance::{Conversation, Part, ProvenanceError, Source};
 use serde_json::Value;
 
 /// A conversation key for a request without a client-given conversation id: a hash of its
@@ -67,4 +68,56 @@ fn sha256_hex(b: &[u8]) -> String {
         .iter()
         .map(|x| format!("{x:02x}"))
         .collect()
+}
+
+/// Where a scanned segment's text lives in the request's `messages`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentPlace {
+    /// The texts of message `i`, joined by line breaks (string content, or text parts).
+    Message(usize),
+    /// One text of message `i`.
+    Piece(usize, Part),
+    /// Not a message text (tool definitions, names).
+    Elsewhere,
+}
+
+/// The request's conversation for argument provenance, with the spans the scan flagged in
+/// its tool results and retrieved documents (per counted finding, its points over 3, as
+/// [`tool_result_score`]). `places[i]` says where segment `i` of the scan lives.
+pub fn flagged_conversation(
+    messages: &Value,
+    decision: &Decision,
+    places: &[SegmentPlace],
+) -> Result<Conversation, ProvenanceError> {
+    let mut c = Conversation::from_messages(messages)?;
+    for f in decision
+        .findings
+        .iter()
+        .filter(|f| matches!(f.role, Role::Tool | Role::Retrieved) && f.counted)
+    {
+        let score = (f32::from(f.points) / 3.0).min(1.0);
+        let span = f.span.start..f.span.end;
+        match places.get(f.segment) {
+            Some(SegmentPlace::Message(i)) => c.flag_joined(*i, span, score),
+            Some(SegmentPlace::Piece(i, part)) => c.flag(*i, *part, span, score),
+            Some(SegmentPlace::Elsewhere) | None => {}
+        }
+    }
+    Ok(c)
+}
+
+/// The texts of a conversation a scan must look at for injections (tool results and other
+/// untrusted texts that are not the assistant's), as segments of role [`Role::Tool`], with
+/// where each lives ([`flagged_conversation`] maps the findings back).
+pub fn untrusted_segments(c: &Conversation) -> (Vec<rampart_core::Segment>, Vec<SegmentPlace>) {
+    c.entries()
+        .iter()
+        .filter(|e| e.source == Source::Untrusted && e.role == Role::Tool)
+        .map(|e| {
+            (
+                rampart_core::Segment::new(Role::Tool, e.text.clone()),
+                SegmentPlace::Piece(e.message, e.part),
+            )
+        })
+        .unzip()
 }

@@ -40,7 +40,10 @@ mod stream;
 mod verdict;
 
 pub use call::HeldCall;
-pub use context::{conversation_of, tool_result_score, tools_called};
+pub use context::{
+    SegmentPlace, conversation_of, flagged_conversation, tool_result_score, tools_called,
+    untrusted_segments,
+};
 pub use plain::{PlainAnswer, PlainGateError};
 pub use released::{MAX_CONVERSATIONS, MAX_TOOLS_PER_CONVERSATION, ReleasedCalls, TTL_MS};
 pub use stream::{GateItem, MAX_CALLS_PER_CHOICE, StreamGate};

@@ -117,6 +117,9 @@ impl ToolVerdict {
             if let Some(e) = &self.approval_error {
                 m.insert("approval_error".into(), json!(e.message));
             }
+            if !d.provenance.is_empty() {
+                m.insert("provenance".into(), json!(d.provenance));
+            }
         }
         v
     }

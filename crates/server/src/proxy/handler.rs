@@ -113,9 +113,9 @@ pub(super) async fn proxy_inner(
         Some(scanner) => scan_up_conversation(state, caller, scanner, &mut request, hint).await,
         None => scan_up(state, caller, kind, &mut request).await,
     };
-    let (action, answers, injection_score) = match upward.map_err(|e| (e, None))? {
+    let (action, answers, injection_score, provenance) = match upward.map_err(|e| (e, None))? {
         Upward::Blocked(response) => return Ok(response),
-        Upward::Forward(action, answers, score) => (action, answers, score),
+        Upward::Forward(action, answers, score, provenance) => (action, answers, score, provenance),
     };
     let with_action = |e: ServiceError| (e, Some(action));
     // Tool calls in the answer are decided against what the client sent (before
@@ -128,6 +128,7 @@ pub(super) async fn proxy_inner(
             tool_hint.as_deref(),
             &request.body,
             injection_score,
+            provenance,
         )
         .map_err(with_action)?,
         Kind::Completions => None,

@@ -13,16 +13,24 @@ use axum::response::Response;
 use rampart_conversation::{ConversationReport, ConversationScanner};
 use rampart_core::conversation::{ConversationRequest, Turn};
 use rampart_core::{Action, Decision, Role, ScanRequest, Segment};
-use rampart_output::tool_gate::tool_result_score;
+use rampart_output::tool_gate::{SegmentPlace, flagged_conversation, tool_result_score};
+use rampart_tools::SharedConversation;
+use rampart_tools::provenance::Part;
 use serde_json::Value;
 use std::sync::Arc;
 
 /// What the request scan decided.
 pub(super) enum Upward {
     /// Forward the (possibly sanitized) body; the request's action, where the answer is
-    /// to be recorded (conversation state), and the highest injection score of its tool
-    /// results (tool policies' flow rules).
-    Forward(Action, Option<AnswerLedger>, Option<f32>),
+    /// to be recorded (conversation state), the highest injection score of its tool
+    /// results (tool policies' flow rules), and the conversation as the client sent it with
+    /// the spans the scan flagged (argument provenance; only when tools are enforced).
+    Forward(
+        Action,
+        Option<AnswerLedger>,
+        Option<f32>,
+        Option<SharedConversation>,
+    ),
     /// The request is blocked: this answer, the upstream sees nothing.
     Blocked(Response),
 }
@@ -41,6 +49,12 @@ pub(super) async fn scan_up(
         segments.push(Segment::new(Role::User, ""));
     }
     let outcome = state.scan(ScanRequest::segments(segments)).await?;
+    // Before SANITIZE rewrites anything: the flagged spans are spans of these texts, and a
+    // value the model saw in a removed span is still not the user's.
+    let provenance = wants_provenance(state).then(|| {
+        let places: Vec<SegmentPlace> = request.extracted.slots.iter().map(place_of).collect();
+        provenance_of(&request.body, &outcome.decision, &places)
+    });
     let mut piece_blocked = None;
     if outcome.decision.action == Action::Sanitize {
         apply_sanitized(&mut request.body, &request.extracted.slots, &outcome);
@@ -55,8 +69,43 @@ pub(super) async fn scan_up(
     state.record(caller, kind.endpoint(), &decision).await?;
     Ok(match decision.action {
         Action::Block => Upward::Blocked(blocked_response(&decision, caller, false)),
-        action => Upward::Forward(action, None, tool_result_score(&decision)),
+        action => Upward::Forward(
+            action,
+            None,
+            tool_result_score(&decision),
+            provenance.flatten(),
+        ),
     })
+}
+
+/// Whether the answer's tool calls will be decided here (so provenance is needed).
+fn wants_provenance(state: &AppState) -> bool {
+    state.tools().is_some_and(|g| g.config().enforce_proxy)
+}
+
+/// Where a stateless scan's segment lives.
+fn place_of(slot: &super::wire::Slot) -> SegmentPlace {
+    use super::wire::Slot;
+    match slot {
+        Slot::Content(i) => SegmentPlace::Piece(*i, Part::Content),
+        Slot::Part(i, j) => SegmentPlace::Piece(*i, Part::Part(*j)),
+        Slot::ToolArgs(i, j) => SegmentPlace::Piece(*i, Part::ToolCall(*j)),
+        Slot::FunctionArgs(i) => SegmentPlace::Piece(*i, Part::ToolCall(0)),
+        _ => SegmentPlace::Elsewhere,
+    }
+}
+
+/// The request's conversation with the scan's flagged spans; `None` when it cannot be read
+/// for provenance (too large): every provenance requirement then fails closed.
+fn provenance_of(
+    body: &Value,
+    decision: &Decision,
+    places: &[SegmentPlace],
+) -> Option<SharedConversation> {
+    let messages = body.get("messages")?;
+    flagged_conversation(messages, decision, places)
+        .ok()
+        .map(|c| SharedConversation(Arc::new(c)))
 }
 
 /// Step 2 with conversation state (`[conversation]`, chat): the messages are one
@@ -88,6 +137,10 @@ pub(super) async fn scan_up_conversation(
         .find::<ConversationReport>()
         .map(|c| c.segment_messages)
         .unwrap_or_default();
+    let provenance = wants_provenance(state).then(|| {
+        let places: Vec<SegmentPlace> = map.iter().map(|i| SegmentPlace::Message(*i)).collect();
+        provenance_of(&request.body, &decision, &places)
+    });
     if decision.action == Action::Sanitize
         && let Some(reason) =
             sanitize_messages(state, &mut request.body, &map, outcome.sanitized).await?
@@ -118,6 +171,7 @@ pub(super) async fn scan_up_conversation(
             conversation,
         }),
         tool_result_score(&decision),
+        provenance.flatten(),
     ))
 }
 

@@ -3,11 +3,10 @@
 //! score that flow rules and provenance read).
 
 use rampart_core::{InputError, Pipeline, ScanRequest};
-use rampart_output::tool_gate::{flagged_conversation, tool_result_score, untrusted_segments};
-use rampart_tools::provenance::{Conversation, MAX_CONVERSATION_BYTES, ProvenanceError};
-use rampart_tools::{CallContext, Policy, SharedConversation, ToolCall, ToolDecision};
+use rampart_output::tool_gate::CallConversation;
+use rampart_tools::provenance::ProvenanceError;
+use rampart_tools::{CallContext, Policy, ToolCall, ToolDecision};
 use serde_json::Value;
-use std::sync::Arc;
 
 /// Why a tool call could not be decided.
 #[derive(Debug, thiserror::Error)]
@@ -30,35 +29,14 @@ pub fn read_conversation(
     messages: &Value,
     context: &mut CallContext,
 ) -> Result<(), ToolCheckError> {
-    let plain = Conversation::from_messages(messages)?;
-    let bytes: usize = plain.entries().iter().map(|e| e.text.len()).sum();
-    if bytes > MAX_CONVERSATION_BYTES {
-        return Err(ProvenanceError::TooLarge {
-            bytes,
-            messages: plain.entries().len(),
-        }
-        .into());
-    }
-    let (segments, places) = untrusted_segments(&plain);
-    let conversation = if segments.is_empty() {
-        plain
+    let mut read = CallConversation::read(messages)?;
+    let segments = read.segments();
+    let decision = if segments.is_empty() {
+        None
     } else {
-        let decision = pipeline.scan(&ScanRequest::segments(segments))?.decision;
-        if let Some(score) = tool_result_score(&decision) {
-            context.max_injection_score =
-                Some(context.max_injection_score.map_or(score, |s| s.max(score)));
-        }
-        flagged_conversation(messages, &decision, &places)?
+        Some(pipeline.scan(&ScanRequest::segments(segments))?.decision)
     };
-    if context.tools_called.is_empty() {
-        context.tools_called = conversation
-            .calls()
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-    }
-    context.conversation = Some(SharedConversation(Arc::new(conversation)));
-    Ok(())
+    Ok(read.into_context(decision.as_ref(), context)?)
 }
 
 /// Decides one tool call: `arguments` is an object, or OpenAI's `function.arguments` text;

@@ -528,21 +528,14 @@ async fn read_messages(
     messages: &Value,
     context: &mut CallContext,
 ) -> Result<(), ServiceError> {
-    use rampart_output::tool_gate::{flagged_conversation, tool_result_score, untrusted_segments};
-    use rampart_tools::provenance::{Conversation, ProvenanceError};
+    use rampart_output::tool_gate::CallConversation;
+    use rampart_tools::provenance::ProvenanceError;
     let too_large = |e: ProvenanceError| match e {
         ProvenanceError::TooLarge { .. } => ServiceError::TooLarge(format!("messages: {e}")),
         _ => ServiceError::BadRequest(format!("messages: {e}")),
     };
-    let plain = Conversation::from_messages(messages).map_err(too_large)?;
-    let bytes: usize = plain.entries().iter().map(|e| e.text.len()).sum();
-    if bytes > rampart_tools::provenance::MAX_CONVERSATION_BYTES {
-        return Err(too_large(ProvenanceError::TooLarge {
-            bytes,
-            messages: plain.entries().len(),
-        }));
-    }
-    let (segments, places) = untrusted_segments(&plain);
+    let mut read = CallConversation::read(messages).map_err(too_large)?;
+    let segments = read.segments();
     let decision = if segments.is_empty() {
         None
     } else {
@@ -553,22 +546,8 @@ async fn read_messages(
                 .decision,
         )
     };
-    let conversation = match &decision {
-        Some(d) => flagged_conversation(messages, d, &places).map_err(too_large)?,
-        None => plain,
-    };
-    if let Some(score) = decision.as_ref().and_then(tool_result_score) {
-        context.max_injection_score =
-            Some(context.max_injection_score.map_or(score, |s| s.max(score)));
-    }
-    if context.tools_called.is_empty() {
-        context.tools_called = conversation
-            .calls()
-            .iter()
-            .map(|c| c.name.clone())
-            .collect();
-    }
-    context.conversation = Some(rampart_tools::SharedConversation(Arc::new(conversation)));
+    read.into_context(decision.as_ref(), context)
+        .map_err(too_large)?;
     Ok(())
 }
 

@@ -121,3 +121,72 @@ pub fn untrusted_segments(c: &Conversation) -> (Vec<rampart_core::Segment>, Vec<
         })
         .unzip()
 }
+
+/// A check call's `messages`, read: the conversation, and the untrusted texts the pipeline
+/// must scan ([`CallConversation::segments`]) before [`CallConversation::into_context`] adds
+/// what they tell to the call's context. Two steps so the scan can run where the caller
+/// runs scans (the service's blocking pool, the library's thread).
+#[derive(Debug)]
+pub struct CallConversation<'a> {
+    messages: &'a Value,
+    plain: Conversation,
+    places: Vec<SegmentPlace>,
+    segments: Vec<rampart_core::Segment>,
+}
+
+impl<'a> CallConversation<'a> {
+    /// Reads OpenAI or Anthropic `messages` (at most 1 MiB of text and 512 messages).
+    pub fn read(messages: &'a Value) -> Result<Self, ProvenanceError> {
+        let plain = Conversation::from_messages(messages)?;
+        let bytes: usize = plain.entries().iter().map(|e| e.text.len()).sum();
+        if bytes > rampart_tools::provenance::MAX_CONVERSATION_BYTES {
+            return Err(ProvenanceError::TooLarge {
+                bytes,
+                messages: plain.entries().len(),
+            });
+        }
+        let (segments, places) = untrusted_segments(&plain);
+        Ok(CallConversation {
+            messages,
+            plain,
+            places,
+            segments,
+        })
+    }
+
+    /// The texts to scan (tool results), as segments; empty when there are none.
+    pub fn segments(&mut self) -> Vec<rampart_core::Segment> {
+        std::mem::take(&mut self.segments)
+    }
+
+    /// Adds to `context` the conversation (with the spans `decision`, the scan of
+    /// [`CallConversation::segments`], flagged), the highest such score as the floor of
+    /// `max_injection_score`, and the assistant's calls as `tools_called` when it lists none.
+    pub fn into_context(
+        self,
+        decision: Option<&Decision>,
+        context: &mut rampart_tools::CallContext,
+    ) -> Result<(), ProvenanceError> {
+        let conversation = match decision {
+            Some(d) => {
+                if let Some(score) = tool_result_score(d) {
+                    context.max_injection_score =
+                        Some(context.max_injection_score.map_or(score, |s| s.max(score)));
+                }
+                flagged_conversation(self.messages, d, &self.places)?
+            }
+            None => self.plain,
+        };
+        if context.tools_called.is_empty() {
+            context.tools_called = conversation
+                .calls()
+                .iter()
+                .map(|c| c.name.clone())
+                .collect();
+        }
+        context.conversation = Some(rampart_tools::SharedConversation(std::sync::Arc::new(
+            conversation,
+        )));
+        Ok(())
+    }
+}

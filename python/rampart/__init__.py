@@ -276,6 +276,22 @@ class Firewall:
             _config=("toml", text),
         )
 
+    @property
+    def has_tools(self) -> bool:
+        """Whether the firewall was built with a tool policy."""
+        return self._native.has_tools()
+
+    def scan_output(
+        self,
+        text: str,
+        *,
+        system_prompt: Optional[str] = None,
+        canaries: Sequence[str] = (),
+    ) -> Decision:
+        """Scans a model's answer: credentials and secrets, the canaries planted in the
+        request, the system prompt leaked."""
+        return Decision(self._native.scan_output(text, system_prompt, list(canaries)))
+
     def scan(
         self,
         text: Optional[str] = None,
@@ -355,3 +371,8 @@ class Firewall:
 
     def deny(self, approval_id: str, *, approver: str) -> Json:
         return dict(json.loads(self._native.decide_approval(approval_id, approver, False)))
+
+
+from ._guard import ToolCallRefused  # noqa: E402  (it subclasses the classes above)
+
+__all__.append("ToolCallRefused")

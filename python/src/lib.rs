@@ -16,6 +16,10 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use rampart::core::{InputError as CoreInputError, Role, ScanOutcome, ScanRequest, Segment};
 use rampart::output::tool_gate::{PendingCall, ToolGate, arguments_of, binding};
+use rampart::output::{
+    OutputConfig, OutputContext, OutputOutcome, OutputScanner, PromptIndex,
+    canary::{Canary, CanarySet},
+};
 use rampart::tools::{CallContext, CallerInfo, Policy};
 use serde_json::Value;
 use std::panic::AssertUnwindSafe;
@@ -142,6 +146,17 @@ impl NativeDecision {
     }
 }
 
+impl NativeDecision {
+    /// An output scan's decision, with the sanitized response as the one sanitized segment.
+    fn of_output(o: &OutputOutcome) -> PyResult<Self> {
+        let outcome = ScanOutcome {
+            decision: o.decision.clone(),
+            sanitized: o.sanitized.clone().map(|s| vec![s]),
+        };
+        Self::of(&outcome, true)
+    }
+}
+
 #[pymethods]
 impl NativeDecision {
     /// `ALLOW`, `SANITIZE` or `BLOCK`.
@@ -162,14 +177,20 @@ impl NativeDecision {
     }
 }
 
-/// The compiled pipeline, and the tool gate when a policy was given.
+/// The compiled pipeline, its output scanner, and the tool gate when a policy was given.
 #[pyclass(frozen, module = "rampart._rampart", name = "NativeFirewall")]
 struct NativeFirewall {
     pipeline: rampart::Pipeline,
+    output: Arc<OutputScanner>,
     gate: Option<Arc<ToolGate>>,
 }
 
 fn build(builder: rampart::Builder, policy: Option<&str>) -> PyResult<NativeFirewall> {
+    let config = builder
+        .config()
+        .map_err(|e| ConfigError::new_err(e.to_string()))?;
+    let output = OutputScanner::build(&config, &OutputConfig::default())
+        .map_err(|e| ConfigError::new_err(e.to_string()))?;
     let pipeline = builder
         .build()
         .map_err(|e| ConfigError::new_err(e.to_string()))?;
@@ -182,7 +203,11 @@ fn build(builder: rampart::Builder, policy: Option<&str>) -> PyResult<NativeFire
             Ok(Arc::new(g))
         })
         .transpose()?;
-    Ok(NativeFirewall { pipeline, gate })
+    Ok(NativeFirewall {
+        pipeline,
+        output: Arc::new(output),
+        gate,
+    })
 }
 
 fn now_ms() -> u64 {
@@ -353,6 +378,11 @@ impl NativeFirewall {
         })
     }
 
+    /// Whether a tool policy was given.
+    fn has_tools(&self) -> bool {
+        self.gate.is_some()
+    }
+
     /// The approvals waiting for an approver, as JSON (tool, arguments, who asked, expiry).
     fn pending_approvals(&self) -> PyResult<String> {
         guarded(|| {
@@ -375,11 +405,114 @@ impl NativeFirewall {
         })
     }
 
+    /// Scans a model's answer: credentials and secrets, the `canaries` planted in the
+    /// request, the `system_prompt` leaked (at least the output configuration's
+    /// `system_prompt_min_words` of it in a row).
+    #[pyo3(signature = (text, system_prompt=None, canaries=Vec::new()))]
+    fn scan_output(
+        &self,
+        py: Python<'_>,
+        text: String,
+        system_prompt: Option<String>,
+        canaries: Vec<String>,
+    ) -> PyResult<NativeDecision> {
+        detached(py, || {
+            let planted = canaries
+                .into_iter()
+                .map(Canary::from_text)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| InputError::new_err(format!("canary: {e}")))?;
+            let min_words = self.output.config().system_prompt_min_words;
+            let ctx = OutputContext {
+                canaries: CanarySet::new(planted.iter()),
+                system_prompt: system_prompt
+                    .as_deref()
+                    .and_then(|p| PromptIndex::new(p, min_words)),
+            };
+            let o = self.output.scan(&text, &ctx, None).map_err(input_error)?;
+            NativeDecision::of_output(&o)
+        })
+    }
+
+    /// Scans chat messages and, on SANITIZE, writes each sanitized text back where it came
+    /// from (a string content, a text part, a tool result); the decision and the messages
+    /// (JSON) to forward.
+    #[pyo3(signature = (messages_json))]
+    fn sanitize_messages(
+        &self,
+        py: Python<'_>,
+        messages_json: String,
+    ) -> PyResult<(NativeDecision, String)> {
+        detached(py, || {
+            let mut messages = parse_json("messages", &messages_json)?;
+            let c = rampart::tools::provenance::Conversation::from_messages(&messages)
+                .map_err(|e| InputError::new_err(e.to_string()))?;
+            let segs: Vec<Segment> = c
+                .entries()
+                .iter()
+                .map(|e| Segment::new(e.role, e.text.clone()))
+                .collect();
+            let outcome = self
+                .pipeline
+                .scan(&ScanRequest::segments(segs))
+                .map_err(input_error)?;
+            for s in outcome.sanitized.iter().flatten() {
+                if let Some(e) = c.entries().get(s.segment) {
+                    write_back(&mut messages, e.message, e.part, &s.text);
+                }
+            }
+            Ok((NativeDecision::of(&outcome, true)?, messages.to_string()))
+        })
+    }
+
+    /// A fresh canary (random, prefixed), to plant in a system prompt and look for in answers.
+    #[staticmethod]
+    fn generate_canary() -> PyResult<String> {
+        guarded(|| {
+            Canary::generate("RAMPART-CANARY")
+                .map(|c| c.expose().to_string())
+                .map_err(|e| InternalError::new_err(e.to_string()))
+        })
+    }
+
     /// A panic inside the library, for the test that shows it arrives as `InternalError`.
     fn _panic_for_test(&self, py: Python<'_>) -> PyResult<()> {
         detached(py, || -> PyResult<()> {
             panic!("injected by the binding's test");
         })
+    }
+}
+
+/// Puts a sanitized text back in its place in chat messages. Tool-call arguments are left
+/// as they are (the tool gate decides those).
+fn write_back(
+    messages: &mut Value,
+    message: usize,
+    part: rampart::tools::provenance::Part,
+    text: &str,
+) {
+    use rampart::tools::provenance::Part;
+    let Some(m) = messages.get_mut(message) else {
+        return;
+    };
+    let slot = match part {
+        Part::Content => m.get_mut("content"),
+        Part::Part(j) => m
+            .get_mut("content")
+            .and_then(|c| c.get_mut(j))
+            .and_then(|p| {
+                if p.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    p.get_mut("content")
+                } else {
+                    p.get_mut("text")
+                }
+            }),
+        Part::ToolCall(_) => None,
+    };
+    if let Some(v) = slot
+        && v.is_string()
+    {
+        *v = Value::String(text.to_string());
     }
 }
 

@@ -44,8 +44,8 @@ def _sample(name: str, n: int):
     return rows[::step][:n]
 
 
-@pytest.mark.skipif(not BIN.exists(), reason="needs the CLI binary (cargo build -p rampart-cli)")
 def test_decisions_equal_the_clis_on_the_built_in_sets(fw):
+    assert BIN.exists(), f"{BIN}: build the CLI first (cargo build -p rampart-cli) or set RAMPART_BIN"
     rows = []
     for name in ["clean_benign_v1.jsonl", "attacks_handwritten_v1.jsonl", "trigger_benign_v1.jsonl",
                  "multilingual_attacks_v1.jsonl", "embedded_injections_v1.jsonl"]:

@@ -15,7 +15,9 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use rampart::core::{InputError as CoreInputError, Role, ScanOutcome, ScanRequest, Segment};
-use rampart::output::tool_gate::{PendingCall, ToolGate, arguments_of, binding};
+use rampart::output::tool_gate::{
+    PendingCall, ToolGate, arguments_of, binding, conversation_segments,
+};
 use rampart::output::{
     OutputConfig, OutputContext, OutputOutcome, OutputScanner, PromptIndex,
     canary::{Canary, CanarySet},
@@ -299,11 +301,7 @@ impl NativeFirewall {
             let messages = parse_json("messages", &messages_json)?;
             let c = rampart::tools::provenance::Conversation::from_messages(&messages)
                 .map_err(|e| InputError::new_err(e.to_string()))?;
-            let segs: Vec<Segment> = c
-                .entries()
-                .iter()
-                .map(|e| Segment::new(e.role, e.text.clone()))
-                .collect();
+            let (segs, _) = conversation_segments(&c);
             self.run(ScanRequest::segments(segs), sanitize, id)
         })
     }
@@ -447,11 +445,7 @@ impl NativeFirewall {
             let mut messages = parse_json("messages", &messages_json)?;
             let c = rampart::tools::provenance::Conversation::from_messages(&messages)
                 .map_err(|e| InputError::new_err(e.to_string()))?;
-            let segs: Vec<Segment> = c
-                .entries()
-                .iter()
-                .map(|e| Segment::new(e.role, e.text.clone()))
-                .collect();
+            let (segs, _) = conversation_segments(&c);
             let outcome = self
                 .pipeline
                 .scan(&ScanRequest::segments(segs))

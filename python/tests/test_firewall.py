@@ -209,3 +209,17 @@ def test_the_readmes_python_lines_work_as_written(capsys):
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(code, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip() == "BLOCK"
+
+
+def test_an_agents_own_tool_call_arguments_are_data_not_prompts(fw):
+    history = [
+        {"role": "user", "content": "Add Dora (dora@gmail.com) and set my password to Tr0ub4dor&3."},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "set_password",
+                                                          "arguments": '{"new_password": "Tr0ub4dor&3"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    d = fw.scan(messages=history)
+    assert d.action == "ALLOW", d.to_dict()["findings"]
+    # Reported, not counted.
+    assert any(f.role == "assistant" and not f.counted for f in d.findings)

@@ -4,9 +4,9 @@
 //! the request's conversation for provenance and its tool results' injection score.
 
 use crate::trace::{Label, Split, Trace};
-use rampart_core::{Action, Pipeline, ScanOutcome, ScanRequest, Segment};
+use rampart_core::{Action, Pipeline, ScanOutcome, ScanRequest};
 use rampart_output::tool_gate::{
-    SegmentPlace, flagged_conversation, tool_result_score, tools_called,
+    conversation_segments, flagged_conversation, tool_result_score, tools_called,
 };
 use rampart_tools::provenance::{Conversation, ProvenanceError};
 use rampart_tools::{CallContext, Policy, SharedConversation, ToolAction};
@@ -199,16 +199,7 @@ fn scan_request(
         source,
     };
     let plain = Conversation::from_messages(request).map_err(conv_err)?;
-    let (segments, places): (Vec<Segment>, Vec<SegmentPlace>) = plain
-        .entries()
-        .iter()
-        .map(|e| {
-            (
-                Segment::new(e.role, e.text.clone()),
-                SegmentPlace::Piece(e.message, e.part),
-            )
-        })
-        .unzip();
+    let (segments, places) = conversation_segments(&plain);
     let outcome = pipeline
         .scan(&ScanRequest::segments(segments))
         .map_err(|source| ReplayError::Scan {

@@ -190,3 +190,20 @@ impl<'a> CallConversation<'a> {
         Ok(())
     }
 }
+
+/// Every text of a conversation as the segments of one scan, with where each lives: as the
+/// proxy reads a chat request. An assistant's tool-call arguments are scanned as trusted (their
+/// findings reported, not counted): the model wrote them for a tool, and the tool gate decides
+/// them with provenance when the call is made.
+pub fn conversation_segments(c: &Conversation) -> (Vec<rampart_core::Segment>, Vec<SegmentPlace>) {
+    c.entries()
+        .iter()
+        .map(|e| {
+            let mut s = rampart_core::Segment::new(e.role, e.text.clone());
+            if e.role == Role::Assistant && matches!(e.part, Part::ToolCall(_)) {
+                s.trust = Some(rampart_core::Trust::Trusted);
+            }
+            (s, SegmentPlace::Piece(e.message, e.part))
+        })
+        .unzip()
+}

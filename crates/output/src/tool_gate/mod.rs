@@ -41,8 +41,8 @@ mod verdict;
 
 pub use call::HeldCall;
 pub use context::{
-    CallConversation, SegmentPlace, conversation_of, flagged_conversation, tool_result_score,
-    tools_called, untrusted_segments,
+    CallConversation, SegmentPlace, conversation_of, conversation_segments, flagged_conversation,
+    tool_result_score, tools_called, untrusted_segments,
 };
 pub use plain::{PlainAnswer, PlainGateError};
 pub use released::{MAX_CONVERSATIONS, MAX_TOOLS_PER_CONVERSATION, ReleasedCalls, TTL_MS};

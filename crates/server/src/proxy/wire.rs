@@ -86,6 +86,22 @@ impl Extracted {
         }
     }
 
+    /// Adds the arguments of an assistant's tool call: text the model wrote for a tool, read
+    /// by the tool gate (predicates, provenance) when the call was made, not a prompt. Scanned
+    /// as trusted: its findings are reported, never counted (a `user_email` argument is not
+    /// an injection, a password the user asked to set is not a leak).
+    /// (`tool_calls` on a message of another role are that role's text.)
+    fn push_arguments(&mut self, role: Role, text: &str, slot: Slot) {
+        if !text.is_empty() {
+            let mut s = Segment::new(role, text);
+            if role == Role::Assistant {
+                s.trust = Some(rampart_core::Trust::Trusted);
+            }
+            self.segments.push(s);
+            self.slots.push(slot);
+        }
+    }
+
     /// Adds `pieces` (JSON pointer, text) as one segment; nothing when all are empty.
     fn push_group(&mut self, role: Role, pieces: Vec<(Option<String>, String)>) {
         let pieces: Vec<(Option<String>, String)> =
@@ -288,7 +304,7 @@ fn extract_call_arguments(
         for (j, c) in calls.iter().enumerate() {
             match c.get("function").and_then(|f| f.get("arguments")) {
                 None | Some(Value::Null) => {}
-                Some(Value::String(a)) => out.push(role, a, Slot::ToolArgs(i, j)),
+                Some(Value::String(a)) => out.push_arguments(role, a, Slot::ToolArgs(i, j)),
                 Some(_) => {
                     return Err(bad(format!(
                         "messages[{i}].tool_calls[{j}].function.arguments must be a string"
@@ -299,7 +315,7 @@ fn extract_call_arguments(
     }
     match m.get("function_call").and_then(|f| f.get("arguments")) {
         None | Some(Value::Null) => {}
-        Some(Value::String(a)) => out.push(role, a, Slot::FunctionArgs(i)),
+        Some(Value::String(a)) => out.push_arguments(role, a, Slot::FunctionArgs(i)),
         Some(_) => {
             return Err(bad(format!(
                 "messages[{i}].function_call.arguments must be a string"

@@ -193,6 +193,16 @@ pub struct ConversationLog {
     /// Forged assistant turns in the record.
     #[serde(default)]
     pub forged: usize,
+    /// Calls whose decision was not ALLOW (per-message false alarms on benign records).
+    #[serde(default)]
+    pub flagged_calls: usize,
+    /// Of them, calls after the first (the later turns of a conversation).
+    #[serde(default)]
+    pub flagged_later_calls: usize,
+    /// What flagged each flagged call (its counted finding ids, sorted, joined by `+`), in
+    /// call order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_calls_by: Vec<String>,
 }
 
 /// The relational layer's report for one prompt, without the per-layer detail: how the

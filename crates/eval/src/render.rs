@@ -699,6 +699,15 @@ fn conversation_tables(c: &ConversationStats, out: &mut Vec<(&'static str, Table
     if !c.flagged_benign.is_empty() {
         out.push(("Benign conversations flagged", flags(&c.flagged_benign)));
     }
+    if !c.benign_messages.flagged_by.is_empty() {
+        let mut t = Table::new(&["flagged by", "benign messages"]);
+        let mut by: Vec<(&String, &u64)> = c.benign_messages.flagged_by.iter().collect();
+        by.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        for (k, n) in by {
+            t.row(vec![k.clone(), n.to_string()]);
+        }
+        out.push(("Benign messages flagged, by what flagged them", t));
+    }
     if !c.first_flags.is_empty() {
         out.push(("Attack conversations: first flag", flags(&c.first_flags)));
     }
@@ -735,6 +744,7 @@ fn conversation_table(s: &Summary) -> Option<Table> {
         "first flag: message (median)",
         "flagged before attack_turn",
         "benign flagged",
+        "benign messages flagged (later turns)",
     ]);
     let num = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.1}"));
     for r in &s.reports {
@@ -760,6 +770,18 @@ fn conversation_table(s: &Summary) -> Option<Table> {
             num(c.first_flag_message_median),
             format!("{} of {}", c.flagged_before_attack_turn, c.attacks_flagged),
             c.flagged_benign.len().to_string(),
+            {
+                let m = &c.benign_messages;
+                format!(
+                    "{} of {} ({:.2}%); later {} of {} ({:.2}%)",
+                    m.flagged,
+                    m.calls,
+                    100.0 * m.rate(),
+                    m.later_flagged,
+                    m.later_calls,
+                    100.0 * m.later_rate()
+                )
+            },
         ]);
     }
     (!t.rows.is_empty()).then_some(t)
@@ -769,8 +791,10 @@ const CONVERSATION_NOTE: &str = "Conversations are replayed call by call through
      conversation scanner with a fresh state per conversation; one is flagged when any call \
      is. Call: the 1-based call at which an attack was first flagged; message: the index in \
      `turns` of that call's last message. Flagged before attack_turn: first flagged on a call \
-     that ends before the message carrying the attack (flagged for something else). The \
-     detail sections list the benign conversations flagged and what flagged them.";
+     that ends before the message carrying the attack (flagged for something else). Benign \
+     messages flagged: per-call decisions of the benign conversations that were not ALLOW, \
+     over every call and over the calls after each conversation's first (the later turns). \
+     The detail sections list the benign conversations flagged and what flagged them.";
 
 /// The entries of a breakdown, those named in `order` first in that order, then the rest in
 /// key order, `(none)` last (so positions read start, middle, end and channels user, tool,

@@ -309,6 +309,45 @@ pub struct ConversationStats {
     pub flagged_benign: Vec<FirstFlag>,
     /// Conversations with a call the scanner refused (counted as flagged).
     pub errors: u64,
+    /// Per-message decisions of the benign conversations: what a user of a chat meets per
+    /// message, the first call and the later ones apart.
+    #[serde(default)]
+    pub benign_messages: MessageStats,
+}
+
+/// Per-call (per-message) decisions over benign conversations.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MessageStats {
+    /// Calls scanned.
+    pub calls: u64,
+    /// Of them, not ALLOW.
+    pub flagged: u64,
+    /// Calls after each conversation's first.
+    pub later_calls: u64,
+    /// Of them, not ALLOW.
+    pub later_flagged: u64,
+    /// What flagged the flagged calls (finding ids joined by `+`), by count.
+    pub flagged_by: BTreeMap<String, u64>,
+}
+
+impl MessageStats {
+    /// Flagged calls over calls.
+    pub fn rate(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.flagged as f64 / self.calls as f64
+        }
+    }
+
+    /// Flagged later calls over later calls.
+    pub fn later_rate(&self) -> f64 {
+        if self.later_calls == 0 {
+            0.0
+        } else {
+            self.later_flagged as f64 / self.later_calls as f64
+        }
+    }
 }
 
 impl ConversationStats {
@@ -329,6 +368,16 @@ impl ConversationStats {
                 s.errors += 1;
             }
             overall.add(l.attack, flagged);
+            if !l.attack {
+                let m = &mut s.benign_messages;
+                m.calls += c.calls as u64;
+                m.flagged += c.flagged_calls as u64;
+                m.later_calls += c.calls.saturating_sub(1) as u64;
+                m.later_flagged += c.flagged_later_calls as u64;
+                for by in &c.flagged_calls_by {
+                    *m.flagged_by.entry(by.clone()).or_default() += 1;
+                }
+            }
             by_cat
                 .entry(key_or(l.category.as_deref(), NONE_KEY))
                 .or_default()

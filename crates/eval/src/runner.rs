@@ -348,6 +348,14 @@ pub fn eval_conversation(
         peak_risk: risks.fold(0.0, f32::max),
         rewinds: turns.iter().filter(|t| t.rewind.is_some()).count(),
         forged: turns.iter().filter(|t| t.forged).count(),
+        flagged_calls: rep.calls.iter().filter(|c| c.flagged()).count(),
+        flagged_later_calls: rep.calls.iter().skip(1).filter(|c| c.flagged()).count(),
+        flagged_calls_by: rep
+            .calls
+            .iter()
+            .filter(|c| c.flagged())
+            .map(|c| flagged_by(&c.decision).join("+"))
+            .collect(),
     };
     if let Some((message, why)) = &rep.error {
         log.error = Some(why.clone());

@@ -210,6 +210,15 @@ fn conversation_sets_report_rates_first_flags_and_flagged_benign() {
     assert_eq!(c.flagged_benign.len(), 1);
     assert_eq!(c.flagged_benign[0].id, "fp");
     assert!(!c.flagged_benign[0].flagged_by.is_empty());
+    // Per message over the benign conversations: `ok` has 2 calls, `fp` 2 with its second
+    // (a later turn) flagged.
+    let m = &c.benign_messages;
+    assert_eq!(
+        (m.calls, m.flagged, m.later_calls, m.later_flagged),
+        (4, 1, 2, 1)
+    );
+    assert_eq!(m.flagged_by.values().sum::<u64>(), 1);
+    assert!((m.rate() - 0.25).abs() < 1e-9 && (m.later_rate() - 0.5).abs() < 1e-9);
 
     // The per-record log: the first flag and the conversation risk, never text.
     let logs = &out.datasets[0].logs;
@@ -246,6 +255,14 @@ fn conversation_sets_report_rates_first_flags_and_flagged_benign() {
     let md = std::fs::read_to_string(&written.summary_md).unwrap();
     assert!(md.contains("## Conversations"), "{md}");
     assert!(md.contains("Benign conversations flagged"), "{md}");
+    assert!(
+        md.contains("1 of 4 (25.00%); later 1 of 2 (50.00%)"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Benign messages flagged, by what flagged them"),
+        "{md}"
+    );
     let json = std::fs::read_to_string(&written.summary_json).unwrap();
     let back: Summary = serde_json::from_str(&json).unwrap();
     let back = back.report("convs", "default").unwrap();

@@ -4,8 +4,9 @@ the binding's."""
 
 from __future__ import annotations
 
+import inspect
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, AsyncIterator, Dict, Iterator, List, Optional, Tuple
 
 from . import Blocked, Decision, Firewall, RampartError, ToolDecision, _jsonable, _messages_json
 
@@ -83,3 +84,62 @@ class Checks:
                 raise ToolCallRefused(d)
             out.append(d)
         return out
+
+
+class Wrapped:
+    """Everything it does not define is the wrapped client object's own."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class GuardedCreate(Wrapped):
+    """A client's `create` guarded: the request prepared (`prepare`: scanned up, canary
+    planted), sent, and the answer gated (`gate`) or, streamed, held and scanned as it grows by
+    a holder (`holder`: `push(event)` gives the events to yield, `finish()` the rest); sync or
+    async as the wrapped client is. The clients differ only in those three."""
+
+    def __init__(self, inner: Any, s: Settings) -> None:
+        super().__init__(inner)
+        self._s = s
+
+    def prepare(self, kwargs: Dict[str, Any]) -> Tuple[Checks, Dict[str, Any]]:
+        raise NotImplementedError
+
+    def gate(self, req: Checks, answer: Any) -> Any:
+        raise NotImplementedError
+
+    def holder(self, req: Checks) -> Any:
+        raise NotImplementedError
+
+    def create(self, **kwargs: Any) -> Any:
+        req, sent = self.prepare(kwargs)
+        result = self._inner.create(**sent)
+        if inspect.isawaitable(result):
+            return self._acreate(req, result, kwargs.get("stream", False))
+        if kwargs.get("stream"):
+            return self._stream(req, result)
+        return self.gate(req, result)
+
+    def _stream(self, req: Checks, result: Any) -> Iterator[Any]:
+        held = self.holder(req)
+        for event in result:
+            yield from held.push(event)
+        yield from held.finish()
+
+    async def _acreate(self, req: Checks, result: Any, stream: bool) -> Any:
+        answer = await result
+        if stream:
+            return self._astream(req, answer)
+        return self.gate(req, answer)
+
+    async def _astream(self, req: Checks, result: Any) -> AsyncIterator[Any]:
+        held = self.holder(req)
+        async for event in result:
+            for e in held.push(event):
+                yield e
+        for e in held.finish():
+            yield e

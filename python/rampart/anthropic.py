@@ -15,11 +15,10 @@ are in `answer.rampart_tool_decisions`). Works with `Anthropic` and `AsyncAnthro
 
 from __future__ import annotations
 
-import inspect
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import Firewall, ToolDecision
-from ._guard import Checks, Settings, ToolCallRefused
+from ._guard import Checks, GuardedCreate, Settings, ToolCallRefused, Wrapped
 
 __all__ = ["guard", "ToolCallRefused"]
 
@@ -38,13 +37,10 @@ def guard(
     return _Client(client, Settings(firewall or Firewall(), on_sanitize, tool_calls, canary, holdback))
 
 
-class _Client:
+class _Client(Wrapped):
     def __init__(self, inner: Any, s: Settings) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.messages = _Messages(inner.messages, s)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def _system_text(system: Any) -> Optional[str]:
@@ -124,43 +120,17 @@ class _Stream:
         return out
 
 
-class _Messages:
-    def __init__(self, inner: Any, s: Settings) -> None:
-        self._inner = inner
-        self._s = s
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def create(self, **kwargs: Any) -> Any:
+class _Messages(GuardedCreate):
+    def prepare(self, kwargs: Dict[str, Any]) -> Tuple[Checks, Dict[str, Any]]:
         req = Checks(self._s, kwargs.get("messages", []), system=_system_text(kwargs.get("system")))
         system, messages = req.split_system()
         sent = dict(kwargs, messages=messages)
         if system is not None:
             sent["system"] = system
-        result = self._inner.create(**sent)
-        if inspect.isawaitable(result):
-            return self._acreate(req, result, kwargs.get("stream", False))
-        if kwargs.get("stream"):
-            return self._stream(req, result)
-        return _gate_answer(req, result)
+        return req, sent
 
-    def _stream(self, req: Checks, result: Any) -> Iterator[Any]:
-        st = _Stream(self._s, req)
-        for ev in result:
-            yield from st.push(ev)
-        yield from st.finish()
-
-    async def _acreate(self, req: Checks, result: Any, stream: bool) -> Any:
-        answer = await result
-        if stream:
-            return self._astream(req, answer)
+    def gate(self, req: Checks, answer: Any) -> Any:
         return _gate_answer(req, answer)
 
-    async def _astream(self, req: Checks, result: Any) -> AsyncIterator[Any]:
-        st = _Stream(self._s, req)
-        async for ev in result:
-            for e in st.push(ev):
-                yield e
-        for e in st.finish():
-            yield e
+    def holder(self, req: Checks) -> "_Stream":
+        return _Stream(self._s, req)

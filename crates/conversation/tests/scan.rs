@@ -398,3 +398,31 @@ fn repeated_refusals_block_the_conversation() {
         out.decision.reasons
     );
 }
+
+#[test]
+fn regression_turn_risk_skips_the_scores_of_score_only_layers() {
+    // A combined configuration keeps a classifier `score_only` for the combine layer to read;
+    // its raw score (0.92 on a benign turn the combiner allowed) must not become the turn's
+    // risk, or benign conversations escalate on scores no layer decided on.
+    let layer = |name: &str, score: f32, score_only: bool| rampart_core::LayerResult {
+        layer: name.into(),
+        status: rampart_core::LayerStatus::Ok,
+        risk: rampart_core::RiskClass::LowRisk,
+        action: Action::Allow,
+        score: Some(score),
+        localized: None,
+        categories: Default::default(),
+        findings: 0,
+        undecided: false,
+        score_only,
+        elapsed_us: 0,
+    };
+    let mut d = pipeline()
+        .scan(&rampart_core::ScanRequest::text("hello"))
+        .expect("scan")
+        .decision;
+    d.layers = vec![layer("linear", 0.92, true), layer("combine", 0.31, false)];
+    assert!((rampart_conversation::turn_risk(&d) - 0.31).abs() < 1e-6);
+    d.layers[0].score_only = false;
+    assert!((rampart_conversation::turn_risk(&d) - 0.92).abs() < 1e-6);
+}

@@ -158,6 +158,11 @@ pub struct LayerResult {
     /// the layer's own verdict is restored and this stays true, with a reason).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub undecided: bool,
+    /// The layer is configured `score_only`: its score feeds later layers and is reported,
+    /// but it is not the decision's (readers that take "the" score of a decision, such as
+    /// the conversation's turn risk and the evaluation's ROC, skip it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub score_only: bool,
     /// Wall time in microseconds.
     pub elapsed_us: u64,
 }

@@ -206,6 +206,7 @@ impl Pipeline {
         }
         let mut result = self.layer_result(layer.name(), LayerStatus::Ok, &f, score, risk, elapsed);
         result.localized = spans.first().copied();
+        result.score_only = layer.score_only;
         if let Some((r, a)) = floor {
             result.risk = result.risk.max(r);
             result.action = result.action.max(a);
@@ -263,6 +264,7 @@ impl Pipeline {
             categories: BTreeMap::new(),
             findings: 0,
             undecided: false,
+            score_only: false,
             elapsed_us: micros(elapsed),
         });
         scan.spans.push(Vec::new());
@@ -464,6 +466,7 @@ impl Pipeline {
             categories,
             findings: findings.len(),
             undecided: false,
+            score_only: false,
             elapsed_us: micros(elapsed),
         }
     }
@@ -512,6 +515,7 @@ impl Scan<'_> {
             categories: BTreeMap::new(),
             findings: 0,
             undecided: false,
+            score_only: false,
             elapsed_us: 0,
         });
         self.spans.push(Vec::new());

@@ -321,7 +321,13 @@ pub fn eval_conversation(
         log.score = rep
             .calls
             .iter()
-            .flat_map(|c| c.decision.layers.iter().filter_map(|l| l.score))
+            .flat_map(|c| {
+                c.decision
+                    .layers
+                    .iter()
+                    .filter(|l| !l.score_only)
+                    .filter_map(|l| l.score)
+            })
             .filter(|s| !s.is_nan())
             .reduce(f32::max);
     }
@@ -443,6 +449,7 @@ fn fill_from_decision(log: &mut EvalLogRecord, d: Decision) {
     log.score = d
         .layers
         .iter()
+        .filter(|l| !l.score_only)
         .filter_map(|l| l.score)
         .filter(|s| !s.is_nan())
         .reduce(f32::max);

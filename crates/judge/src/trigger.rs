@@ -341,6 +341,7 @@ mod tests {
             categories: BTreeMap::new(),
             findings: 0,
             undecided: false,
+            score_only: false,
             elapsed_us: 0,
         }
     }

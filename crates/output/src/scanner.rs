@@ -345,6 +345,7 @@ fn layer(
         categories,
         findings: findings.len(),
         undecided: false,
+        score_only: false,
         elapsed_us,
     }
 }

@@ -102,11 +102,12 @@ pub fn parse_config(src: &str, origin: &str) -> Result<PipelineConfig, ConfigErr
     }
 }
 
-/// Every layer kind compiled into this build: core's `fuse`, `rules`, `linear`, and with
+/// Every layer kind compiled into this build: core's `fuse`, `rules`, `linear`, `combine`, and with
 /// their cargo features `transformer`, `judge` and `relational`.
 pub fn registry() -> Registry {
     let mut r = rampart_rules::registry();
     r.register(Box::new(rampart_classify::LinearFactory));
+    r.register(Box::new(rampart_combine::CombineFactory));
     #[cfg(feature = "transformer")]
     r.register(Box::new(rampart_transformer::TransformerFactory));
     #[cfg(feature = "judge")]

@@ -58,6 +58,7 @@
 
 mod error;
 pub mod gate;
+pub mod kind;
 pub mod log;
 pub mod metrics;
 pub mod output;

@@ -203,6 +203,13 @@ pub struct ConversationLog {
     /// call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flagged_calls_by: Vec<String>,
+    /// The content kind ([`crate::kind::content_kind`]) of each call's newest message, in call
+    /// order, for per-kind false-alarm rates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_kinds: Vec<String>,
+    /// The content kind of each flagged call's newest message, in call order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flagged_call_kinds: Vec<String>,
 }
 
 /// The relational layer's report for one prompt, without the per-layer detail: how the

@@ -708,6 +708,22 @@ fn conversation_tables(c: &ConversationStats, out: &mut Vec<(&'static str, Table
         }
         out.push(("Benign messages flagged, by what flagged them", t));
     }
+    if !c.benign_messages.by_kind.is_empty() {
+        let mut t = Table::new(&["content of the message", "benign messages", "flagged", "rate"]);
+        for (k, [n, f]) in &c.benign_messages.by_kind {
+            let rate = if *n == 0 { 0.0 } else { *f as f64 / *n as f64 };
+            t.row(vec![
+                k.clone(),
+                n.to_string(),
+                f.to_string(),
+                format!("{:.2}%", 100.0 * rate),
+            ]);
+        }
+        out.push((
+            "Benign messages flagged, by content (heuristic: crates/eval/src/kind.rs)",
+            t,
+        ));
+    }
     if !c.first_flags.is_empty() {
         out.push(("Attack conversations: first flag", flags(&c.first_flags)));
     }

@@ -328,6 +328,10 @@ pub struct MessageStats {
     pub later_flagged: u64,
     /// What flagged the flagged calls (finding ids joined by `+`), by count.
     pub flagged_by: BTreeMap<String, u64>,
+    /// Calls by the content kind of their newest message (code, log, document, non_english,
+    /// chat): `[calls, flagged]`.
+    #[serde(default)]
+    pub by_kind: BTreeMap<String, [u64; 2]>,
 }
 
 impl MessageStats {
@@ -376,6 +380,12 @@ impl ConversationStats {
                 m.later_flagged += c.flagged_later_calls as u64;
                 for by in &c.flagged_calls_by {
                     *m.flagged_by.entry(by.clone()).or_default() += 1;
+                }
+                for k in &c.call_kinds {
+                    m.by_kind.entry(k.clone()).or_default()[0] += 1;
+                }
+                for k in &c.flagged_call_kinds {
+                    m.by_kind.entry(k.clone()).or_default()[1] += 1;
                 }
             }
             by_cat

@@ -362,6 +362,17 @@ pub fn eval_conversation(
             .filter(|c| c.flagged())
             .map(|c| flagged_by(&c.decision).join("+"))
             .collect(),
+        call_kinds: rep
+            .calls
+            .iter()
+            .map(|c| call_kind(turns, c.message))
+            .collect(),
+        flagged_call_kinds: rep
+            .calls
+            .iter()
+            .filter(|c| c.flagged())
+            .map(|c| call_kind(turns, c.message))
+            .collect(),
     };
     if let Some((message, why)) = &rep.error {
         log.error = Some(why.clone());
@@ -381,6 +392,17 @@ pub fn eval_conversation(
 
 /// The ids of what flagged a call: counted findings and conversation findings, sorted and
 /// unique; the deciding layer in parentheses when no finding did (a classifier score).
+/// The content kind of a call's newest message.
+fn call_kind(turns: &[rampart_datasets::DatasetTurn], message: usize) -> String {
+    turns
+        .get(message)
+        .map_or(crate::kind::ContentKind::Chat, |t| {
+            crate::kind::content_kind(&t.text)
+        })
+        .name()
+        .to_string()
+}
+
 fn flagged_by(d: &Decision) -> Vec<String> {
     let mut ids: BTreeSet<String> = d
         .findings

@@ -61,8 +61,22 @@ fn code_line(line: &str) -> bool {
         return false;
     }
     const STARTS: [&str; 16] = [
-        "def ", "class ", "import ", "from ", "function ", "const ", "let ", "var ", "#include",
-        "public ", "private ", "return ", "if (", "for (", "fn ", "SELECT ",
+        "def ",
+        "class ",
+        "import ",
+        "from ",
+        "function ",
+        "const ",
+        "let ",
+        "var ",
+        "#include",
+        "public ",
+        "private ",
+        "return ",
+        "if (",
+        "for (",
+        "fn ",
+        "SELECT ",
     ];
     STARTS.iter().any(|s| t.starts_with(s))
         || t.ends_with(';')
@@ -84,7 +98,13 @@ fn log_line(line: &str) -> bool {
             && w[7].is_ascii_digit()
     });
     const MARKS: [&str; 7] = [
-        "ERROR", "WARN", "INFO", "DEBUG", "Traceback", "Exception", "  at ",
+        "ERROR",
+        "WARN",
+        "INFO",
+        "DEBUG",
+        "Traceback",
+        "Exception",
+        "  at ",
     ];
     clock || MARKS.iter().any(|m| line.contains(m))
 }
@@ -95,7 +115,10 @@ mod unit {
 
     #[test]
     fn kinds_of_ordinary_messages() {
-        assert_eq!(content_kind("What's a good name for a cat?"), ContentKind::Chat);
+        assert_eq!(
+            content_kind("What's a good name for a cat?"),
+            ContentKind::Chat
+        );
         assert_eq!(
             content_kind("Wie kann ich meinen Router zurücksetzen? Ich habe es schon versucht."),
             ContentKind::Chat,
@@ -115,6 +138,9 @@ mod unit {
             ),
             ContentKind::Log
         );
-        assert_eq!(content_kind(&"A plain sentence. ".repeat(80)), ContentKind::Document);
+        assert_eq!(
+            content_kind(&"A plain sentence. ".repeat(80)),
+            ContentKind::Document
+        );
     }
 }

@@ -709,7 +709,12 @@ fn conversation_tables(c: &ConversationStats, out: &mut Vec<(&'static str, Table
         out.push(("Benign messages flagged, by what flagged them", t));
     }
     if !c.benign_messages.by_kind.is_empty() {
-        let mut t = Table::new(&["content of the message", "benign messages", "flagged", "rate"]);
+        let mut t = Table::new(&[
+            "content of the message",
+            "benign messages",
+            "flagged",
+            "rate",
+        ]);
         for (k, [n, f]) in &c.benign_messages.by_kind {
             let rate = if *n == 0 { 0.0 } else { *f as f64 / *n as f64 };
             t.row(vec![

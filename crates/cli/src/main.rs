@@ -18,6 +18,7 @@ mod discover_cmd;
 mod eval_cmd;
 mod human;
 mod judge_cmd;
+mod lint_cmd;
 mod models_cmd;
 mod owasp_cmd;
 mod redteam_cmd;
@@ -121,6 +122,10 @@ enum Command {
     Owasp(owasp_cmd::OwaspArgs),
     /// Run the HTTP service: check API, OpenAI-compatible proxy, metrics, audit log.
     Serve(serve_cmd::ServeArgs),
+    /// Lint Python LLM application code for guardrail bypasses: unguarded model input, guards
+    /// after the fact, prompts in logs, model output to dangerous sinks, ungoverned tools,
+    /// secrets in prompts (human, JSON or SARIF output).
+    Lint(lint_cmd::LintArgs),
     /// Lint tool-call policies and decide tool calls under one (ALLOW, CONFIRM, BLOCK).
     Tools {
         #[command(subcommand)]
@@ -250,6 +255,7 @@ fn main() -> ExitCode {
         Command::Tools { command } => tools_cmd::run(&command),
         Command::Redteam { command } => redteam_cmd::run(&command),
         Command::Owasp(args) => owasp_cmd::run(&args),
+        Command::Lint(args) => lint_cmd::run(&args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -9,6 +9,7 @@ mod discover;
 mod eval;
 mod governance;
 mod judge;
+mod lint;
 mod models;
 mod redteam;
 mod redteam_report;

@@ -331,6 +331,11 @@ fn compile_args(
 }
 
 impl Policy {
+    /// The names of the tools the policy lists, sorted.
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
     /// Parses and compiles a policy file's text. An unknown key is named, with the key
     /// meant where one is close (`pth_under`: did you mean `path_under`?).
     pub fn from_toml(src: &str) -> Result<Self, PolicyError> {

@@ -297,9 +297,15 @@ impl Linter {
 
     /// The module's top level, then its functions: summaries first (rounds), findings last.
     fn analyze_module(&self, root: Node<'_>, src: &[u8]) -> Vec<Finding> {
+        let llm_module = imports_any(root, src, analyze::LLM_LIBRARIES.as_slice());
+        if !llm_module {
+            // Every rule but RL005's tool definitions needs a model call, and model calls
+            // are recognised only in modules that import an LLM client library.
+            return Vec::new();
+        }
         let funcs = functions(root, src);
         let mut module = Module {
-            llm_module: imports_any(root, src, analyze::LLM_LIBRARIES.as_slice()),
+            llm_module,
             ..Module::default()
         };
         let mut top = Analyzer::new(src, &module, None);
@@ -307,8 +313,10 @@ impl Linter {
         let (globals, guarded, top_findings) = (top.globals_out, top.guarded_out, top.findings);
         module.globals = globals;
         module.guarded_clients = guarded;
+        let mut stable = false;
         for round in 0..=SUMMARY_ROUNDS {
-            let last = round == SUMMARY_ROUNDS;
+            // The last round reports; it comes early once the summaries stop changing.
+            let last = round == SUMMARY_ROUNDS || stable;
             let mut summaries = BTreeMap::new();
             let mut attrs: BTreeMap<String, BTreeMap<String, Vec<analyze::Taint>>> =
                 BTreeMap::new();
@@ -327,6 +335,7 @@ impl Linter {
                     findings.extend(a.findings);
                 }
             }
+            stable = summaries == module.summaries && attrs == module.attrs;
             module.summaries = summaries;
             module.attrs = attrs;
             if last {

@@ -445,6 +445,15 @@ fn is_guard_call(callee: &str) -> bool {
         || recv.contains("guard"))
 }
 
+/// Rampart's HTTP API as the guard: a POST to `…/v1/scan` (or `/v1/scan/batch`) with
+/// `requests`, `httpx` or a session.
+fn is_http_guard(callee: &str, positional: &[(Node<'_>, Vec<Taint>)], src: &[u8]) -> bool {
+    let post = callee.rsplit('.').next() == Some("post");
+    post && positional
+        .first()
+        .is_some_and(|(url, _)| text(*url, src).contains("/v1/scan"))
+}
+
 /// Calls whose result carries nothing of their arguments.
 fn is_sanitizer(callee: &str) -> bool {
     let last = callee.rsplit('.').next().unwrap_or(callee);
@@ -545,8 +554,14 @@ fn dangerous_sink(callee: &str, shell: bool) -> Option<&'static str> {
         }
         _ => {}
     }
-    if callee.starts_with("subprocess.") && shell {
-        return Some("runs it in a shell");
+    if callee.starts_with("subprocess.") {
+        // With `shell=True` a shell parses it; without, the model still picks the program
+        // and its arguments.
+        return Some(if shell {
+            "runs it in a shell"
+        } else {
+            "runs it as a command"
+        });
     }
     if matches!(last, "execute" | "executemany" | "executescript") {
         return Some("runs it as SQL");
@@ -1131,23 +1146,19 @@ impl<'a> Analyzer<'a> {
         value.map(|v| self.expr(v, depth + 1)).unwrap_or_default()
     }
 
-    /// `d = fw.scan(x)`: remembers which variable holds the decision.
+    /// `d = fw.scan(x)` (or `v = requests.post(".../v1/scan", ...).json()`): remembers which
+    /// variable holds the decision of the guard call made on this line.
     fn guard_binding(&mut self, left: Node<'_>, right: Node<'_>) {
-        if right.kind() != "call" && right.kind() != "await" {
-            return;
-        }
-        let Some(callee) = dotted(right, self.src) else {
-            return;
-        };
-        if !is_guard_call(&callee) || left.kind() != "identifier" {
+        if left.kind() != "identifier" {
             return;
         }
         let name = text(left, self.src).to_string();
+        let (from, to) = (line(right), right.end_position().row + 1);
         if let Some(g) = self
             .guards
             .iter_mut()
             .rev()
-            .find(|g| g.line == line(right) && g.decision.is_none())
+            .find(|g| g.line >= from && g.line <= to && g.decision.is_none() && !g.used)
         {
             g.decision = Some(name);
         }
@@ -1215,7 +1226,7 @@ impl<'a> Analyzer<'a> {
             merge(&mut all, t.iter().cloned());
         }
 
-        if is_guard_call(&callee) {
+        if is_guard_call(&callee) || is_http_guard(&callee, &positional, src) {
             self.record_guard(n, args_node);
             // A decision: nothing of the text.
             return Vec::new();
@@ -1285,7 +1296,10 @@ impl<'a> Analyzer<'a> {
                 let ch = if arg.kind() == "keyword_argument" {
                     let name = arg.child_by_field_name("name").map(|n| text(n, src));
                     match (name, arg.child_by_field_name("value")) {
-                        (Some("messages" | "segments" | "text" | "texts" | "prompt"), Some(v)) => v,
+                        (
+                            Some("messages" | "segments" | "text" | "texts" | "prompt" | "json"),
+                            Some(v),
+                        ) => v,
                         _ => continue,
                     }
                 } else {

@@ -351,6 +351,9 @@ impl Linter {
     fn tool_findings(&self, root: Node<'_>, src: &[u8]) -> Vec<Finding> {
         let mut tools: Vec<(String, Node<'_>)> = Vec::new();
         collect_tools(root, src, &mut tools, 0);
+        if imports_any(root, src, analyze::LLM_LIBRARIES.as_slice()) {
+            collect_dispatch_tables(root, src, &mut tools);
+        }
         let mut out = Vec::new();
         for (name, n) in tools {
             let listed = self
@@ -509,6 +512,66 @@ fn has_request_param(def: Node<'_>, src: &[u8]) -> bool {
         p.child_by_field_name("type")
             .is_some_and(|t| matches!(text(t, src), "Request" | "HttpRequest" | "WSGIRequest"))
     })
+}
+
+/// Function-calling dispatch tables, in a module that talks to a model: a dict literal of
+/// string keys bound to a name that the module calls through a subscript whose key reads
+/// like a tool call's name (`HANDLERS[call.function.name](**args)`, `TOOLS[tool_name](…)`):
+/// its keys are tools. (Other dispatch maps, `FORMATTERS[fmt](data)`, are not.)
+fn collect_dispatch_tables<'t>(root: Node<'t>, src: &[u8], out: &mut Vec<(String, Node<'t>)>) {
+    fn dispatched(n: Node<'_>, src: &[u8], names: &mut BTreeSet<String>, depth: usize) {
+        if depth > 200 {
+            return;
+        }
+        if n.kind() == "call"
+            && let Some(f) = n.child_by_field_name("function")
+            && f.kind() == "subscript"
+            && let Some(v) = f.child_by_field_name("value")
+            && let Some(d) = dotted(v, src)
+            && f.child_by_field_name("subscript").is_some_and(|k| {
+                let k = text(k, src).to_ascii_lowercase();
+                k.contains("tool") || k.contains("function") || k.contains("call")
+            })
+        {
+            names.insert(d);
+        }
+        let mut c = n.walk();
+        for ch in n.named_children(&mut c) {
+            dispatched(ch, src, names, depth + 1);
+        }
+    }
+    fn tables<'t>(
+        n: Node<'t>,
+        src: &[u8],
+        names: &BTreeSet<String>,
+        out: &mut Vec<(String, Node<'t>)>,
+        depth: usize,
+    ) {
+        if depth > 200 {
+            return;
+        }
+        if n.kind() == "assignment"
+            && let (Some(l), Some(r)) = (
+                n.child_by_field_name("left"),
+                n.child_by_field_name("right"),
+            )
+            && r.kind() == "dictionary"
+            && dotted(l, src).is_some_and(|d| names.contains(&d))
+        {
+            for (key, _) in dict_pairs(r, src) {
+                out.push((key, r));
+            }
+        }
+        let mut c = n.walk();
+        for ch in n.named_children(&mut c) {
+            tables(ch, src, names, out, depth + 1);
+        }
+    }
+    let mut names = BTreeSet::new();
+    dispatched(root, src, &mut names, 0);
+    if !names.is_empty() {
+        tables(root, src, &names, out, 0);
+    }
 }
 
 /// Tool definitions: OpenAI (`{"type": "function", "function": {"name": …}}` and the flat

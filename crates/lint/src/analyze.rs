@@ -84,12 +84,18 @@ fn merge(into: &mut Vec<Taint>, from: impl IntoIterator<Item = Taint>) {
 pub(crate) struct Summary {
     /// Number of positional parameters (without `self`).
     pub params: usize,
+    /// Their names, in order (keyword arguments are matched by name).
+    pub names: Vec<String>,
     /// What its return value carries (parameters as [`Kind::Param`]).
     pub returns: Vec<Taint>,
     /// Parameters that reach a sink inside: (parameter, rule, the steps inside).
     pub sinks: Vec<(usize, RuleId, Vec<Step>)>,
     /// Parameters whose value the function scans with a guard and branches on.
     pub guards: BTreeSet<usize>,
+    /// It returns or yields a value somewhere. One that never does (`raise
+    /// NotImplementedError`, `...`) is an abstract method: what an override returns is
+    /// unknown, so its callers pass their arguments through as for an unknown call.
+    pub returns_value: bool,
 }
 
 /// Module-wide facts shared by every function.
@@ -105,6 +111,8 @@ pub(crate) struct Module {
     pub attrs: BTreeMap<String, BTreeMap<String, Vec<Taint>>>,
     /// The module imports an LLM client library.
     pub llm_module: bool,
+    /// Summaries of other project modules' functions, by the name this module calls them.
+    pub imported: BTreeMap<String, Summary>,
 }
 
 /// A guard call seen in a function.
@@ -668,6 +676,7 @@ impl<'a> Analyzer<'a> {
             } else {
                 Taint::new(Kind::Param(i), l, format!("parameter `{name}`"))
             };
+            self.summary.names.push(name.clone());
             self.env.insert(name, vec![t]);
             i += 1;
         }
@@ -770,6 +779,7 @@ impl<'a> Analyzer<'a> {
             }
             "return_statement" => {
                 if let Some(e) = st.named_child(0) {
+                    self.summary.returns_value = true;
                     // A returned decision is the caller's to read.
                     self.mark_used(e);
                     let t = self.expr(e, 0);
@@ -787,19 +797,29 @@ impl<'a> Analyzer<'a> {
                 if let Some(cond) = st.child_by_field_name("condition") {
                     self.condition(cond);
                 }
+                // Each branch starts from the state before it; afterwards a value carries
+                // what any branch (or none) left in it.
+                let before = self.env.clone();
+                let mut merged = before.clone();
                 let mut c = st.walk();
                 for ch in st.named_children(&mut c) {
-                    match ch.kind() {
-                        "block" => {
+                    if !matches!(ch.kind(), "block" | "elif_clause" | "else_clause") {
+                        continue;
+                    }
+                    self.env = before.clone();
+                    if ch.kind() == "block" {
+                        self.block(ch, depth + 1);
+                        if st.kind() == "while_statement" {
                             self.block(ch, depth + 1);
-                            if st.kind() == "while_statement" {
-                                self.block(ch, depth + 1);
-                            }
                         }
-                        "elif_clause" | "else_clause" => self.statement(ch, depth + 1),
-                        _ => {}
+                    } else {
+                        self.statement(ch, depth + 1);
+                    }
+                    for (k, v) in std::mem::take(&mut self.env) {
+                        merge(merged.entry(k).or_default(), v);
                     }
                 }
+                self.env = merged;
             }
             "assert_statement" => {
                 if let Some(cond) = st.named_child(0) {
@@ -1042,6 +1062,18 @@ impl<'a> Analyzer<'a> {
                 }
                 out
             }
+            "yield" => {
+                self.summary.returns_value = true;
+                // A generator's values leave it like a return value.
+                let t = n
+                    .named_child(0)
+                    .map(|e| self.expr(e, depth + 1))
+                    .unwrap_or_default();
+                let l = line(n);
+                let t: Vec<Taint> = t.iter().map(|x| x.then(l, "yielded".into())).collect();
+                merge(&mut self.summary.returns, t);
+                Vec::new()
+            }
             "interpolation" => n
                 .named_child(0)
                 .map(|e| self.expr(e, depth + 1))
@@ -1251,7 +1283,17 @@ impl<'a> Analyzer<'a> {
             return Vec::new();
         }
         if self.llm_module && is_model_call(&callee) {
-            return self.model_call(n, &callee, args_node, &all);
+            // What the model reads, not its settings (`temperature=t`).
+            let mut read: Vec<Taint> = Vec::new();
+            for (_, t) in &positional {
+                merge(&mut read, t.iter().cloned());
+            }
+            for (k, _, t) in &keywords {
+                if !MODEL_SETTINGS.contains(&k.as_str()) {
+                    merge(&mut read, t.iter().cloned());
+                }
+            }
+            return self.model_call(n, &callee, args_node, &read);
         }
         if let Some(what) = dangerous_sink(&callee, shell) {
             self.sink_check(n, &callee, what, &positional, &all);
@@ -1268,8 +1310,10 @@ impl<'a> Analyzer<'a> {
         if is_sanitizer(&callee) {
             return Vec::new();
         }
-        if let Some(summary) = self.summary_of(&callee) {
-            return self.apply_summary(n, &callee, &summary, &positional);
+        if let Some(summary) = self.summary_of(&callee)
+            && (summary.returns_value || !summary.sinks.is_empty())
+        {
+            return self.apply_summary(n, &callee, &summary, &positional, &keywords);
         }
         if is_source_call(&callee) {
             let mut t = vec![Taint::new(
@@ -1598,7 +1642,11 @@ impl<'a> Analyzer<'a> {
         {
             return self.module.summaries.get(&format!("{class}.{m}")).cloned();
         }
-        self.module.summaries.get(callee).cloned()
+        self.module
+            .summaries
+            .get(callee)
+            .or_else(|| self.module.imported.get(callee))
+            .cloned()
     }
 
     fn apply_summary(
@@ -1607,12 +1655,20 @@ impl<'a> Analyzer<'a> {
         callee: &str,
         s: &Summary,
         positional: &[(Node<'_>, Vec<Taint>)],
+        keywords: &[(String, Node<'_>, Vec<Taint>)],
     ) -> Vec<Taint> {
         let l = line(n);
         let arg = |i: usize| {
             positional
                 .get(i)
                 .map(|(_, t)| t.clone())
+                .or_else(|| {
+                    let name = s.names.get(i)?;
+                    keywords
+                        .iter()
+                        .find(|(k, _, _)| k == name)
+                        .map(|(_, _, t)| t.clone())
+                })
                 .unwrap_or_default()
         };
         // Sinks inside the callee reached through an argument.

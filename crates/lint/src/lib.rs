@@ -36,6 +36,8 @@ use tree_sitter::{Node, Parser};
 pub const MAX_FILE_BYTES: u64 = 2 * 1024 * 1024;
 /// Rounds of summary propagation across a module's functions (calls this deep are followed).
 const SUMMARY_ROUNDS: usize = 3;
+/// Passes across the project's modules (imported calls this deep are followed).
+const PROJECT_ROUNDS: usize = 3;
 
 /// One step of a finding's path: where, and what happened to the value there.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -191,24 +193,58 @@ impl Linter {
     /// Lints one file's text. `path` names it in findings only.
     pub fn lint_source(&self, path: &str, src: &str) -> Vec<Finding> {
         let _ = path;
-        let mut parser = Parser::new();
-        if parser.set_language(&self.language).is_err() {
-            return Vec::new();
-        }
-        let Some(tree) = parser.parse(src, None) else {
+        let Some(tree) = self.parse(src) else {
             return Vec::new();
         };
+        self.lint_tree(&tree, src, &BTreeMap::new()).0
+    }
+
+    fn parse(&self, src: &str) -> Option<tree_sitter::Tree> {
+        let mut parser = Parser::new();
+        parser.set_language(&self.language).ok()?;
+        parser.parse(src, None)
+    }
+
+    /// Lints a parsed module with the summaries it imports; returns its findings and its
+    /// own summaries.
+    fn lint_tree(
+        &self,
+        tree: &tree_sitter::Tree,
+        src: &str,
+        imported: &BTreeMap<String, analyze::Summary>,
+    ) -> (Vec<Finding>, BTreeMap<String, analyze::Summary>) {
         let bytes = src.as_bytes();
         let root = tree.root_node();
-        let mut findings = self.analyze_module(root, bytes);
+        let (mut findings, summaries) = self.analyze_module(root, bytes, imported);
         findings.extend(self.tool_findings(root, bytes));
         let mut findings = suppress(src, findings);
         findings.retain(|f| !self.config.disable.contains(&f.rule));
         findings.sort_by(|a, b| {
             (a.line, a.column, a.rule, &a.message).cmp(&(b.line, b.column, b.rule, &b.message))
         });
-        findings.dedup_by(|b, a| a.line == b.line && a.rule == b.rule && a.message == b.message);
-        findings
+        // One finding per rule and place: a sink that several sources reach is one thing to
+        // fix (the first path is shown, the others counted).
+        let mut out: Vec<Finding> = Vec::with_capacity(findings.len());
+        let mut more: Vec<usize> = Vec::new();
+        for f in findings {
+            match out
+                .iter()
+                .position(|o| (o.line, o.column, o.rule) == (f.line, f.column, f.rule))
+            {
+                Some(i) => more[i] += 1,
+                None => {
+                    out.push(f);
+                    more.push(0);
+                }
+            }
+        }
+        for (f, n) in out.iter_mut().zip(more) {
+            if n > 0 {
+                f.message
+                    .push_str(&format!(" (and {n} more source(s) reach the same place)"));
+            }
+        }
+        (out, summaries)
     }
 
     /// Lints files and folders (folders walked respecting `.gitignore`), in parallel.
@@ -241,40 +277,91 @@ impl Linter {
         }
         files.sort();
         files.dedup();
-        let results: Vec<Result<FileFindings, Skipped>> = files
+        let read: Vec<Result<(PathBuf, String), Skipped>> = files
             .par_iter()
-            .map(|f| {
-                let name = f.display().to_string();
-                let skip = |reason: String| Skipped {
-                    path: name.clone(),
-                    reason,
-                };
-                let meta = std::fs::metadata(f).map_err(|e| skip(e.to_string()))?;
-                if meta.len() > MAX_FILE_BYTES {
-                    return Err(skip(format!(
-                        "larger than {MAX_FILE_BYTES} bytes (generated or vendored?)"
-                    )));
-                }
-                let bytes = std::fs::read(f).map_err(|e| skip(e.to_string()))?;
-                let src = String::from_utf8(bytes).map_err(|_| skip("not UTF-8".into()))?;
-                Ok(FileFindings {
-                    findings: self.lint_source(&name, &src),
-                    path: name,
-                })
-            })
+            .map(|f| read_source(f).map(|src| (f.clone(), src)))
             .collect();
-        for r in results {
+        let mut sources = Vec::new();
+        for r in read {
             match r {
-                Ok(ff) => {
-                    report.files += 1;
-                    if !ff.findings.is_empty() {
-                        report.results.push(ff);
-                    }
-                }
+                Ok(x) => sources.push(x),
                 Err(s) => report.skipped.push(s),
             }
         }
+        let roots: Vec<PathBuf> = paths.iter().filter(|p| p.is_dir()).cloned().collect();
+        let parsed: Vec<Parsed> = sources
+            .into_par_iter()
+            .filter_map(|(path, src)| {
+                let tree = self.parse(&src)?;
+                let (module, package) = module_name(&roots, &path);
+                let imports = imports_of(tree.root_node(), src.as_bytes(), &package);
+                let bases = class_bases(tree.root_node(), src.as_bytes());
+                Some(Parsed {
+                    path,
+                    module,
+                    src,
+                    tree,
+                    imports,
+                    bases,
+                })
+            })
+            .collect();
+        report.files = parsed.len();
+        let results = self.lint_project(&parsed);
+        for (p, findings) in parsed.iter().zip(results) {
+            if !findings.is_empty() {
+                report.results.push(FileFindings {
+                    path: p.path.display().to_string(),
+                    findings,
+                });
+            }
+        }
         report
+    }
+
+    /// Lints parsed modules with each other's summaries: a first pass without imports, then
+    /// passes in which each module sees the summaries of the project modules it imports
+    /// (chains of calls across files as deep as the passes), reusing a module's result when
+    /// it imports nothing of the project.
+    fn lint_project(&self, parsed: &[Parsed]) -> Vec<Vec<Finding>> {
+        use rayon::prelude::*;
+        let empty = BTreeMap::new();
+        let mut results: Vec<ModuleResult> = parsed
+            .par_iter()
+            .map(|p| self.lint_tree(&p.tree, &p.src, &empty))
+            .collect();
+        for _ in 0..PROJECT_ROUNDS {
+            let by_module: BTreeMap<&str, &BTreeMap<String, analyze::Summary>> = parsed
+                .iter()
+                .zip(&results)
+                .map(|(p, (_, s))| (p.module.as_str(), s))
+                .collect();
+            let modules: BTreeMap<&str, &Parsed> =
+                parsed.iter().map(|p| (p.module.as_str(), p)).collect();
+            let next: Vec<Option<ModuleResult>> = parsed
+                .par_iter()
+                .map(|p| {
+                    let imported = imported_summaries(p, &by_module, &modules);
+                    if imported.is_empty() {
+                        return None;
+                    }
+                    Some(self.lint_tree(&p.tree, &p.src, &imported))
+                })
+                .collect();
+            let mut changed = false;
+            for (slot, n) in results.iter_mut().zip(next) {
+                if let Some(n) = n
+                    && *slot != n
+                {
+                    *slot = n;
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        results.into_iter().map(|(f, _)| f).collect()
     }
 
     /// Whether a walked file is excluded: an `exclude` prefix matches the path relative to
@@ -296,16 +383,30 @@ impl Linter {
     }
 
     /// The module's top level, then its functions: summaries first (rounds), findings last.
-    fn analyze_module(&self, root: Node<'_>, src: &[u8]) -> Vec<Finding> {
+    /// The module's top level, then its functions: summaries first (rounds), findings last.
+    /// `imported`: summaries of the project's other modules, by the name this module calls
+    /// them (`run_command`, `DefaultHandler.handle`, `utils.run_command`). Returns the
+    /// findings and this module's own summaries.
+    fn analyze_module(
+        &self,
+        root: Node<'_>,
+        src: &[u8],
+        imported: &BTreeMap<String, analyze::Summary>,
+    ) -> (Vec<Finding>, BTreeMap<String, analyze::Summary>) {
         let llm_module = imports_any(root, src, analyze::LLM_LIBRARIES.as_slice());
-        if !llm_module {
-            // Every rule but RL005's tool definitions needs a model call, and model calls
-            // are recognised only in modules that import an LLM client library.
-            return Vec::new();
-        }
+        // Every rule but RL005's tool definitions needs a model call, made here (only
+        // modules that import an LLM client library) or inside a function of another module
+        // this one imports. A module with neither can still matter to its importers (a
+        // helper that runs its parameter in a shell): it gets one summary round.
+        let rounds = if llm_module || !imported.is_empty() {
+            SUMMARY_ROUNDS
+        } else {
+            1
+        };
         let funcs = functions(root, src);
         let mut module = Module {
             llm_module,
+            imported: imported.clone(),
             ..Module::default()
         };
         let mut top = Analyzer::new(src, &module, None);
@@ -314,9 +415,9 @@ impl Linter {
         module.globals = globals;
         module.guarded_clients = guarded;
         let mut stable = false;
-        for round in 0..=SUMMARY_ROUNDS {
+        for round in 0..=rounds {
             // The last round reports; it comes early once the summaries stop changing.
-            let last = round == SUMMARY_ROUNDS || stable;
+            let last = round == rounds || stable;
             let mut summaries = BTreeMap::new();
             let mut attrs: BTreeMap<String, BTreeMap<String, Vec<analyze::Taint>>> =
                 BTreeMap::new();
@@ -341,10 +442,10 @@ impl Linter {
             if last {
                 let mut all = top_findings;
                 all.extend(findings);
-                return all;
+                return (all, module.summaries);
             }
         }
-        top_findings
+        (top_findings, module.summaries)
     }
 
     /// RL005: tool definitions the policy does not list.
@@ -427,6 +528,310 @@ fn imports_any(root: Node<'_>, src: &[u8], libs: &[&str]) -> bool {
     walk(root, src, libs, 0)
 }
 
+/// A module's findings and its functions' summaries.
+type ModuleResult = (Vec<Finding>, BTreeMap<String, analyze::Summary>);
+
+/// A module read and parsed.
+struct Parsed {
+    path: PathBuf,
+    /// Dotted module name (`sgpt.handlers.default_handler`).
+    module: String,
+    src: String,
+    tree: tree_sitter::Tree,
+    imports: Vec<Import>,
+    /// Base classes of each class, as written (`Handler` in `class DefaultHandler(Handler)`).
+    bases: BTreeMap<String, Vec<String>>,
+}
+
+/// `from MODULE import ITEM as LOCAL` (item `None`: `import MODULE as LOCAL`).
+#[derive(Debug, Clone)]
+struct Import {
+    local: String,
+    module: String,
+    item: Option<String>,
+}
+
+fn read_source(f: &Path) -> Result<String, Skipped> {
+    let name = f.display().to_string();
+    let skip = |reason: String| Skipped {
+        path: name.clone(),
+        reason,
+    };
+    let meta = std::fs::metadata(f).map_err(|e| skip(e.to_string()))?;
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(skip(format!(
+            "larger than {MAX_FILE_BYTES} bytes (generated or vendored?)"
+        )));
+    }
+    let bytes = std::fs::read(f).map_err(|e| skip(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|_| skip("not UTF-8".into()))
+}
+
+/// The dotted module name of a file under one of the walked folders, and its package.
+fn module_name(roots: &[PathBuf], file: &Path) -> (String, String) {
+    let rel = roots
+        .iter()
+        .find_map(|r| file.strip_prefix(r).ok())
+        .unwrap_or(file);
+    let mut parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| match c {
+            std::path::Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    if let Some(last) = parts.last_mut()
+        && let Some(stem) = last.strip_suffix(".py")
+    {
+        *last = stem.to_string();
+    }
+    let is_init = parts.last().is_some_and(|l| l == "__init__");
+    if is_init {
+        parts.pop();
+    }
+    let module = parts.join(".");
+    let package = if is_init {
+        module.clone()
+    } else {
+        parts[..parts.len().saturating_sub(1)].join(".")
+    };
+    (module, package)
+}
+
+/// The module's imports, relative ones resolved against its package.
+fn imports_of(root: Node<'_>, src: &[u8], package: &str) -> Vec<Import> {
+    let mut out = Vec::new();
+    let mut c = root.walk();
+    for st in root.named_children(&mut c) {
+        match st.kind() {
+            "import_statement" => {
+                let mut c2 = st.walk();
+                for n in st.named_children(&mut c2) {
+                    let (name, alias) = match n.kind() {
+                        "dotted_name" => (text(n, src).to_string(), None),
+                        "aliased_import" => (
+                            n.child_by_field_name("name")
+                                .map(|x| text(x, src).to_string())
+                                .unwrap_or_default(),
+                            n.child_by_field_name("alias")
+                                .map(|x| text(x, src).to_string()),
+                        ),
+                        _ => continue,
+                    };
+                    let local = alias.unwrap_or_else(|| name.clone());
+                    out.push(Import {
+                        local,
+                        module: name,
+                        item: None,
+                    });
+                }
+            }
+            "import_from_statement" => {
+                let Some(m) = st.child_by_field_name("module_name") else {
+                    continue;
+                };
+                let module = resolve_relative(text(m, src), package);
+                let mut c2 = st.walk();
+                for n in st.children_by_field_name("name", &mut c2) {
+                    let (name, alias) = match n.kind() {
+                        "dotted_name" => (text(n, src).to_string(), None),
+                        "aliased_import" => (
+                            n.child_by_field_name("name")
+                                .map(|x| text(x, src).to_string())
+                                .unwrap_or_default(),
+                            n.child_by_field_name("alias")
+                                .map(|x| text(x, src).to_string()),
+                        ),
+                        _ => continue,
+                    };
+                    out.push(Import {
+                        local: alias.unwrap_or_else(|| name.clone()),
+                        module: module.clone(),
+                        item: Some(name),
+                    });
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `.utils` in package `sgpt.handlers` is `sgpt.handlers.utils`; `..utils` is `sgpt.utils`.
+fn resolve_relative(spec: &str, package: &str) -> String {
+    let dots = spec.chars().take_while(|c| *c == '.').count();
+    if dots == 0 {
+        return spec.to_string();
+    }
+    let mut base: Vec<&str> = if package.is_empty() {
+        Vec::new()
+    } else {
+        package.split('.').collect()
+    };
+    for _ in 1..dots {
+        base.pop();
+    }
+    let rest = &spec[dots..];
+    if !rest.is_empty() {
+        base.push(rest);
+    }
+    base.join(".")
+}
+
+/// The summaries a module sees from the project's other modules, by the names it calls them:
+/// `from m import f` → `f`; `from m import C` → `C.method`; `import m as x` → `x.f`. Their
+/// steps name the module they happen in.
+fn imported_summaries(
+    p: &Parsed,
+    by_module: &BTreeMap<&str, &BTreeMap<String, analyze::Summary>>,
+    modules: &BTreeMap<&str, &Parsed>,
+) -> BTreeMap<String, analyze::Summary> {
+    let mut out = BTreeMap::new();
+    for imp in &p.imports {
+        match &imp.item {
+            Some(item) => {
+                // `from pkg import module` imports a module; else an item of the module.
+                let sub = format!("{}.{item}", imp.module);
+                if let Some(sums) = by_module.get(sub.as_str()) {
+                    for (k, s) in sums.iter().filter(|(_, s)| interesting(s)) {
+                        out.insert(format!("{}.{k}", imp.local), tagged(s, &sub));
+                    }
+                } else {
+                    for (k, s) in item_summaries(&imp.module, item, by_module, modules, 0) {
+                        let key = if k.is_empty() {
+                            imp.local.clone()
+                        } else {
+                            format!("{}.{k}", imp.local)
+                        };
+                        out.entry(key).or_insert(s);
+                    }
+                }
+            }
+            None => {
+                if let Some(sums) = by_module.get(imp.module.as_str()) {
+                    for (k, s) in sums.iter().filter(|(_, s)| interesting(s)) {
+                        out.insert(format!("{}.{k}", imp.local), tagged(s, &imp.module));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn interesting(s: &analyze::Summary) -> bool {
+    !s.sinks.is_empty() || !s.returns.is_empty() || !s.guards.is_empty()
+}
+
+/// The summaries of `item` in `module`: the function itself (key ""), or a class's methods
+/// (key "method"), with the methods it inherits from base classes imported into that module
+/// (three levels at most).
+fn item_summaries(
+    module: &str,
+    item: &str,
+    by_module: &BTreeMap<&str, &BTreeMap<String, analyze::Summary>>,
+    modules: &BTreeMap<&str, &Parsed>,
+    depth: usize,
+) -> BTreeMap<String, analyze::Summary> {
+    let mut out = BTreeMap::new();
+    if depth > 3 {
+        return out;
+    }
+    if let Some(sums) = by_module.get(module) {
+        for (k, s) in sums.iter().filter(|(_, s)| interesting(s)) {
+            if k == item {
+                out.insert(String::new(), tagged(s, module));
+            } else if let Some(rest) = k.strip_prefix(&format!("{item}.")) {
+                out.insert(rest.to_string(), tagged(s, module));
+            }
+        }
+    }
+    let Some(m) = modules.get(module) else {
+        return out;
+    };
+    for base in m.bases.get(item).into_iter().flatten() {
+        // A base defined in the same module, or imported into it.
+        let (bm, bi) = match m.imports.iter().find(|i| &i.local == base) {
+            Some(Import {
+                module: im,
+                item: Some(it),
+                ..
+            }) => (im.clone(), it.clone()),
+            _ => (module.to_string(), base.clone()),
+        };
+        if bm == module && bi == item {
+            continue;
+        }
+        for (k, s) in item_summaries(&bm, &bi, by_module, modules, depth + 1) {
+            if !k.is_empty() {
+                out.entry(k).or_insert(s);
+            }
+        }
+    }
+    out
+}
+
+/// Base classes of the module's top-level classes, as written.
+fn class_bases(root: Node<'_>, src: &[u8]) -> BTreeMap<String, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let mut c = root.walk();
+    for st in root.named_children(&mut c) {
+        let def = if st.kind() == "decorated_definition" {
+            st.child_by_field_name("definition")
+        } else {
+            Some(st)
+        };
+        let Some(def) = def.filter(|d| d.kind() == "class_definition") else {
+            continue;
+        };
+        let (Some(name), Some(sup)) = (
+            def.child_by_field_name("name"),
+            def.child_by_field_name("superclasses"),
+        ) else {
+            continue;
+        };
+        let mut c2 = sup.walk();
+        let bases: Vec<String> = sup
+            .named_children(&mut c2)
+            .filter_map(|b| dotted(b, src))
+            .collect();
+        out.insert(text(name, src).to_string(), bases);
+    }
+    out
+}
+
+/// A summary from another module, its steps prefixed with that module's name.
+fn tagged(s: &analyze::Summary, module: &str) -> analyze::Summary {
+    let tag = |steps: &[Step]| -> Vec<Step> {
+        steps
+            .iter()
+            .map(|st| Step {
+                line: st.line,
+                note: if st.note.starts_with("in `") {
+                    st.note.clone()
+                } else {
+                    format!("in `{module}`: {}", st.note)
+                },
+            })
+            .collect()
+    };
+    analyze::Summary {
+        params: s.params,
+        names: s.names.clone(),
+        returns: s
+            .returns
+            .iter()
+            .map(|t| analyze::Taint {
+                kind: t.kind,
+                steps: tag(&t.steps),
+            })
+            .collect(),
+        sinks: s.sinks.iter().map(|(i, r, st)| (*i, *r, tag(st))).collect(),
+        guards: s.guards.clone(),
+        returns_value: s.returns_value,
+    }
+}
+
 /// A function to analyze.
 struct Func<'t> {
     node: Node<'t>,
@@ -476,7 +881,8 @@ fn push_def<'t>(st: Node<'t>, src: &[u8], class: Option<&str>, web: bool, out: &
                 return;
             };
             let entry = decorators.iter().any(|d| entry_decorator(d))
-                || (web && has_request_param(def, src));
+                || (web && has_request_param(def, src))
+                || has_cli_param(def, src);
             out.push(Func {
                 node: def,
                 key: class.map_or_else(|| name.clone(), |c| format!("{c}.{name}")),
@@ -500,6 +906,25 @@ fn push_def<'t>(st: Node<'t>, src: &[u8], class: Option<&str>, web: bool, out: &
         }
         _ => {}
     }
+}
+
+/// A parameter whose default is `typer.Argument(…)` / `typer.Option(…)` (a typer command,
+/// whether decorated or passed to `typer.run`).
+fn has_cli_param(def: Node<'_>, src: &[u8]) -> bool {
+    let Some(params) = def.child_by_field_name("parameters") else {
+        return false;
+    };
+    let mut c = params.walk();
+    params.named_children(&mut c).any(|p| {
+        p.child_by_field_name("value")
+            .and_then(|v| dotted(v, src))
+            .is_some_and(|d| {
+                matches!(
+                    d.as_str(),
+                    "typer.Argument" | "typer.Option" | "Argument" | "Option"
+                )
+            })
+    })
 }
 
 /// A parameter annotated `Request` / `HttpRequest` (FastAPI, Starlette, Django).

@@ -219,3 +219,72 @@ fn regression_a_logged_length_or_tool_name_is_not_a_prompt_in_a_log() {
     let found = linter().lint_source("a.py", src);
     assert!(found.is_empty(), "{found:?}");
 }
+
+#[test]
+fn values_are_followed_across_the_projects_modules_and_base_classes() {
+    // A command-line prompt passed to a handler whose base class (another module) sends it to
+    // the model, and the answer passed to a helper (a third module) that shells out.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pkg = dir.path().join("pkg");
+    std::fs::create_dir_all(&pkg).expect("mkdir");
+    let write = |name: &str, src: &str| std::fs::write(pkg.join(name), src).expect("write");
+    write(
+        "app.py",
+        concat!(
+            "import typer\n",
+            "from pkg.default import DefaultHandler\n",
+            "from pkg.utils import run_command\n",
+            "def main(prompt: str = typer.Argument('')):\n",
+            "    out = DefaultHandler(1).handle(prompt=prompt)\n",
+            "    run_command(out)\n",
+            "typer.run(main)\n",
+        ),
+    );
+    write(
+        "base.py",
+        concat!(
+            "from openai import OpenAI\n",
+            "completion = OpenAI().chat.completions.create\n",
+            "class Handler:\n",
+            "    def make_messages(self, prompt):\n",
+            "        raise NotImplementedError\n",
+            "    def get_completion(self, messages):\n",
+            "        for chunk in completion(model='m', messages=messages, stream=True):\n",
+            "            yield chunk.choices[0].delta.content\n",
+            "    def handle(self, prompt):\n",
+            "        return ''.join(self.get_completion(messages=self.make_messages(prompt)))\n",
+        ),
+    );
+    write(
+        "default.py",
+        concat!(
+            "from .base import Handler\n",
+            "class DefaultHandler(Handler):\n",
+            "    def make_messages(self, prompt):\n",
+            "        return [{'role': 'user', 'content': prompt}]\n",
+        ),
+    );
+    write(
+        "utils.py",
+        "import os\ndef run_command(command):\n    os.system(f'bash -c {command}')\n",
+    );
+    let report = linter().lint_paths(&[dir.path().to_path_buf()]);
+    let app = report
+        .results
+        .iter()
+        .find(|f| f.path.ends_with("app.py"))
+        .expect("findings in app.py");
+    let rules: Vec<(RuleId, usize)> = app.findings.iter().map(|f| (f.rule, f.line)).collect();
+    assert!(rules.contains(&(RuleId::RL001, 5)), "{:?}", app.findings);
+    assert!(rules.contains(&(RuleId::RL004, 6)), "{:?}", app.findings);
+    let rl004 = app
+        .findings
+        .iter()
+        .find(|f| f.rule == RuleId::RL004)
+        .expect("RL004");
+    assert!(
+        rl004.path.iter().any(|s| s.note.contains("`pkg.utils`")),
+        "the path names the module where the sink is: {:?}",
+        rl004.path
+    );
+}

@@ -10,7 +10,7 @@ use tree_sitter::Node;
 
 /// What a value carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub(crate) enum Kind {
+pub enum Kind {
     /// Data from outside: a request, the command line, a file, an HTTP response.
     Untrusted,
     /// A model's answer or tool-call arguments.

@@ -330,6 +330,8 @@ impl Linter {
             .par_iter()
             .map(|p| self.lint_tree(&p.tree, &p.src, &empty))
             .collect();
+        // What each module saw last time: a module is analysed again only when it changed.
+        let mut seen: Vec<BTreeMap<String, analyze::Summary>> = vec![BTreeMap::new(); parsed.len()];
         for _ in 0..PROJECT_ROUNDS {
             let by_module: BTreeMap<&str, &BTreeMap<String, analyze::Summary>> = parsed
                 .iter()
@@ -338,23 +340,26 @@ impl Linter {
                 .collect();
             let modules: BTreeMap<&str, &Parsed> =
                 parsed.iter().map(|p| (p.module.as_str(), p)).collect();
-            let next: Vec<Option<ModuleResult>> = parsed
+            let next: Vec<Option<(BTreeMap<String, analyze::Summary>, ModuleResult)>> = parsed
                 .par_iter()
-                .map(|p| {
+                .zip(&seen)
+                .map(|(p, before)| {
                     let imported = imported_summaries(p, &by_module, &modules);
-                    if imported.is_empty() {
+                    if imported == *before {
                         return None;
                     }
-                    Some(self.lint_tree(&p.tree, &p.src, &imported))
+                    let r = self.lint_tree(&p.tree, &p.src, &imported);
+                    Some((imported, r))
                 })
                 .collect();
             let mut changed = false;
-            for (slot, n) in results.iter_mut().zip(next) {
-                if let Some(n) = n
-                    && *slot != n
-                {
-                    *slot = n;
-                    changed = true;
+            for ((slot, before), n) in results.iter_mut().zip(seen.iter_mut()).zip(next) {
+                if let Some((imported, n)) = n {
+                    *before = imported;
+                    if *slot != n {
+                        *slot = n;
+                        changed = true;
+                    }
                 }
             }
             if !changed {
@@ -719,8 +724,14 @@ fn imported_summaries(
     out
 }
 
+/// A summary that changes what a caller sees beyond an unknown call (which passes its
+/// arguments through): a sink inside, a source or model answer returned, a guard.
 fn interesting(s: &analyze::Summary) -> bool {
-    !s.sinks.is_empty() || !s.returns.is_empty() || !s.guards.is_empty()
+    !s.sinks.is_empty()
+        || !s.guards.is_empty()
+        || s.returns
+            .iter()
+            .any(|t| !matches!(t.kind, analyze::Kind::Param(_)))
 }
 
 /// The summaries of `item` in `module`: the function itself (key ""), or a class's methods

@@ -526,6 +526,25 @@ fn imports_any(root: Node<'_>, src: &[u8], libs: &[&str]) -> bool {
                     || module.starts_with(&format!("{l}_"))
             });
         }
+        // Imports are statements: only statement containers are entered (expressions are
+        // most of a tree, and walking them was a tenth of the linter's time).
+        if !matches!(
+            n.kind(),
+            "module"
+                | "block"
+                | "if_statement"
+                | "elif_clause"
+                | "else_clause"
+                | "try_statement"
+                | "except_clause"
+                | "finally_clause"
+                | "with_statement"
+                | "function_definition"
+                | "class_definition"
+                | "decorated_definition"
+        ) {
+            return false;
+        }
         let mut c = n.walk();
         n.named_children(&mut c)
             .any(|ch| walk(ch, src, libs, depth + 1))

@@ -44,6 +44,18 @@ impl Taint {
         }
     }
 
+    /// The steps of this taint followed by one more (a finding's or a summary's path).
+    fn path_to(&self, line: usize, note: String) -> Vec<Step> {
+        let mut path = self.steps.clone();
+        path.push(Step { line, note });
+        path
+    }
+
+    /// Where it came from, in words (its first step's note).
+    fn origin(&self) -> String {
+        self.steps.first().map_or(String::new(), |s| s.note.clone())
+    }
+
     fn then(&self, line: usize, note: String) -> Taint {
         let mut t = self.clone();
         match t.steps.last_mut() {
@@ -1442,12 +1454,8 @@ impl<'a> Analyzer<'a> {
         for t in all {
             match t.kind {
                 Kind::Untrusted if !guarded => {
-                    let mut path = t.steps.clone();
-                    path.push(Step {
-                        line: l,
-                        note: format!("sent to the model by `{callee}`"),
-                    });
-                    let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+                    let path = t.path_to(l, format!("sent to the model by `{callee}`"));
+                    let origin = t.origin();
                     self.finding(
                         RuleId::RL001,
                         n,
@@ -1456,20 +1464,12 @@ impl<'a> Analyzer<'a> {
                     );
                 }
                 Kind::Param(i) if !guarded => {
-                    let mut steps = t.steps.clone();
-                    steps.push(Step {
-                        line: l,
-                        note: format!("sent to the model by `{callee}`"),
-                    });
+                    let steps = t.path_to(l, format!("sent to the model by `{callee}`"));
                     self.summary.sinks.push((i, RuleId::RL001, steps));
                 }
                 Kind::Secret => {
-                    let mut path = t.steps.clone();
-                    path.push(Step {
-                        line: l,
-                        note: format!("sent to the model by `{callee}`"),
-                    });
-                    let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+                    let path = t.path_to(l, format!("sent to the model by `{callee}`"));
+                    let origin = t.origin();
                     self.finding(
                         RuleId::RL006,
                         n,
@@ -1512,12 +1512,8 @@ impl<'a> Analyzer<'a> {
         for t in relevant {
             match t.kind {
                 Kind::ModelOut => {
-                    let mut path = t.steps.clone();
-                    path.push(Step {
-                        line: l,
-                        note: format!("`{callee}` {what}"),
-                    });
-                    let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+                    let path = t.path_to(l, format!("`{callee}` {what}"));
+                    let origin = t.origin();
                     self.finding(
                         RuleId::RL004,
                         n,
@@ -1526,11 +1522,7 @@ impl<'a> Analyzer<'a> {
                     );
                 }
                 Kind::Param(i) => {
-                    let mut steps = t.steps.clone();
-                    steps.push(Step {
-                        line: l,
-                        note: format!("`{callee}` {what}"),
-                    });
+                    let steps = t.path_to(l, format!("`{callee}` {what}"));
                     self.summary.sinks.push((i, RuleId::RL004, steps));
                 }
                 _ => {}
@@ -1562,12 +1554,8 @@ impl<'a> Analyzer<'a> {
         }
         let l = line(n);
         if let Some(t) = taints.iter().find(|t| t.kind == Kind::ModelOut) {
-            let mut path = t.steps.clone();
-            path.push(Step {
-                line: l,
-                note: format!("written by `{callee}`"),
-            });
-            let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+            let path = t.path_to(l, format!("written by `{callee}`"));
+            let origin = t.origin();
             self.finding(
                 RuleId::RL003,
                 n,
@@ -1594,12 +1582,8 @@ impl<'a> Analyzer<'a> {
     fn log_check(&mut self, n: Node<'_>, taints: &[Taint], what: &str) {
         if let Some(t) = taints.iter().find(|t| t.kind == Kind::ModelOut) {
             let l = line(n);
-            let mut path = t.steps.clone();
-            path.push(Step {
-                line: l,
-                note: format!("put into {what}"),
-            });
-            let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+            let path = t.path_to(l, format!("put into {what}"));
+            let origin = t.origin();
             self.finding(
                 RuleId::RL003,
                 n,
@@ -1622,11 +1606,7 @@ impl<'a> Analyzer<'a> {
         }
         if let Some(t) = all.iter().find(|t| t.kind == Kind::ModelOut) {
             let l = line(n);
-            let mut path = t.steps.clone();
-            path.push(Step {
-                line: l,
-                note: "a tool runs with these arguments".into(),
-            });
+            let path = t.path_to(l, "a tool runs with these arguments".into());
             self.finding(
                 RuleId::RL005,
                 n,
@@ -1680,13 +1660,9 @@ impl<'a> Analyzer<'a> {
                     _ => false,
                 };
                 if hit {
-                    let mut path = t.steps.clone();
-                    path.push(Step {
-                        line: l,
-                        note: format!("passed to `{callee}`"),
-                    });
+                    let mut path = t.path_to(l, format!("passed to `{callee}`"));
                     path.extend(inner.iter().skip(1).cloned());
-                    let origin = t.steps.first().map_or(String::new(), |s| s.note.clone());
+                    let origin = t.origin();
                     let last = inner.last().map_or(String::new(), |s| s.note.clone());
                     self.finding(
                         *rule,
@@ -1695,11 +1671,7 @@ impl<'a> Analyzer<'a> {
                         path,
                     );
                 } else if let Kind::Param(j) = t.kind {
-                    let mut steps = t.steps.clone();
-                    steps.push(Step {
-                        line: l,
-                        note: format!("passed to `{callee}`"),
-                    });
+                    let mut steps = t.path_to(l, format!("passed to `{callee}`"));
                     steps.extend(inner.iter().skip(1).cloned());
                     self.summary.sinks.push((j, *rule, steps));
                 }

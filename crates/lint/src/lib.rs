@@ -215,8 +215,10 @@ impl Linter {
     ) -> (Vec<Finding>, BTreeMap<String, analyze::Summary>) {
         let bytes = src.as_bytes();
         let root = tree.root_node();
-        let (mut findings, summaries) = self.analyze_module(root, bytes, imported);
-        findings.extend(self.tool_findings(root, bytes));
+        // Whether the module talks to a model: read once, used by both passes below.
+        let llm_module = imports_any(root, bytes, analyze::LLM_LIBRARIES.as_slice());
+        let (mut findings, summaries) = self.analyze_module(root, bytes, llm_module, imported);
+        findings.extend(self.tool_findings(root, bytes, llm_module));
         let mut findings = suppress(src, findings);
         findings.retain(|f| !self.config.disable.contains(&f.rule));
         findings.sort_by(|a, b| {
@@ -332,14 +334,14 @@ impl Linter {
             .collect();
         // What each module saw last time: a module is analysed again only when it changed.
         let mut seen: Vec<BTreeMap<String, analyze::Summary>> = vec![BTreeMap::new(); parsed.len()];
+        let modules: BTreeMap<&str, &Parsed> =
+            parsed.iter().map(|p| (p.module.as_str(), p)).collect();
         for _ in 0..PROJECT_ROUNDS {
             let by_module: BTreeMap<&str, &BTreeMap<String, analyze::Summary>> = parsed
                 .iter()
                 .zip(&results)
                 .map(|(p, (_, s))| (p.module.as_str(), s))
                 .collect();
-            let modules: BTreeMap<&str, &Parsed> =
-                parsed.iter().map(|p| (p.module.as_str(), p)).collect();
             let next: Vec<Option<(BTreeMap<String, analyze::Summary>, ModuleResult)>> = parsed
                 .par_iter()
                 .zip(&seen)
@@ -396,9 +398,9 @@ impl Linter {
         &self,
         root: Node<'_>,
         src: &[u8],
+        llm_module: bool,
         imported: &BTreeMap<String, analyze::Summary>,
     ) -> (Vec<Finding>, BTreeMap<String, analyze::Summary>) {
-        let llm_module = imports_any(root, src, analyze::LLM_LIBRARIES.as_slice());
         // Every rule but RL005's tool definitions needs a model call, made here (only
         // modules that import an LLM client library) or inside a function of another module
         // this one imports. A module with neither can still matter to its importers (a
@@ -453,11 +455,12 @@ impl Linter {
         (top_findings, module.summaries)
     }
 
-    /// RL005: tool definitions the policy does not list.
-    fn tool_findings(&self, root: Node<'_>, src: &[u8]) -> Vec<Finding> {
+    /// RL005: tool definitions the policy does not list (dispatch tables only in a module
+    /// that talks to a model, `llm_module`).
+    fn tool_findings(&self, root: Node<'_>, src: &[u8], llm_module: bool) -> Vec<Finding> {
         let mut tools: Vec<(String, Node<'_>)> = Vec::new();
         collect_tools(root, src, &mut tools, 0);
-        if imports_any(root, src, analyze::LLM_LIBRARIES.as_slice()) {
+        if llm_module {
             collect_dispatch_tables(root, src, &mut tools);
         }
         let mut out = Vec::new();
@@ -631,16 +634,8 @@ fn imports_of(root: Node<'_>, src: &[u8], package: &str) -> Vec<Import> {
             "import_statement" => {
                 let mut c2 = st.walk();
                 for n in st.named_children(&mut c2) {
-                    let (name, alias) = match n.kind() {
-                        "dotted_name" => (text(n, src).to_string(), None),
-                        "aliased_import" => (
-                            n.child_by_field_name("name")
-                                .map(|x| text(x, src).to_string())
-                                .unwrap_or_default(),
-                            n.child_by_field_name("alias")
-                                .map(|x| text(x, src).to_string()),
-                        ),
-                        _ => continue,
+                    let Some((name, alias)) = imported_name(n, src) else {
+                        continue;
                     };
                     let local = alias.unwrap_or_else(|| name.clone());
                     out.push(Import {
@@ -657,16 +652,8 @@ fn imports_of(root: Node<'_>, src: &[u8], package: &str) -> Vec<Import> {
                 let module = resolve_relative(text(m, src), package);
                 let mut c2 = st.walk();
                 for n in st.children_by_field_name("name", &mut c2) {
-                    let (name, alias) = match n.kind() {
-                        "dotted_name" => (text(n, src).to_string(), None),
-                        "aliased_import" => (
-                            n.child_by_field_name("name")
-                                .map(|x| text(x, src).to_string())
-                                .unwrap_or_default(),
-                            n.child_by_field_name("alias")
-                                .map(|x| text(x, src).to_string()),
-                        ),
-                        _ => continue,
+                    let Some((name, alias)) = imported_name(n, src) else {
+                        continue;
                     };
                     out.push(Import {
                         local: alias.unwrap_or_else(|| name.clone()),
@@ -679,6 +666,21 @@ fn imports_of(root: Node<'_>, src: &[u8], package: &str) -> Vec<Import> {
         }
     }
     out
+}
+
+/// The name an import names and its alias: `a.b` or `a.b as c`.
+fn imported_name(n: Node<'_>, src: &[u8]) -> Option<(String, Option<String>)> {
+    match n.kind() {
+        "dotted_name" => Some((text(n, src).to_string(), None)),
+        "aliased_import" => Some((
+            n.child_by_field_name("name")
+                .map(|x| text(x, src).to_string())
+                .unwrap_or_default(),
+            n.child_by_field_name("alias")
+                .map(|x| text(x, src).to_string()),
+        )),
+        _ => None,
+    }
 }
 
 /// `.utils` in package `sgpt.handlers` is `sgpt.handlers.utils`; `..utils` is `sgpt.utils`.

@@ -4,9 +4,8 @@
 use crate::PipelineArgs;
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_eval::{GateSet, NamedPipeline, RunOptions, RunStamp, Summary};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Exit status when the run completed but a gate failed.
@@ -201,18 +200,11 @@ pub fn run(args: &EvalArgs) -> Result<u8> {
         conversation,
     };
     let total = rampart_eval::planned_scans(configs.len(), &datasets, &opts);
-    let bar = if args.no_progress || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} eval [{elapsed_precise}] {wide_bar} {pos}/{len} prompts ({per_sec}, eta {eta})",
-            )
-            .context("progress bar template")?,
-        );
-        b
-    };
+    let bar = crate::progress_bar(
+        args.no_progress,
+        total,
+        "{spinner} eval [{elapsed_precise}] {wide_bar} {pos}/{len} prompts ({per_sec}, eta {eta})",
+    )?;
 
     let stamp = RunStamp::reserve(&args.out_dir)?;
     let result = rampart_eval::run(

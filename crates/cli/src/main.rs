@@ -173,6 +173,24 @@ pub fn load_datasets(
     })?)
 }
 
+/// A progress bar on standard error with `template`, or a hidden one when the command was
+/// given `--no-progress` or standard error is not a terminal (a log file, CI).
+pub fn progress_bar(no_progress: bool, len: u64, template: &str) -> Result<indicatif::ProgressBar> {
+    use anyhow::Context as _;
+    use std::io::IsTerminal;
+    if no_progress || !std::io::stderr().is_terminal() {
+        return Ok(indicatif::ProgressBar::hidden());
+    }
+    let b = indicatif::ProgressBar::with_draw_target(
+        Some(len),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    b.set_style(
+        indicatif::ProgressStyle::with_template(template).context("progress bar template")?,
+    );
+    Ok(b)
+}
+
 /// Options shared by commands that build a pipeline.
 #[derive(Debug, Clone, Args)]
 pub struct PipelineArgs {

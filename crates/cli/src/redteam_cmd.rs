@@ -3,9 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_redteam::{CategoryFrom, Family, GenerateOptions, Registry, Source};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 mod findings;
@@ -159,18 +157,11 @@ fn generate(args: &GenerateArgs) -> Result<u8> {
         "rampart: redteam: {total} source record(s) x {n_transforms} transform(s), seed {}",
         args.seed
     );
-    let bar = if args.no_progress || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} redteam [{elapsed_precise}] {wide_bar} {pos}/{len} records (eta {eta})",
-            )
-            .context("progress bar template")?,
-        );
-        b
-    };
+    let bar = crate::progress_bar(
+        args.no_progress,
+        total,
+        "{spinner} redteam [{elapsed_precise}] {wide_bar} {pos}/{len} records (eta {eta})",
+    )?;
     let generated = rampart_redteam::generate(&reg, &sources, &opts, &|n| bar.inc(n));
     bar.finish_and_clear();
     let generated = generated?;

@@ -3,9 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_classify::{Example, FeatureConfig, Phase, TrainOptions};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 /// Which model to train.
@@ -143,18 +141,11 @@ fn linear(a: &LinearArgs) -> Result<u8> {
         valid_names: a.valid.clone(),
     };
 
-    let bar = if a.no_progress || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg:>12} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
-            )
-            .context("progress bar template")?,
-        );
-        b
-    };
+    let bar = crate::progress_bar(
+        a.no_progress,
+        1,
+        "{spinner} {msg:>12} [{elapsed_precise}] {wide_bar} {pos}/{len} ({per_sec}, eta {eta})",
+    )?;
     let epochs = a.epochs;
     let mut last_phase = None;
     let trained = rampart_classify::train(&train, &valid, &opts, &mut |p| {

@@ -9,7 +9,6 @@
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_combine::fit::{FitOptions, fit, operating_point};
 use rampart_combine::model::{ChannelTarget, Fitted, FittedDataset, MODEL_FORMAT, MODEL_VERSION};
 use rampart_combine::trees::{TreeOptions, fit_forest};
@@ -20,7 +19,6 @@ use rampart_core::{Pipeline, PipelineConfig, Role};
 use rampart_datasets::{LoadedDataset, Record};
 use rayon::prelude::*;
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -287,18 +285,11 @@ fn collect_rows(
         rampart_conversation::ConversationOptions::default(),
     )?;
     let total: usize = datasets.iter().map(|d| d.records.len()).sum();
-    let bar = if no_progress || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} scan [{elapsed_precise}] {wide_bar} {pos}/{len} records ({per_sec}, eta {eta})",
-            )
-            .context("progress bar template")?,
-        );
-        b
-    };
+    let bar = crate::progress_bar(
+        no_progress,
+        total as u64,
+        "{spinner} scan [{elapsed_precise}] {wide_bar} {pos}/{len} records ({per_sec}, eta {eta})",
+    )?;
     let jobs: Vec<(usize, &Record)> = datasets
         .iter()
         .enumerate()

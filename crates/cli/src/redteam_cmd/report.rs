@@ -6,14 +6,12 @@
 use crate::PipelineArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use rampart_datasets::Record;
 use rampart_eval::{NamedPipeline, RunOptions, RunStamp};
 use rampart_redteam::report::{
     CoverageMatrix, Meta, RedteamGates, ReportPipeline, Scope, Variants,
 };
 use rampart_redteam::{GenerateOptions, Registry, Source};
-use std::io::IsTerminal;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -364,18 +362,11 @@ pub fn run(args: &ReportArgs) -> Result<u8> {
         vars.benign.len(),
         pipelines.iter().filter(|p| p.pipeline.is_ok()).count()
     );
-    let bar = if args.no_progress || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} redteam report [{elapsed_precise}] {wide_bar} {pos}/{len} scans ({per_sec}, eta {eta})",
-            )
-            .context("progress bar template")?,
-        );
-        b
-    };
+    let bar = crate::progress_bar(
+        args.no_progress,
+        total,
+        "{spinner} redteam report [{elapsed_precise}] {wide_bar} {pos}/{len} scans ({per_sec}, eta {eta})",
+    )?;
     let meta = Meta {
         command: command_line(),
         generated: RunStamp::at(std::time::SystemTime::now()).timestamp_utc,

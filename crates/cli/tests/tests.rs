@@ -14,6 +14,7 @@ mod models;
 mod redteam;
 mod redteam_report;
 mod relate;
+mod replicas;
 mod serve_errors;
 mod serve_kill9;
 mod tools;

@@ -48,7 +48,12 @@ const MAX_CONNECTIONS: usize = 1024;
 const USAGE: &str = "usage: loadtest [--duration S] [--warmup S] [--connections C] [--threads N] \
 [--server-workers W] [--pipeline deterministic|default|both] [--prompts FILE.jsonl] \
 [--count N] [--size BYTES] [--seed N] [--logs json|off] [--audit on|off|both] [--json OUT] \
-[--http-only] [--conversation-turns N]";
+[--http-only] [--conversation-turns N] [--state memory|redis://HOST:PORT/DB]";
+
+/// The API key phase B sends with `--state` (auth on, so that every request takes a token
+/// from the key's rate-limit bucket and checks the address's failed-login allowance: the
+/// per-request reads and writes of the shared state).
+const LOAD_KEY: &str = "loadtest-key";
 
 #[derive(Debug, Clone)]
 struct Args {
@@ -70,6 +75,9 @@ struct Args {
     audit: AuditRuns,
     /// Conversation mode: conversations of this many user turns instead of phases A–C.
     conversation_turns: Option<usize>,
+    /// `--state`: auth on with one key, its limits in this process (`memory`) or in Redis
+    /// (a `redis://` URL): the cost of shared state per request.
+    state: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +134,7 @@ fn parse_args() -> Result<Args, String> {
         http_only: false,
         audit: AuditRuns::Both,
         conversation_turns: None,
+        state: None,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: &str, name: &str| -> Result<Duration, String> {
@@ -195,6 +204,12 @@ fn parse_args() -> Result<Args, String> {
                 }
             }
             "--json" => a.json = Some(PathBuf::from(v)),
+            "--state" => {
+                if v != "memory" && !v.starts_with("redis://") {
+                    return Err("--state: memory or a redis:// URL".into());
+                }
+                a.state = Some(v);
+            }
             "--conversation-turns" => {
                 a.conversation_turns = Some(num(&v, "--conversation-turns")?.min(64))
             }
@@ -492,9 +507,14 @@ struct ConnStats {
 
 /// The full HTTP/1.1 request (head and body) for one `/v1/scan` body, built once before
 /// the run so that the load generator spends its CPU on sending, not on building requests.
-fn scan_request_bytes(addr: std::net::SocketAddr, body: &[u8]) -> Bytes {
+fn scan_request_bytes(addr: std::net::SocketAddr, body: &[u8], auth: bool) -> Bytes {
+    let authorization = if auth {
+        format!("authorization: Bearer {LOAD_KEY}\r\n")
+    } else {
+        String::new()
+    };
     let head = format!(
-        "POST /v1/scan HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST /v1/scan HTTP/1.1\r\nhost: {addr}\r\n{authorization}content-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     let mut v = Vec::with_capacity(head.len() + body.len());
@@ -764,11 +784,15 @@ fn percentile(sorted: &[u32], p: f64) -> u64 {
 }
 
 /// The prebuilt `/v1/scan` requests to `addr`, one per prompt.
-fn requests_for(addr: std::net::SocketAddr, prompts: &[serde_json::Value]) -> Arc<Vec<Bytes>> {
+fn requests_for(
+    addr: std::net::SocketAddr,
+    prompts: &[serde_json::Value],
+    auth: bool,
+) -> Arc<Vec<Bytes>> {
     Arc::new(
         prompts
             .iter()
-            .map(|p| scan_request_bytes(addr, p.to_string().as_bytes()))
+            .map(|p| scan_request_bytes(addr, p.to_string().as_bytes(), auth))
             .collect(),
     )
 }
@@ -801,6 +825,23 @@ fn run_http(
     if conversation {
         cfg.conversation = Some(rampart_server::config::ConversationSection::default());
     }
+    if let Some(state) = &args.state {
+        let key = format!(
+            "id = \"load\"\nsha256 = \"{}\"\nrate_per_s = 1e9\nburst = 4000000000\n",
+            rampart_server::config::hash_api_key(LOAD_KEY)
+        );
+        cfg.auth.keys = vec![toml::from_str(&key).map_err(|e| format!("key: {e}"))?];
+        if state.starts_with("redis://") {
+            cfg.state = rampart_state::StateConfig {
+                backend: rampart_state::Backend::Redis,
+                redis: Some(rampart_state::RedisConfig {
+                    url: Some(state.clone()),
+                    pool_size: u32::try_from(args.connections.max(16)).unwrap_or(64),
+                    ..Default::default()
+                }),
+            };
+        }
+    }
     let options = ServerOptions {
         registry: Arc::new(registry()),
         default_pipeline: default_pipeline_config()?,
@@ -820,7 +861,7 @@ fn run_http(
     }));
     let mut h = drive(
         addr,
-        requests_for(addr, prompts),
+        requests_for(addr, prompts, args.state.is_some()),
         expected.map(Arc::new),
         args,
     )?;
@@ -891,7 +932,7 @@ fn run_baseline(
             })
             .await
     });
-    let h = drive(addr, requests_for(addr, prompts), None, args)?;
+    let h = drive(addr, requests_for(addr, prompts, false), None, args)?;
     let _ = stop_tx.send(());
     rt.block_on(serving)
         .map_err(|e| format!("baseline task: {e}"))?

@@ -3,7 +3,7 @@
 //! check, and per-request metrics and logs.
 
 use crate::config::AuthSection;
-use crate::state::{AppState, Caller, ServiceError};
+use crate::state::{AppState, Caller, KeyEntry, ServiceError};
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::{HeaderMap, HeaderValue};
 use axum::middleware::Next;
@@ -76,6 +76,14 @@ impl Allowance {
             last: now,
         }
     }
+}
+
+/// A request refused because the shared state cannot be read (fail closed; logged).
+fn state_unavailable(e: &str) -> ServiceError {
+    tracing::error!(error = %e, "shared state unavailable: request refused");
+    ServiceError::Unavailable(format!(
+        "the shared state is unavailable ({e}); retry later"
+    ))
 }
 
 /// The unit an address is limited as: an IPv4 address, or an IPv6 /64 (what one host
@@ -185,6 +193,23 @@ fn authenticate(state: &AppState, req: &Request, need: Need) -> Result<Caller, S
         .get::<ConnectInfo<SocketAddr>>()
         .map(|c| c.0.ip());
     let cfg = state.config();
+    if let Some(store) = state.shared_state() {
+        let presented = presented_key(req.headers());
+        let entry = presented.and_then(|p| keys.lookup(p));
+        return authenticate_shared(
+            state,
+            store.as_ref(),
+            &cfg.auth,
+            client,
+            presented,
+            entry,
+            need,
+        )
+        .map(|key_id| Caller {
+            request_id,
+            key_id: Some(key_id),
+        });
+    }
     let now = Instant::now();
     if let Some(ip) = client
         && let Err(retry_after_s) = state.auth_failures().check(ip, &cfg.auth, now)
@@ -203,6 +228,19 @@ fn authenticate(state: &AppState, req: &Request, need: Need) -> Result<Caller, S
         }
         return Err(ServiceError::Unauthorized("invalid API key".into()));
     };
+    permitted(entry, need)?;
+    if let Err(retry_after_s) = state.take_token(entry) {
+        state.metrics().rate_limited();
+        return Err(ServiceError::RateLimited { retry_after_s });
+    }
+    Ok(Caller {
+        request_id,
+        key_id: Some(entry.id.clone()),
+    })
+}
+
+/// Whether `entry` may call what needs `need`.
+fn permitted(entry: &KeyEntry, need: Need) -> Result<(), ServiceError> {
     if need == Need::Admin && !entry.admin {
         return Err(ServiceError::Forbidden(
             "this API key is not an admin key".into(),
@@ -213,14 +251,89 @@ fn authenticate(state: &AppState, req: &Request, need: Need) -> Result<Caller, S
             "this API key is not an approver key ([[auth.keys]] approver = true)".into(),
         ));
     }
-    if let Err(retry_after_s) = state.take_token(entry) {
-        state.metrics().rate_limited();
-        return Err(ServiceError::RateLimited { retry_after_s });
+    Ok(())
+}
+
+/// [`authenticate`] with the limits in the shared state, in one round trip: the address's
+/// failed-login allowance is read with, for a valid key that may make the call, a token
+/// taken from its rate limit, or, for an invalid key, the failure counted. Refused (503)
+/// when the shared state cannot be read.
+fn authenticate_shared(
+    state: &AppState,
+    store: &dyn rampart_state::SharedStore,
+    cfg: &AuthSection,
+    client: Option<IpAddr>,
+    presented: Option<&str>,
+    entry: Option<&KeyEntry>,
+    need: Need,
+) -> Result<String, ServiceError> {
+    let allowed = entry.map(|e| permitted(e, need));
+    let mut ops = Vec::with_capacity(2);
+    if let Some(ip) = client {
+        ops.push(failure_op(ip, cfg, false));
+        if presented.is_some() && entry.is_none() {
+            ops.push(failure_op(ip, cfg, true));
+        }
     }
-    Ok(Caller {
-        request_id,
-        key_id: Some(entry.id.clone()),
-    })
+    if let (Some(e), Some(Ok(()))) = (entry, &allowed) {
+        ops.push(state.rate_op(e));
+    }
+    let replies = store
+        .execute_many(&ops)
+        .map_err(|e| state_unavailable(&crate::state::state_error(&e)))?;
+    let mut replies = replies.into_iter();
+    if client.is_some() {
+        match bucket_outcome(replies.next())? {
+            Ok(()) => {}
+            Err(retry_after_s) => {
+                state.metrics().auth_failures_limited();
+                return Err(ServiceError::AuthFailuresLimited { retry_after_s });
+            }
+        }
+    }
+    let Some(_) = presented else {
+        return Err(ServiceError::Unauthorized(
+            "missing API key (Authorization: Bearer <key> or X-Api-Key)".into(),
+        ));
+    };
+    let (Some(entry), Some(allowed)) = (entry, allowed) else {
+        return Err(ServiceError::Unauthorized("invalid API key".into()));
+    };
+    allowed?;
+    match bucket_outcome(replies.next())? {
+        Ok(()) => Ok(entry.id.clone()),
+        Err(retry_after_s) => {
+            state.metrics().rate_limited();
+            Err(ServiceError::RateLimited { retry_after_s })
+        }
+    }
+}
+
+/// The failed-login bucket operation of `client`: with `count`, one failure counted (down
+/// to zero); without, a check that one more is allowed.
+fn failure_op(client: IpAddr, cfg: &AuthSection, count: bool) -> rampart_state::Op {
+    let cap = f64::from(cfg.max_failures);
+    rampart_state::Op::Bucket {
+        key: format!("authfail:{}", client_key(client)),
+        capacity: cap,
+        per_s: cap / (cfg.failure_window_ms as f64 / 1000.0),
+        take: if count { 1.0 } else { 0.0 },
+        need: 1.0,
+        force: count,
+        now_ms: crate::tools::now_ms(),
+    }
+}
+
+/// `Ok(Ok(()))` allowed, `Ok(Err(seconds))` over the limit, `Err` a reply that is not a
+/// bucket's.
+fn bucket_outcome(reply: Option<rampart_state::Reply>) -> Result<Result<(), u64>, ServiceError> {
+    match reply {
+        Some(rampart_state::Reply::Bucket { allowed: true, .. }) => Ok(Ok(())),
+        Some(rampart_state::Reply::Bucket { retry_after_ms, .. }) => {
+            Ok(Err(retry_after_ms.div_ceil(1000).max(1)))
+        }
+        other => Err(state_unavailable(&format!("unexpected reply {other:?}"))),
+    }
 }
 
 fn finish(mut resp: Response, request_id: &str) -> Response {

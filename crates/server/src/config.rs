@@ -48,6 +48,15 @@
 //! max_pending_approvals_per_key = 1000
 //! approval_webhook_url = "https://approvals.example/hook"  # optional: POSTed per CONFIRM
 //!
+//! [state]                          # state shared by replicas (default: memory, this process)
+//! backend = "redis"                # rate limits, failed-login limits, approvals, break-glass
+//! [state.redis]
+//! url_env = "RAMPART_REDIS_URL"    # redis://[:password@]host:6379/0
+//! key_prefix = "rampart:"
+//! pool_size = 16
+//! connect_timeout_ms = 250
+//! command_timeout_ms = 250
+//!
 //! [conversation]                   # server-side conversation state (absent: stateless)
 //! enabled = true                   # default true when the section is present
 //! key_env = "RAMPART_CONVERSATION_KEY"  # key material of the hash chain and the ledger
@@ -123,6 +132,10 @@ pub struct ServerConfig {
     /// Tool-call governance (policy, approvals, break-glass); absent: off.
     #[serde(default)]
     pub tools: Option<crate::tools::ToolsSection>,
+    /// Where state shared by replicas lives (rate limits, failed-login limits, approvals,
+    /// break-glass grants): in the process (default) or Redis.
+    #[serde(default)]
+    pub state: rampart_state::StateConfig,
     /// The file this configuration was read from (relative paths resolve against its
     /// directory; reload re-reads it). Not part of the file format.
     #[serde(skip)]
@@ -143,6 +156,7 @@ impl Default for ServerConfig {
             output: Default::default(),
             conversation: None,
             tools: None,
+            state: rampart_state::StateConfig::default(),
             source: None,
         }
     }
@@ -660,7 +674,62 @@ impl ServerConfig {
         if let Some(t) = &self.tools {
             t.validate().map_err(|e| section(e.into()))?;
         }
+        self.check_state(&invalid)?;
         self.check_keys(addr, &invalid)
+    }
+
+    /// `[state]`: Redis settings in range; with Redis, the approval tokens' key must be
+    /// shared (`[tools] approval_key_env`), and conversation state, which is not kept in
+    /// Redis yet, is refused rather than silently kept per replica.
+    fn check_state(
+        &self,
+        invalid: &impl Fn(String) -> ServerConfigError,
+    ) -> Result<(), ServerConfigError> {
+        if self.state.backend != rampart_state::Backend::Redis {
+            if self.state.redis.is_some() {
+                return Err(invalid(
+                    "[state.redis] is set but [state] backend is not \"redis\"".into(),
+                ));
+            }
+            if self
+                .tools
+                .as_ref()
+                .is_some_and(|t| t.approval_key_env.is_some())
+            {
+                return Err(invalid(
+                    "[tools] approval_key_env needs [state] backend = \"redis\": with tokens \
+                     in one process, a configured key would let a token be replayed after a \
+                     restart"
+                        .into(),
+                ));
+            }
+            return Ok(());
+        }
+        if let Some(r) = &self.state.redis {
+            r.validate().map_err(|e| invalid(e.to_string()))?;
+        }
+        if self
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.approval_key_env.is_none())
+        {
+            return Err(invalid(
+                "[state] backend = \"redis\" with [tools] needs [tools] approval_key_env: \
+                 the variable holding the approval tokens' key (64 hex digits), the same on \
+                 every replica"
+                    .into(),
+            ));
+        }
+        if self.conversation.as_ref().is_some_and(|c| c.enabled) {
+            return Err(invalid(
+                "[conversation] state is not kept in Redis yet: with [state] backend = \
+                 \"redis\" each replica would keep its own, and a conversation blocked on \
+                 one could continue on another; run conversation state with one replica \
+                 (backend = \"memory\") for now"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// `[server]` and `[auth]` numbers, and the pipeline's source.

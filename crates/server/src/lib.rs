@@ -64,7 +64,7 @@ pub use tools::{RequestCaller, ToolsConfigError, ToolsSection, ToolsSetupError};
 /// the section), for `rampart config check --server`: an unreadable or invalid policy is an
 /// error naming the file.
 pub fn check_tool_policy(config: &ServerConfig) -> Result<(), ToolsSetupError> {
-    tools::ToolGovernance::from_config(config).map(|_| ())
+    tools::ToolGovernance::from_config(config, None).map(|_| ())
 }
 
 use config::ServerConfig;
@@ -165,6 +165,9 @@ pub enum ServerError {
     /// invalid (the error names it), or the approval key is missing.
     #[error("cannot set up tool governance")]
     Tools(#[source] tools::ToolsSetupError),
+    /// The shared state (`[state]`) could not be set up (no Redis URL, a malformed one).
+    #[error("cannot set up the shared state")]
+    State(#[source] rampart_state::StateConfigError),
     /// The conversation state could not be set up.
     #[error("cannot set up the conversation state")]
     Conversation(#[source] ConversationSetupError),
@@ -293,7 +296,8 @@ impl Server {
             }
         };
         let writer = audit.as_ref().map(|a| a.writer());
-        let tool_governance = tools::ToolGovernance::from_config(&config)
+        let shared = rampart_state::open(&config.state).map_err(ServerError::State)?;
+        let tool_governance = tools::ToolGovernance::from_config(&config, shared.clone())
             .map_err(ServerError::Tools)?
             .map(Arc::new);
         let state = AppState::new(
@@ -305,7 +309,8 @@ impl Server {
             conversations,
             tool_governance,
         )
-        .map_err(ServerError::HttpClient)?;
+        .map_err(ServerError::HttpClient)?
+        .with_shared_state(shared);
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| match source.kind() {

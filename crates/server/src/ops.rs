@@ -22,7 +22,19 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     } else {
         "disabled"
     };
-    let ready = audit != "closed";
+    // The shared state is needed for decisions (limits, approvals): not reachable, not ready.
+    let shared = match state.shared_state() {
+        None => "memory".to_string(),
+        Some(store) => match store.ping() {
+            Ok(()) => format!("{}: ok", store.backend()),
+            Err(e) => format!(
+                "{}: unavailable ({})",
+                store.backend(),
+                crate::state::state_error(&e)
+            ),
+        },
+    };
+    let ready = audit != "closed" && !shared.contains("unavailable");
     let body = serde_json::json!({
         "status": if ready { "ready" } else { "not_ready" },
         "pipeline": {
@@ -30,6 +42,7 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
             "policy_version": p.config().policy.version,
         },
         "audit": audit,
+        "state": shared,
         "conversation": if state.conversation_stateful() { "stateful" } else { "stateless" },
         "conversation_persistence": state.conversation_persistence(),
         "uptime_s": state.uptime().as_secs(),

@@ -576,6 +576,14 @@ pub struct AppState {
     started: Instant,
     conversations: Option<Arc<Conversations>>,
     tools: Option<Arc<crate::tools::ToolGovernance>>,
+    /// `[state] backend = "redis"`: rate limits and failed-login limits count here, across
+    /// replicas (approvals and grants through the tool gate).
+    shared: Option<Arc<dyn rampart_state::SharedStore>>,
+}
+
+/// An error from the shared state as one line (logs, 503 bodies).
+pub(crate) fn state_error(e: &rampart_state::StateError) -> String {
+    error_chain(e)
 }
 
 /// Why a pipeline could not be built for serving (at start-up or on reload).
@@ -713,7 +721,22 @@ impl AppState {
             started: Instant::now(),
             conversations,
             tools,
+            shared: None,
         })
+    }
+
+    /// Counts rate limits and failed logins in `shared` (across replicas) when set.
+    pub(crate) fn with_shared_state(
+        mut self,
+        shared: Option<Arc<dyn rampart_state::SharedStore>>,
+    ) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// The shared state, when `[state]` names one.
+    pub(crate) fn shared_state(&self) -> Option<&Arc<dyn rampart_state::SharedStore>> {
+        self.shared.as_ref()
     }
 
     /// The pipeline in force (hot-reloadable; hold the `Arc` for one request).
@@ -1101,7 +1124,22 @@ impl AppState {
         }
     }
 
-    /// Takes one token from the key's bucket; `Err(seconds)` when empty.
+    /// The shared-state operation that takes one token from the key's bucket (one bucket
+    /// for all replicas).
+    pub(crate) fn rate_op(&self, key: &KeyEntry) -> rampart_state::Op {
+        rampart_state::Op::Bucket {
+            key: format!("rate:{}", key.id),
+            capacity: key.burst,
+            per_s: key.rate_per_s,
+            take: 1.0,
+            need: 1.0,
+            force: false,
+            now_ms: crate::tools::now_ms(),
+        }
+    }
+
+    /// Takes one token from the key's bucket in this process; `Err(Wait(seconds))` when
+    /// empty.
     pub(crate) fn take_token(&self, key: &KeyEntry) -> Result<(), u64> {
         let mut buckets = match self.buckets.lock() {
             Ok(b) => b,

@@ -90,6 +90,11 @@ pub struct ToolsSection {
     /// Check the tool calls of proxied answers. Default true.
     #[serde(default = "default_true")]
     pub enforce_proxy: bool,
+    /// The environment variable holding the approval tokens' key (64 hex digits), the same
+    /// on every replica. Only with `[state] backend = "redis"` (where a token's single use
+    /// is recorded in Redis); without it each process draws a random key.
+    #[serde(default)]
+    pub approval_key_env: Option<String>,
 }
 
 fn default_approval_ttl() -> u64 {
@@ -185,6 +190,9 @@ pub enum ToolsSetupError {
     /// No randomness for the approval book's key.
     #[error("cannot create the approval key")]
     Random(#[source] rampart_tools::RandomError),
+    /// The approval key variable is unset or not 64 hex digits.
+    #[error("[tools] approval_key_env: the variable {0} must hold 64 hex digits (32 bytes)")]
+    ApprovalKey(String),
 }
 
 /// The server's tool governance: `[tools]` and its gate (the compiled policy, the pending
@@ -194,6 +202,18 @@ pub enum ToolsSetupError {
 pub(crate) struct ToolGovernance {
     cfg: ToolsSection,
     gate: ToolGate,
+}
+
+/// 32 bytes from 64 hex digits.
+fn hex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// Milliseconds since the Unix epoch.
@@ -206,6 +226,7 @@ impl ToolGovernance {
     /// policy; an unreadable or invalid policy is an error naming the file.
     pub(crate) fn from_config(
         cfg: &crate::config::ServerConfig,
+        shared: Option<Arc<dyn rampart_state::SharedStore>>,
     ) -> Result<Option<ToolGovernance>, ToolsSetupError> {
         let Some(t) = &cfg.tools else {
             return Ok(None);
@@ -217,13 +238,20 @@ impl ToolGovernance {
         })?;
         let policy =
             Policy::from_toml(&src).map_err(|source| ToolsSetupError::Policy { path, source })?;
-        let gate = ToolGate::builder(policy)
+        let mut builder = ToolGate::builder(policy)
             .approval_ttl_s(t.approval_ttl_s)
             .max_pending_approvals(t.max_pending_approvals)
             .max_pending_approvals_per_key(t.max_pending_approvals_per_key)
-            .breakglass_max_ttl_s(t.breakglass_max_ttl_s)
-            .build()
-            .map_err(ToolsSetupError::Random)?;
+            .breakglass_max_ttl_s(t.breakglass_max_ttl_s);
+        if let Some(store) = shared {
+            let var = t.approval_key_env.clone().unwrap_or_default();
+            let key = std::env::var(&var)
+                .ok()
+                .and_then(|v| hex32(v.trim()))
+                .ok_or(ToolsSetupError::ApprovalKey(var))?;
+            builder = builder.shared_state(store, key);
+        }
+        let gate = builder.build().map_err(ToolsSetupError::Random)?;
         Ok(Some(ToolGovernance {
             cfg: t.clone(),
             gate,
@@ -626,7 +654,9 @@ pub(crate) async fn breakglass_grant(
     let by = caller.key_id.as_deref().unwrap_or("-");
     let g = gov.gate().grant(req, by, now).map_err(|e| match e {
         GrantError::Invalid(_) => ServiceError::BadRequest(e.to_string()),
-        GrantError::Full(_) => ServiceError::Unavailable(e.to_string()),
+        GrantError::Full(_) | GrantError::Unavailable(_) => {
+            ServiceError::Unavailable(e.to_string())
+        }
         _ => ServiceError::Internal(e.to_string()),
     })?;
     if let Err(e) = state
@@ -634,7 +664,9 @@ pub(crate) async fn breakglass_grant(
         .await
     {
         // An unaudited grant must not stay in force.
-        gov.gate().revoke(&g.id.0, now);
+        if let Err(revoke) = gov.gate().revoke(&g.id.0, now) {
+            tracing::error!(id = %g.id, error = %revoke, "an unaudited break-glass grant could not be revoked");
+        }
         return Err(e);
     }
     tracing::warn!(id = %g.id, incident = %g.incident, by = ?g.granted_by, "break-glass granted");
@@ -649,7 +681,11 @@ pub(crate) async fn breakglass_list(
     let gov = state.tools_or_501()?;
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
-    Ok(Json(json!({"grants": gov.gate().active_grants(now)})))
+    let grants = gov
+        .gate()
+        .active_grants(now)
+        .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
+    Ok(Json(json!({ "grants": grants })))
 }
 
 /// `DELETE /admin/breakglass/{id}`: revokes a grant (the revoked grant; 404 when unknown).
@@ -661,7 +697,11 @@ pub(crate) async fn breakglass_revoke(
     let gov = state.tools_or_501()?.clone();
     let now = now_ms();
     state.audit_expired_grants(&caller, now).await;
-    let Some(g) = gov.gate().revoke(&id, now) else {
+    let revoked = gov
+        .gate()
+        .revoke(&id, now)
+        .map_err(|e| ServiceError::Unavailable(e.to_string()))?;
+    let Some(g) = revoked else {
         return Err(ServiceError::UnknownId(format!(
             "no active break-glass grant {id:?}"
         )));
@@ -746,6 +786,7 @@ pub(crate) async fn approvals_list(
         .gate()
         .approvals()
         .pending(now_ms())
+        .map_err(|e| ServiceError::Unavailable(e.to_string()))?
         .iter()
         .map(approval_view)
         .collect();
@@ -792,6 +833,7 @@ async fn decide_approval(
         ApprovalError::Unknown => ServiceError::UnknownId(format!("no pending approval {id:?}")),
         ApprovalError::SelfApproval => ServiceError::Forbidden(e.to_string()),
         ApprovalError::AlreadyDecided => ServiceError::Conflict(e.to_string()),
+        ApprovalError::Unavailable(_) => ServiceError::Unavailable(e.to_string()),
         other => ServiceError::Internal(other.to_string()),
     })?;
     let event = rampart_audit::ApprovalDecisionEvent {

@@ -32,10 +32,14 @@
 //! token, which would reopen it to replay. Expired entries are dropped on every call.
 
 use crate::ToolCall;
+use rampart_state::{
+    ApprovalOutcome, ApprovalRecord, ApprovalState as StoredState, ApprovalStep, Op, Reply,
+    SharedStore, StateError,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Most tokens one book remembers (issued and not yet expired, redeemed or not). At about
 /// 200 bytes each, under 15 MiB.
@@ -100,6 +104,10 @@ pub enum ApprovalError {
         /// The cap.
         capacity: usize,
     },
+    /// The shared state (Redis) could not be read or written: the call is held (fail
+    /// closed), never allowed on a token that could not be checked.
+    #[error("the shared state is unavailable: {0}")]
+    Unavailable(String),
     /// The requester holds its share of the book's tokens.
     #[error(
         "this key holds {capacity} pending approvals, its share; try again when some have expired"
@@ -128,6 +136,7 @@ impl ApprovalError {
             ApprovalError::AlreadyDecided => "already_decided",
             ApprovalError::Full { .. } => "full",
             ApprovalError::RequesterFull { .. } => "requester_full",
+            ApprovalError::Unavailable(_) => "state_unavailable",
         }
     }
 }
@@ -347,6 +356,8 @@ pub struct ApprovalBook {
     capacity: usize,
     requester_capacity: usize,
     inner: Mutex<Inner>,
+    /// Set: approvals live in the shared state (every replica with the same key reads them).
+    shared: Option<Arc<dyn SharedStore>>,
 }
 
 impl std::fmt::Debug for ApprovalBook {
@@ -370,7 +381,16 @@ impl ApprovalBook {
             capacity: MAX_OUTSTANDING,
             requester_capacity: MAX_OUTSTANDING,
             inner: Mutex::new(Inner::default()),
+            shared: None,
         }
+    }
+
+    /// Keeps the approvals in `store`, shared by every replica built with the same key
+    /// ([`ApprovalBook::new`]): a token issued on one replica is approved and redeemed on any
+    /// other, once. Without it, the book is in this process (see the module documentation).
+    pub fn with_shared_state(mut self, store: Arc<dyn SharedStore>) -> Self {
+        self.shared = Some(store);
+        self
     }
 
     /// A book with a random per-process key: its tokens die with the process.
@@ -439,6 +459,9 @@ impl ApprovalBook {
         let tool = call.tool.clone();
         let arguments_hash = self.arguments_hash(&call.arguments);
         let expires_ms = now_ms.saturating_add(self.ttl_ms);
+        if let Some(store) = &self.shared {
+            return self.issue_shared(store.as_ref(), call, conversation, requested_by, now_ms);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         if inner.entries.len() >= self.capacity {
@@ -501,6 +524,16 @@ impl ApprovalBook {
         let arguments_hash = self.arguments_hash(&call.arguments);
         // `blake3::Hash` compares in constant time.
         let genuine_for_call = self.mac(id, expires_ms, tool, &arguments_hash, conversation) == mac;
+        if let Some(store) = &self.shared {
+            let binding = Binding {
+                id,
+                expires_ms,
+                tool,
+                arguments_hash: &arguments_hash,
+                mac,
+            };
+            return self.redeem_shared(store.as_ref(), &binding, genuine_for_call, now_ms);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         if !genuine_for_call {
@@ -541,7 +574,19 @@ impl ApprovalBook {
     }
 
     /// The approvals waiting for an approver (unexpired, undecided), oldest first.
-    pub fn pending(&self, now_ms: u64) -> Vec<PendingApproval> {
+    pub fn pending(&self, now_ms: u64) -> Result<Vec<PendingApproval>, ApprovalError> {
+        if let Some(store) = &self.shared {
+            let mut out = Vec::new();
+            for id in self.shared_ids(store.as_ref(), now_ms)? {
+                if let Some(p) = self.get_shared(store.as_ref(), &id)?
+                    && p.state == ApprovalState::Pending
+                {
+                    out.push(p);
+                }
+            }
+            out.sort_by(|a, b| (a.issued_ms, &a.id).cmp(&(b.issued_ms, &b.id)));
+            return Ok(out);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         let mut out: Vec<PendingApproval> = inner
@@ -551,14 +596,17 @@ impl ApprovalBook {
             .map(|(id, e)| view(id, e))
             .collect();
         out.sort_by(|a, b| (a.issued_ms, &a.id).cmp(&(b.issued_ms, &b.id)));
-        out
+        Ok(out)
     }
 
     /// One approval by id, whatever its state (unexpired).
-    pub fn get(&self, id: &str, now_ms: u64) -> Option<PendingApproval> {
+    pub fn get(&self, id: &str, now_ms: u64) -> Result<Option<PendingApproval>, ApprovalError> {
+        if let Some(store) = &self.shared {
+            return self.get_shared(store.as_ref(), id);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
-        inner.entries.get(id).map(|e| view(id, e))
+        Ok(inner.entries.get(id).map(|e| view(id, e)))
     }
 
     /// `approver` approves the pending approval `id`: its token becomes redeemable once.
@@ -585,6 +633,15 @@ impl ApprovalBook {
     /// Turns an approval whose approval could not be recorded back into a denial (the
     /// service fails closed: an unaudited approval must not stay in force).
     pub fn deny_after_failure(&self, id: &str, now_ms: u64) -> Result<(), ApprovalError> {
+        if let Some(store) = &self.shared {
+            let step = ApprovalStep::ForceDeny {
+                by: "rampart (the approval could not be audited)".into(),
+            };
+            return match shared_step(store.as_ref(), id, step)? {
+                ApprovalOutcome::Done(_) => Ok(()),
+                _ => Err(ApprovalError::Unknown),
+            };
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         let e = inner.entries.get_mut(id).ok_or(ApprovalError::Unknown)?;
@@ -601,6 +658,20 @@ impl ApprovalBook {
         now_ms: u64,
         approve: bool,
     ) -> Result<PendingApproval, ApprovalError> {
+        if let Some(store) = &self.shared {
+            let by = approver.to_string();
+            let step = if approve {
+                ApprovalStep::Approve { by }
+            } else {
+                ApprovalStep::Deny { by }
+            };
+            return match shared_step(store.as_ref(), id, step)? {
+                ApprovalOutcome::Done(rec) => shared_view(id, &rec),
+                ApprovalOutcome::SelfApproval => Err(ApprovalError::SelfApproval),
+                ApprovalOutcome::AlreadyDecided => Err(ApprovalError::AlreadyDecided),
+                _ => Err(ApprovalError::Unknown),
+            };
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         let e = inner.entries.get_mut(id).ok_or(ApprovalError::Unknown)?;
@@ -620,10 +691,302 @@ impl ApprovalBook {
     }
 
     /// How many tokens the book remembers now (after dropping the expired ones).
-    pub fn outstanding(&self, now_ms: u64) -> usize {
+    pub fn outstanding(&self, now_ms: u64) -> Result<usize, ApprovalError> {
+        if let Some(store) = &self.shared {
+            return Ok(self.shared_ids(store.as_ref(), now_ms)?.len());
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
-        inner.entries.len()
+        Ok(inner.entries.len())
+    }
+}
+
+/// What a token binds, as read from it and the call (for the shared-state redeem).
+struct Binding<'a> {
+    id: &'a str,
+    expires_ms: u64,
+    tool: &'a str,
+    arguments_hash: &'a str,
+    mac: blake3::Hash,
+}
+
+/// An approval as kept in the shared state (the store sees it as opaque JSON; its state,
+/// decider and use are the store's own fields, changed atomically).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SharedRecord {
+    tool: String,
+    arguments: serde_json::Value,
+    arguments_hash: String,
+    conversation: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    requested_by: Option<String>,
+    issued_ms: u64,
+    expires_ms: u64,
+}
+
+/// Key of an approval record, of the index of unexpired approvals, and of a requester's.
+fn approval_key(id: &str) -> String {
+    format!("appr:{id}")
+}
+const APPROVAL_INDEX: &str = "appr:idx";
+fn requester_index(who: &str) -> String {
+    // Key ids are configured names, but bounded here all the same.
+    format!("appr:req:{}", &blake3::hash(who.as_bytes()).to_hex()[..32])
+}
+
+fn unavailable(e: StateError) -> ApprovalError {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    ApprovalError::Unavailable(msg)
+}
+
+fn run(store: &dyn SharedStore, op: Op) -> Result<Reply, ApprovalError> {
+    store.execute(&op).map_err(unavailable)
+}
+
+fn protocol(reply: &Reply) -> ApprovalError {
+    ApprovalError::Unavailable(format!("unexpected reply from the shared state: {reply:?}"))
+}
+
+fn shared_step(
+    store: &dyn SharedStore,
+    id: &str,
+    step: ApprovalStep,
+) -> Result<ApprovalOutcome, ApprovalError> {
+    match run(
+        store,
+        Op::Approval {
+            key: approval_key(id),
+            step,
+        },
+    )? {
+        Reply::Approval(o) => Ok(o),
+        other => Err(protocol(&other)),
+    }
+}
+
+fn shared_view(id: &str, rec: &ApprovalRecord) -> Result<PendingApproval, ApprovalError> {
+    let r: SharedRecord = serde_json::from_str(&rec.record).map_err(|e| {
+        ApprovalError::Unavailable(format!("an approval record does not read: {e}"))
+    })?;
+    let by = rec.by.clone();
+    Ok(PendingApproval {
+        id: ApprovalId(id.to_string()),
+        tool: r.tool,
+        arguments: r.arguments,
+        arguments_hash: r.arguments_hash,
+        requested_by: r.requested_by,
+        issued_ms: r.issued_ms,
+        expires_ms: r.expires_ms,
+        state: match rec.state {
+            StoredState::Pending => ApprovalState::Pending,
+            StoredState::Approved => ApprovalState::Approved { by },
+            StoredState::Denied => ApprovalState::Denied { by },
+        },
+    })
+}
+
+impl ApprovalBook {
+    /// [`ApprovalBook::issue`] in the shared state: a random id (replicas share no
+    /// counter), the requester's share and the book's cap counted in two capped indexes,
+    /// then the pending record, all with the token's expiry.
+    fn issue_shared(
+        &self,
+        store: &dyn SharedStore,
+        call: &ToolCall,
+        conversation: &str,
+        requested_by: Option<&str>,
+        now_ms: u64,
+    ) -> Result<ApprovalGrant, ApprovalError> {
+        let tool = call.tool.clone();
+        let arguments_hash = self.arguments_hash(&call.arguments);
+        let expires_ms = now_ms.saturating_add(self.ttl_ms);
+        let nonce = random_key().map_err(|e| ApprovalError::Unavailable(e.to_string()))?;
+        let mut h = blake3::Hasher::new_keyed(&self.id_key);
+        h.update(&nonce);
+        let id = h.finalize().to_hex()[..32].to_string();
+        let who = requested_by.unwrap_or_default();
+        let add = |index: String, cap: usize| {
+            run(
+                store,
+                Op::IndexAdd {
+                    index,
+                    member: id.clone(),
+                    expires_ms,
+                    cap: cap as u64,
+                    now_ms,
+                },
+            )
+            .and_then(|r| match r {
+                Reply::Done(b) => Ok(b),
+                other => Err(protocol(&other)),
+            })
+        };
+        if !add(APPROVAL_INDEX.to_string(), self.capacity)? {
+            return Err(ApprovalError::Full {
+                capacity: self.capacity,
+            });
+        }
+        let remove_from_book = || {
+            let _ = store.execute(&Op::IndexRemove {
+                index: APPROVAL_INDEX.into(),
+                member: id.clone(),
+            });
+        };
+        match add(requester_index(who), self.requester_capacity) {
+            Ok(true) => {}
+            Ok(false) => {
+                remove_from_book();
+                return Err(ApprovalError::RequesterFull {
+                    capacity: self.requester_capacity,
+                });
+            }
+            Err(e) => {
+                remove_from_book();
+                return Err(e);
+            }
+        }
+        let record = SharedRecord {
+            tool: tool.clone(),
+            arguments: call.arguments.clone(),
+            arguments_hash: arguments_hash.clone(),
+            conversation: conversation.to_string(),
+            requested_by: requested_by.map(str::to_string),
+            issued_ms: now_ms,
+            expires_ms,
+        };
+        let record = serde_json::to_string(&record)
+            .map_err(|e| ApprovalError::Unavailable(format!("cannot write the record: {e}")))?;
+        match run(
+            store,
+            Op::ApprovalNew {
+                key: approval_key(&id),
+                record,
+                requested_by: who.to_string(),
+                ttl_ms: self.ttl_ms,
+            },
+        )? {
+            Reply::Done(true) => {}
+            other => {
+                remove_from_book();
+                return Err(protocol(&other));
+            }
+        }
+        let mac = self.mac(&id, expires_ms, &tool, &arguments_hash, conversation);
+        let token = format!("{TOKEN_PREFIX}.{id}.{expires_ms}.{}", mac.to_hex());
+        Ok(ApprovalGrant {
+            id: ApprovalId(id),
+            token,
+            tool,
+            arguments_hash,
+            conversation: conversation.to_string(),
+            expires_ms,
+        })
+    }
+
+    /// [`ApprovalBook::redeem`] in the shared state: the same checks in the same order,
+    /// the single use decided by the store in one atomic step.
+    fn redeem_shared(
+        &self,
+        store: &dyn SharedStore,
+        b: &Binding<'_>,
+        genuine_for_call: bool,
+        now_ms: u64,
+    ) -> Result<ApprovalId, ApprovalError> {
+        if !genuine_for_call {
+            // Genuine but for another call? Say which part differs, as the in-process book.
+            if let Some(e) = self.record_shared(store, b.id)?
+                && e.expires_ms == b.expires_ms
+                && self.mac(
+                    b.id,
+                    e.expires_ms,
+                    &e.tool,
+                    &e.arguments_hash,
+                    &e.conversation,
+                ) == b.mac
+            {
+                return Err(if e.tool != b.tool {
+                    ApprovalError::ToolMismatch
+                } else if e.arguments_hash != b.arguments_hash {
+                    ApprovalError::ArgumentsMismatch
+                } else {
+                    ApprovalError::ConversationMismatch
+                });
+            }
+            return Err(ApprovalError::BadSignature);
+        }
+        if now_ms >= b.expires_ms {
+            return Err(ApprovalError::Expired);
+        }
+        match shared_step(store, b.id, ApprovalStep::Redeem)? {
+            ApprovalOutcome::Done(_) => Ok(ApprovalId(b.id.to_string())),
+            ApprovalOutcome::NotApproved => Err(ApprovalError::NotApproved {
+                id: ApprovalId(b.id.to_string()),
+            }),
+            ApprovalOutcome::Denied => Err(ApprovalError::Denied),
+            // Used, or gone from the store (expired, or the store lost it): refuse either way.
+            _ => Err(ApprovalError::Replayed),
+        }
+    }
+
+    fn record_shared(
+        &self,
+        store: &dyn SharedStore,
+        id: &str,
+    ) -> Result<Option<SharedRecord>, ApprovalError> {
+        match run(
+            store,
+            Op::ApprovalGet {
+                key: approval_key(id),
+            },
+        )? {
+            Reply::Record(Some(rec)) => serde_json::from_str(&rec.record).map(Some).map_err(|e| {
+                ApprovalError::Unavailable(format!("an approval record does not read: {e}"))
+            }),
+            Reply::Record(None) => Ok(None),
+            other => Err(protocol(&other)),
+        }
+    }
+
+    fn get_shared(
+        &self,
+        store: &dyn SharedStore,
+        id: &str,
+    ) -> Result<Option<PendingApproval>, ApprovalError> {
+        match run(
+            store,
+            Op::ApprovalGet {
+                key: approval_key(id),
+            },
+        )? {
+            Reply::Record(Some(rec)) => shared_view(id, &rec).map(Some),
+            Reply::Record(None) => Ok(None),
+            other => Err(protocol(&other)),
+        }
+    }
+
+    fn shared_ids(
+        &self,
+        store: &dyn SharedStore,
+        now_ms: u64,
+    ) -> Result<Vec<String>, ApprovalError> {
+        match run(
+            store,
+            Op::IndexLive {
+                index: APPROVAL_INDEX.into(),
+                now_ms,
+                limit: self.capacity as u64,
+            },
+        )? {
+            Reply::Members(m) => Ok(m),
+            other => Err(protocol(&other)),
+        }
     }
 }
 
@@ -711,7 +1074,7 @@ mod tests {
     fn regression_a_token_redeems_only_after_another_key_approved_it() {
         let b = book();
         let g = b.issue(&call(), "c", Some("agent"), T0).unwrap();
-        let pending = b.pending(T0);
+        let pending = b.pending(T0).unwrap();
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].id, g.id);
         assert_eq!(pending[0].requested_by.as_deref(), Some("agent"));
@@ -734,7 +1097,7 @@ mod tests {
         );
         let v = b.approve(&g.id.0, "human", T0 + 2).unwrap();
         assert_eq!(v.state, ApprovalState::Approved { by: "human".into() });
-        assert!(b.pending(T0 + 2).is_empty());
+        assert!(b.pending(T0 + 2).unwrap().is_empty());
         assert_eq!(
             b.approve(&g.id.0, "other", T0 + 2),
             Err(ApprovalError::AlreadyDecided)
@@ -929,7 +1292,7 @@ mod tests {
         );
         // Once the first two expire there is room again.
         assert!(approved(&b, &call(), "c", T0 + 60_001).is_ok());
-        assert_eq!(b.outstanding(T0 + 60_001), 1);
+        assert_eq!(b.outstanding(T0 + 60_001).unwrap(), 1);
     }
 
     #[test]

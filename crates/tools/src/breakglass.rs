@@ -25,8 +25,9 @@
 //! caller once so the expiry can be audited.
 
 use crate::{RULE_ARGUMENT, RULE_ARGUMENTS_SHAPE, ToolAction, ToolDecision};
+use rampart_state::{Op, Reply, SharedStore};
 use serde::{Deserialize, Serialize};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Default (and the largest configurable) `ttl_seconds` of a grant: 24 hours.
 pub const DEFAULT_MAX_TTL_SECONDS: u64 = 86_400;
@@ -81,6 +82,9 @@ pub enum GrantError {
     /// No randomness for the grant's id.
     #[error(transparent)]
     Random(#[from] crate::approval::RandomError),
+    /// The shared state (Redis) could not be read or written.
+    #[error("the shared state is unavailable: {0}")]
+    Unavailable(String),
 }
 
 fn bounded(field: &str, v: &str, max: usize) -> Result<(), GrantError> {
@@ -235,6 +239,31 @@ pub fn apply_breakglass(decision: &mut ToolDecision, grant: &BreakGlassGrant) ->
     true
 }
 
+const GRANT_INDEX: &str = "bg:idx";
+
+fn grant_key(id: &str) -> String {
+    format!("bg:{id}")
+}
+
+/// Set by the replica that reports a grant's expiry (or revokes it): once across replicas.
+/// A day is longer than any grant's reporting delay.
+fn expired_marker(id: &str) -> String {
+    format!("bg:expired:{id}")
+}
+
+fn run(store: &dyn SharedStore, op: Op) -> Result<Reply, GrantError> {
+    store.execute(&op).map_err(|e| {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(&e);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        GrantError::Unavailable(msg)
+    })
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     active: Vec<BreakGlassGrant>,
@@ -263,6 +292,8 @@ impl Inner {
 pub struct BreakGlassBook {
     max_ttl_seconds: u64,
     inner: Mutex<Inner>,
+    /// Set: grants live in the shared state, in force on every replica.
+    shared: Option<Arc<dyn SharedStore>>,
 }
 
 impl Default for BreakGlassBook {
@@ -277,7 +308,61 @@ impl BreakGlassBook {
         Self {
             max_ttl_seconds: max_ttl_seconds.max(1),
             inner: Mutex::new(Inner::default()),
+            shared: None,
         }
+    }
+
+    /// Keeps the grants in `store`: a grant made on one replica is in force on every
+    /// replica, and expires (a TTL in the store) on all of them at once.
+    pub fn with_shared_state(mut self, store: Arc<dyn SharedStore>) -> Self {
+        self.shared = Some(store);
+        self
+    }
+
+    /// The grants in force in the shared state, oldest first.
+    fn shared_active(
+        &self,
+        store: &dyn SharedStore,
+        now_ms: u64,
+    ) -> Result<Vec<BreakGlassGrant>, GrantError> {
+        let ids = match run(
+            store,
+            Op::IndexLive {
+                index: GRANT_INDEX.into(),
+                now_ms,
+                limit: MAX_ACTIVE_GRANTS as u64,
+            },
+        )? {
+            Reply::Members(m) => m,
+            other => {
+                return Err(GrantError::Unavailable(format!(
+                    "unexpected reply {other:?}"
+                )));
+            }
+        };
+        let mut out = Vec::new();
+        for id in ids {
+            if let Reply::Value(Some(v)) = run(
+                store,
+                Op::Get {
+                    key: grant_key(&id),
+                },
+            )? && let Ok(g) = serde_json::from_str::<BreakGlassGrant>(&v)
+                && !g.expired(now_ms)
+            {
+                out.push(g);
+            }
+        }
+        out.sort_by(|a, b| (a.created_ms, &a.id.0).cmp(&(b.created_ms, &b.id.0)));
+        // Remembered here for `take_expired`: the replica that sees a grant expire first
+        // reports it (a marker in the store makes it once across replicas).
+        let mut inner = self.lock();
+        for g in &out {
+            if !inner.active.iter().any(|a| a.id == g.id) {
+                inner.active.push(g.clone());
+            }
+        }
+        Ok(out)
     }
 
     /// The largest TTL accepted.
@@ -316,6 +401,33 @@ impl BreakGlassBook {
             reason: req.reason,
             incident: req.incident,
         };
+        if let Some(store) = &self.shared {
+            let added = run(
+                store.as_ref(),
+                Op::IndexAdd {
+                    index: GRANT_INDEX.into(),
+                    member: grant.id.0.clone(),
+                    expires_ms: grant.expires_ms,
+                    cap: MAX_ACTIVE_GRANTS as u64,
+                    now_ms,
+                },
+            )?;
+            if added != Reply::Done(true) {
+                return Err(GrantError::Full(MAX_ACTIVE_GRANTS));
+            }
+            let value = serde_json::to_string(&grant)
+                .map_err(|e| GrantError::Unavailable(format!("cannot write the grant: {e}")))?;
+            run(
+                store.as_ref(),
+                Op::PutNew {
+                    key: grant_key(&grant.id.0),
+                    value,
+                    ttl_ms: grant.expires_ms.saturating_sub(now_ms).max(1),
+                },
+            )?;
+            self.lock().active.push(grant.clone());
+            return Ok(grant);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         if inner.active.len() >= MAX_ACTIVE_GRANTS {
@@ -326,18 +438,49 @@ impl BreakGlassBook {
     }
 
     /// Revokes a grant; the grant, if it was active.
-    pub fn revoke(&self, id: &str, now_ms: u64) -> Option<BreakGlassGrant> {
+    pub fn revoke(&self, id: &str, now_ms: u64) -> Result<Option<BreakGlassGrant>, GrantError> {
+        if let Some(store) = &self.shared {
+            let taken = run(store.as_ref(), Op::Take { key: grant_key(id) })?;
+            run(
+                store.as_ref(),
+                Op::IndexRemove {
+                    index: GRANT_INDEX.into(),
+                    member: id.to_string(),
+                },
+            )?;
+            self.lock().active.retain(|g| g.id.0 != id);
+            // A revoked grant is not reported as expired later by any replica.
+            run(
+                store.as_ref(),
+                Op::PutNew {
+                    key: expired_marker(id),
+                    value: "revoked".into(),
+                    ttl_ms: 86_400_000,
+                },
+            )?;
+            return Ok(match taken {
+                Reply::Value(Some(v)) => serde_json::from_str::<BreakGlassGrant>(&v)
+                    .ok()
+                    .filter(|g| !g.expired(now_ms)),
+                _ => None,
+            });
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
-        let i = inner.active.iter().position(|g| g.id.0 == id)?;
-        Some(inner.active.remove(i))
+        let Some(i) = inner.active.iter().position(|g| g.id.0 == id) else {
+            return Ok(None);
+        };
+        Ok(Some(inner.active.remove(i)))
     }
 
     /// The grants active at `now_ms`, oldest first.
-    pub fn active(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+    pub fn active(&self, now_ms: u64) -> Result<Vec<BreakGlassGrant>, GrantError> {
+        if let Some(store) = &self.shared {
+            return self.shared_active(store.as_ref(), now_ms);
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
-        inner.active.clone()
+        Ok(inner.active.clone())
     }
 
     /// The id of the first active grant whose scope covers the call (expired grants never
@@ -349,6 +492,13 @@ impl BreakGlassBook {
         caller: Option<&str>,
         now_ms: u64,
     ) -> Option<BreakGlassId> {
+        if self.shared.is_some() {
+            return self
+                .active_or_none(now_ms)
+                .iter()
+                .find(|g| g.scope.covers(tool, conversation, caller))
+                .map(|g| g.id.clone());
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         inner
@@ -356,6 +506,15 @@ impl BreakGlassBook {
             .iter()
             .find(|g| g.scope.covers(tool, conversation, caller))
             .map(|g| g.id.clone())
+    }
+
+    /// The grants in force, or none when the shared state cannot be read: a grant that
+    /// cannot be checked overrides nothing (fail closed).
+    fn active_or_none(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+        self.active(now_ms).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "break-glass grants unreadable: none applies");
+            Vec::new()
+        })
     }
 
     /// Applies the first active grant that covers the call and can override `decision`
@@ -371,6 +530,13 @@ impl BreakGlassBook {
         if decision.action == ToolAction::Allow {
             return None;
         }
+        if self.shared.is_some() {
+            let active = self.active_or_none(now_ms);
+            let g = active
+                .iter()
+                .find(|g| g.scope.covers(tool, conversation, caller) && g.can_override(decision))?;
+            return apply_breakglass(decision, g).then(|| g.id.clone());
+        }
         let mut inner = self.lock();
         inner.prune(now_ms);
         let g = inner
@@ -382,9 +548,27 @@ impl BreakGlassBook {
 
     /// The grants that expired since the last call (each once), for the audit.
     pub fn take_expired(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
-        let mut inner = self.lock();
-        inner.prune(now_ms);
-        std::mem::take(&mut inner.expired)
+        let expired = {
+            let mut inner = self.lock();
+            inner.prune(now_ms);
+            std::mem::take(&mut inner.expired)
+        };
+        let Some(store) = &self.shared else {
+            return expired;
+        };
+        // Across replicas each expiry is reported once: by the replica that sets its marker.
+        expired
+            .into_iter()
+            .filter(|g| {
+                store
+                    .execute(&Op::PutNew {
+                        key: expired_marker(&g.id.0),
+                        value: "1".into(),
+                        ttl_ms: 86_400_000,
+                    })
+                    .is_ok_and(|r| r == Reply::Done(true))
+            })
+            .collect()
     }
 }
 
@@ -450,7 +634,7 @@ args.path = { path_under = ["/srv/app/docs"] }
         );
         assert_eq!(d.action, ToolAction::Block);
         assert_eq!(book.find("transfer_funds", None, None, T0 + 60_000), None);
-        assert!(book.active(T0 + 60_000).is_empty());
+        assert!(book.active(T0 + 60_000).unwrap().is_empty());
         let expired = book.take_expired(T0 + 60_000);
         assert_eq!(expired.len(), 1);
         assert_eq!(expired[0].id, g.id);
@@ -528,10 +712,10 @@ args.path = { path_under = ["/srv/app/docs"] }
         let book = BreakGlassBook::default();
         let g = book.grant(req(&["transfer_funds"]), "admin", T0).unwrap();
         assert_eq!(
-            book.revoke(&g.id.0, T0 + 1).map(|x| x.id),
+            book.revoke(&g.id.0, T0 + 1).unwrap().map(|x| x.id),
             Some(g.id.clone())
         );
-        assert_eq!(book.revoke(&g.id.0, T0 + 1), None);
+        assert_eq!(book.revoke(&g.id.0, T0 + 1).unwrap(), None);
         assert_eq!(book.find("transfer_funds", None, None, T0 + 2), None);
     }
 

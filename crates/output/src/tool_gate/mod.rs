@@ -79,9 +79,23 @@ pub struct ToolGateBuilder {
     max_pending_approvals_per_key: usize,
     breakglass_max_ttl_s: u64,
     max_conversations_per_key: usize,
+    shared: Option<(std::sync::Arc<dyn rampart_state::SharedStore>, [u8; 32])>,
 }
 
 impl ToolGateBuilder {
+    /// Keeps approvals and break-glass grants in `store`, shared by every replica built with
+    /// the same `key` (the approval tokens' key): a token issued on one replica is approved
+    /// and redeemed, once, on any; a grant is in force on all. Default: in this process,
+    /// with a random key.
+    pub fn shared_state(
+        mut self,
+        store: std::sync::Arc<dyn rampart_state::SharedStore>,
+        key: [u8; 32],
+    ) -> Self {
+        self.shared = Some((store, key));
+        self
+    }
+
     /// Conversations whose released calls one API key may have remembered at once
     /// ([`ReleasedCalls`]). Default 10000.
     pub fn max_conversations_per_key(mut self, n: usize) -> Self {
@@ -115,13 +129,21 @@ impl ToolGateBuilder {
 
     /// The gate, with a fresh random key for its approval tokens.
     pub fn build(self) -> Result<ToolGate, RandomError> {
-        let approvals = ApprovalBook::with_random_key(self.approval_ttl_s.saturating_mul(1000))?
-            .with_capacity(self.max_pending_approvals)
-            .with_requester_capacity(self.max_pending_approvals_per_key);
+        let ttl_ms = self.approval_ttl_s.saturating_mul(1000);
+        let mut breakglass = BreakGlassBook::new(self.breakglass_max_ttl_s);
+        let approvals = match self.shared {
+            Some((store, key)) => {
+                breakglass = breakglass.with_shared_state(store.clone());
+                ApprovalBook::new(key, ttl_ms).with_shared_state(store)
+            }
+            None => ApprovalBook::with_random_key(ttl_ms)?,
+        }
+        .with_capacity(self.max_pending_approvals)
+        .with_requester_capacity(self.max_pending_approvals_per_key);
         Ok(ToolGate {
             policy: self.policy,
             approvals,
-            breakglass: BreakGlassBook::new(self.breakglass_max_ttl_s),
+            breakglass,
             released: ReleasedCalls::new(self.max_conversations_per_key),
         })
     }
@@ -137,6 +159,7 @@ impl ToolGate {
             max_pending_approvals_per_key: 1_000,
             breakglass_max_ttl_s: 3600,
             max_conversations_per_key: 10_000,
+            shared: None,
         }
     }
 
@@ -344,12 +367,12 @@ impl ToolGate {
     }
 
     /// The break-glass grants in force.
-    pub fn active_grants(&self, now_ms: u64) -> Vec<BreakGlassGrant> {
+    pub fn active_grants(&self, now_ms: u64) -> Result<Vec<BreakGlassGrant>, GrantError> {
         self.breakglass.active(now_ms)
     }
 
     /// Revokes a grant; the revoked grant, `None` when no active grant has that id.
-    pub fn revoke(&self, id: &str, now_ms: u64) -> Option<BreakGlassGrant> {
+    pub fn revoke(&self, id: &str, now_ms: u64) -> Result<Option<BreakGlassGrant>, GrantError> {
         self.breakglass.revoke(id, now_ms)
     }
 

@@ -1,0 +1,295 @@
+//! The in-process store: the reference semantics of every [`Op`].
+
+use crate::{
+    ApprovalOutcome, ApprovalRecord, ApprovalState, ApprovalStep, Op, Reply, SharedStore,
+    StateError, bucket_step, bucket_ttl_ms,
+};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Most keys held; past it the earliest-expiring go first (bounded memory).
+const MAX_KEYS: usize = 1_000_000;
+
+#[derive(Debug)]
+enum Value {
+    Text(String),
+    Approval(ApprovalRecord),
+    Bucket {
+        tokens: f64,
+        last_ms: u64,
+    },
+    /// member → expiry
+    Index(HashMap<String, u64>),
+}
+
+#[derive(Debug)]
+struct Slot {
+    value: Value,
+    expires_ms: u64,
+}
+
+/// Every [`Op`] in a `Mutex<HashMap>`, with expiry by the wall clock (TTLs) and the
+/// callers' clocks (buckets, indexes), as in Redis.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    slots: Mutex<HashMap<String, Slot>>,
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn live<'a>(slots: &'a mut HashMap<String, Slot>, key: &str, now: u64) -> Option<&'a mut Slot> {
+        if slots.get(key).is_some_and(|s| s.expires_ms <= now) {
+            slots.remove(key);
+        }
+        slots.get_mut(key)
+    }
+
+    fn make_room(slots: &mut HashMap<String, Slot>, now: u64) {
+        if slots.len() < MAX_KEYS {
+            return;
+        }
+        slots.retain(|_, s| s.expires_ms > now);
+        if slots.len() >= MAX_KEYS {
+            let mut by_expiry: BTreeSet<(u64, String)> = slots
+                .iter()
+                .map(|(k, s)| (s.expires_ms, k.clone()))
+                .collect();
+            while slots.len() >= MAX_KEYS {
+                let Some((_, k)) = by_expiry.pop_first() else {
+                    break;
+                };
+                slots.remove(&k);
+            }
+        }
+    }
+}
+
+impl SharedStore for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
+    fn execute(&self, op: &Op) -> Result<Reply, StateError> {
+        let now = wall_ms();
+        let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(match op {
+            Op::Ping => Reply::Pong,
+            Op::Bucket {
+                key,
+                capacity,
+                per_s,
+                take,
+                need,
+                force,
+                now_ms,
+            } => {
+                let state = match Self::live(&mut slots, key, now) {
+                    Some(Slot {
+                        value: Value::Bucket { tokens, last_ms },
+                        ..
+                    }) => Some((*tokens, *last_ms)),
+                    _ => None,
+                };
+                let (reply, tokens, last_ms) =
+                    bucket_step(state, *capacity, *per_s, *take, *need, *force, *now_ms);
+                Self::make_room(&mut slots, now);
+                slots.insert(
+                    key.clone(),
+                    Slot {
+                        value: Value::Bucket { tokens, last_ms },
+                        expires_ms: now + bucket_ttl_ms(tokens, *capacity, *per_s),
+                    },
+                );
+                reply
+            }
+            Op::PutNew { key, value, ttl_ms } => {
+                if Self::live(&mut slots, key, now).is_some() {
+                    Reply::Done(false)
+                } else {
+                    Self::make_room(&mut slots, now);
+                    slots.insert(
+                        key.clone(),
+                        Slot {
+                            value: Value::Text(value.clone()),
+                            expires_ms: now + (*ttl_ms).max(1),
+                        },
+                    );
+                    Reply::Done(true)
+                }
+            }
+            Op::Get { key } => Reply::Value(match Self::live(&mut slots, key, now) {
+                Some(Slot {
+                    value: Value::Text(t),
+                    ..
+                }) => Some(t.clone()),
+                _ => None,
+            }),
+            Op::Take { key } => {
+                let v = match Self::live(&mut slots, key, now) {
+                    Some(Slot {
+                        value: Value::Text(t),
+                        ..
+                    }) => Some(t.clone()),
+                    _ => None,
+                };
+                slots.remove(key);
+                Reply::Value(v)
+            }
+            Op::ApprovalNew {
+                key,
+                record,
+                requested_by,
+                ttl_ms,
+            } => {
+                if Self::live(&mut slots, key, now).is_some() {
+                    Reply::Done(false)
+                } else {
+                    Self::make_room(&mut slots, now);
+                    let rec = ApprovalRecord {
+                        record: record.clone(),
+                        requested_by: requested_by.clone(),
+                        state: ApprovalState::Pending,
+                        by: String::new(),
+                        used: false,
+                    };
+                    slots.insert(
+                        key.clone(),
+                        Slot {
+                            value: Value::Approval(rec),
+                            expires_ms: now + (*ttl_ms).max(1),
+                        },
+                    );
+                    Reply::Done(true)
+                }
+            }
+            Op::ApprovalGet { key } => Reply::Record(match Self::live(&mut slots, key, now) {
+                Some(Slot {
+                    value: Value::Approval(rec),
+                    ..
+                }) => Some(rec.clone()),
+                _ => None,
+            }),
+            Op::Approval { key, step } => Reply::Approval(match Self::live(&mut slots, key, now) {
+                Some(Slot {
+                    value: Value::Approval(rec),
+                    ..
+                }) => approval_step(rec, step),
+                _ => ApprovalOutcome::Unknown,
+            }),
+            Op::IndexAdd {
+                index,
+                member,
+                expires_ms,
+                cap,
+                now_ms,
+            } => {
+                if Self::live(&mut slots, index, now).is_none() {
+                    Self::make_room(&mut slots, now);
+                    slots.insert(
+                        index.clone(),
+                        Slot {
+                            value: Value::Index(HashMap::new()),
+                            expires_ms: u64::MAX,
+                        },
+                    );
+                }
+                let Some(Slot {
+                    value: Value::Index(members),
+                    expires_ms: slot_exp,
+                }) = slots.get_mut(index)
+                else {
+                    return Err(StateError::Protocol {
+                        backend: "memory",
+                        detail: format!("{index} is not an index"),
+                    });
+                };
+                members.retain(|_, e| *e > *now_ms);
+                let added = if members.contains_key(member) || (members.len() as u64) < *cap {
+                    members.insert(member.clone(), *expires_ms);
+                    true
+                } else {
+                    false
+                };
+                *slot_exp = members.values().copied().max().unwrap_or(now).max(now + 1);
+                Reply::Done(added)
+            }
+            Op::IndexRemove { index, member } => {
+                Reply::Done(match Self::live(&mut slots, index, now) {
+                    Some(Slot {
+                        value: Value::Index(members),
+                        ..
+                    }) => members.remove(member).is_some(),
+                    _ => false,
+                })
+            }
+            Op::IndexLive {
+                index,
+                now_ms,
+                limit,
+            } => Reply::Members(match Self::live(&mut slots, index, now) {
+                Some(Slot {
+                    value: Value::Index(members),
+                    ..
+                }) => {
+                    members.retain(|_, e| *e > *now_ms);
+                    let mut v: Vec<(u64, String)> =
+                        members.iter().map(|(m, e)| (*e, m.clone())).collect();
+                    v.sort();
+                    v.into_iter()
+                        .take(*limit as usize)
+                        .map(|(_, m)| m)
+                        .collect()
+                }
+                _ => Vec::new(),
+            }),
+        })
+    }
+}
+
+/// One step of an approval record: the outcome, the record changed in place when done.
+/// The Redis store's Lua script does the same (redis_store.rs, `APPROVAL_LUA`).
+pub(crate) fn approval_step(rec: &mut ApprovalRecord, step: &ApprovalStep) -> ApprovalOutcome {
+    match step {
+        ApprovalStep::Approve { by } | ApprovalStep::Deny { by } => {
+            if by.is_empty() || *by == rec.requested_by {
+                return ApprovalOutcome::SelfApproval;
+            }
+            if rec.state != ApprovalState::Pending {
+                return ApprovalOutcome::AlreadyDecided;
+            }
+            rec.state = if matches!(step, ApprovalStep::Approve { .. }) {
+                ApprovalState::Approved
+            } else {
+                ApprovalState::Denied
+            };
+            rec.by = by.clone();
+        }
+        ApprovalStep::ForceDeny { by } => {
+            rec.state = ApprovalState::Denied;
+            rec.by = by.clone();
+        }
+        ApprovalStep::Redeem => {
+            if rec.used {
+                return ApprovalOutcome::Used;
+            }
+            match rec.state {
+                ApprovalState::Pending => return ApprovalOutcome::NotApproved,
+                ApprovalState::Denied => return ApprovalOutcome::Denied,
+                ApprovalState::Approved => rec.used = true,
+            }
+        }
+    }
+    ApprovalOutcome::Done(rec.clone())
+}

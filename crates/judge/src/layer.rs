@@ -3,7 +3,8 @@
 
 use crate::cache::{Cache, CacheError, CacheStats, Entry};
 use crate::options::{
-    CacheMode, CacheSetting, ConversationTriggerError, ExplanationMode, HistoryMode, JudgeOptions,
+    CacheMode, CacheSetting, ConversationTriggerError, ExplainWhen, ExplanationMode, HistoryMode,
+    JudgeMode, JudgeOptions,
 };
 use crate::prompt::{self, PromptSegment, ShownHistory};
 use crate::report::{
@@ -90,6 +91,9 @@ impl JudgeLayer {
         if let Some(c) = opts.triggers.conversation.resolved() {
             c.validate()?;
         }
+        opts.score
+            .validate()
+            .map_err(|e| JudgeError::Options(e.to_string()))?;
         if opts.max_history_bytes == 0 {
             return Err(JudgeError::Options(
                 "max_history_bytes must be > 0 (history = \"off\" shows none)".into(),
@@ -211,6 +215,14 @@ impl JudgeLayer {
         };
         put(prompt::PROMPT_ID.as_bytes());
         put(prompt::prompt_hash().as_bytes());
+        if self.opts.mode == JudgeMode::Score {
+            // Length 5 where the protocol name that follows otherwise is 6 or 9: a score
+            // verdict never answers a structured question.
+            put(b"score");
+            put(prompt::score_prompt_hash().as_bytes());
+            put(format!("{:?}", self.opts.score).as_bytes());
+            put(format!("{:?}", self.opts.explain).as_bytes());
+        }
         put(cfg.protocol.name().as_bytes());
         put(cfg.model.as_bytes());
         put(&cfg.temperature.to_bits().to_le_bytes());
@@ -275,6 +287,26 @@ impl JudgeLayer {
                 return report;
             }
         };
+        if self.opts.mode == JudgeMode::Score {
+            let ctx = ScoreContext {
+                nonce: &nonce,
+                signals,
+                shown: &shown,
+                history: &history,
+                deadline,
+                segs,
+                redact: &redact,
+                key: key.as_deref(),
+            };
+            match self.ask_score(&ctx, &mut report) {
+                ScoreRun::Done => {
+                    report.outcome_detail = report.outcome_detail.take().map(|d| redact(&d));
+                    return report;
+                }
+                ScoreRun::Fallback(why) => report.mode_fallback = Some(why),
+            }
+        }
+        report.mode = Some(JudgeMode::Structured);
         let (req, timeout_ms) = self.chat_request(&nonce, signals, &shown, &history, deadline);
         let done = self.client.complete(&req);
         report.latency_ms = done.latency_ms;
@@ -298,6 +330,145 @@ impl JudgeLayer {
         report
     }
 
+    /// Score mode: one token's log-probabilities give P(attack), calibrated and
+    /// thresholded into the verdict; an explanation is asked for afterwards when `explain`
+    /// says so. `Fallback` when the server returns no log-probabilities.
+    fn ask_score(&self, c: &ScoreContext<'_>, report: &mut JudgeReport) -> ScoreRun {
+        let cfg = self.client.config();
+        if cfg.protocol == rampart_llm::Protocol::Anthropic {
+            return ScoreRun::Fallback(
+                "the anthropic protocol returns no log-probabilities".into(),
+            );
+        }
+        let timeout_ms = self.timeout_ms(c.deadline);
+        let (system, messages) = prompt::build_score(c.nonce, c.shown);
+        let req = ChatRequest {
+            system,
+            messages: to_messages(messages),
+            schema: None,
+            max_tokens: Some(1),
+            timeout_ms: Some(timeout_ms),
+            top_logprobs: Some(self.opts.score.top_logprobs),
+        };
+        let done = self.client.complete(&req);
+        add_usage(report, &done);
+        match done.outcome {
+            Outcome::Unparseable { detail } if detail == rampart_llm::NO_LOGPROBS => {
+                return ScoreRun::Fallback(detail);
+            }
+            Outcome::Ok { value, .. } => {
+                report.mode = Some(JudgeMode::Score);
+                report.prompt_id = prompt::SCORE_PROMPT_ID.into();
+                report.prompt_hash = prompt::score_prompt_hash().into();
+                let top: Vec<(String, f64)> = value["top_logprobs"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|t| {
+                                Some((t["token"].as_str()?.to_string(), t["logprob"].as_f64()?))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let Some((p, logit)) = self.opts.score.probability(&top) else {
+                    report.outcome = Some(OutcomeKind::Unparseable);
+                    report.outcome_detail = Some(format!(
+                        "no answer token ({} / {}) among the first token's {} candidates",
+                        self.opts.score.yes.join(", "),
+                        self.opts.score.no.join(", "),
+                        top.len()
+                    ));
+                    return ScoreRun::Done;
+                };
+                let s = &self.opts.score;
+                let label = if p >= s.malicious_at {
+                    IntentLabel::Malicious
+                } else if p >= s.suspicious_at {
+                    IntentLabel::Suspicious
+                } else {
+                    IntentLabel::Benign
+                };
+                let mut verdict = JudgeVerdict {
+                    intent_label: label,
+                    confidence: if label == IntentLabel::Benign {
+                        1.0 - p
+                    } else {
+                        p
+                    } as f32,
+                    explanation: format!("score mode: P(attack) = {p:.3}"),
+                    evidence: Vec::new(),
+                };
+                report.score = Some(p as f32);
+                report.score_logit = Some(logit as f32);
+                let wanted = match self.opts.explain {
+                    ExplainWhen::Never => false,
+                    ExplainWhen::OnBlock => label != IntentLabel::Benign,
+                    ExplainWhen::Always => true,
+                };
+                if wanted {
+                    self.explain(c, &mut verdict, report);
+                }
+                self.store(c.key, &verdict, report);
+                report.outcome = Some(OutcomeKind::Ok);
+                report.intent_label = Some(verdict.intent_label);
+                report.verdict = Some(verdict);
+            }
+            other => {
+                report.mode = Some(JudgeMode::Score);
+                report.prompt_id = prompt::SCORE_PROMPT_ID.into();
+                report.prompt_hash = prompt::score_prompt_hash().into();
+                let (outcome, detail) =
+                    self.settle(other, timeout_ms, c.segs, c.redact, None, report);
+                report.outcome = Some(outcome);
+                report.outcome_detail = detail;
+            }
+        }
+        ScoreRun::Done
+    }
+
+    /// Score mode's explanation: the structured question asked after the score; its
+    /// explanation and evidence join the score's verdict, whose label stays. A failed call
+    /// leaves the verdict as the score gave it (`explain_outcome` says how it ended).
+    fn explain(&self, c: &ScoreContext<'_>, verdict: &mut JudgeVerdict, report: &mut JudgeReport) {
+        let (req, _) = self.chat_request(c.nonce, c.signals, c.shown, c.history, c.deadline);
+        let done = self.client.complete(&req);
+        let (score_latency, score_attempts) = (report.latency_ms, report.attempts);
+        let (score_in, score_out, score_cost) =
+            (report.input_tokens, report.output_tokens, report.cost_usd);
+        add_usage(report, &done);
+        report.latency_ms += score_latency;
+        report.attempts += score_attempts;
+        report.input_tokens += score_in;
+        report.output_tokens += score_out;
+        report.cost_usd = match (score_cost, report.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        report.explain_outcome = Some(done.outcome.kind());
+        if let Outcome::Ok { value, .. } = done.outcome
+            && let Ok(mut answer) = prompt::parse_answer(&value)
+        {
+            // The words and the evidence are the model's; the label and its confidence stay
+            // the score's (a vocabulary explanation names them).
+            answer.label = verdict.intent_label;
+            answer.confidence = verdict.confidence;
+            let explained = self.verdict(answer, c.segs, c.redact);
+            verdict.explanation = format!("{} ({})", explained.explanation, verdict.explanation);
+            verdict.evidence = explained.evidence;
+        } else if report.explain_outcome == Some(OutcomeKind::Ok) {
+            report.explain_outcome = Some(OutcomeKind::Unparseable);
+        }
+    }
+
+    /// The client's timeout, or less when the layer's `deadline` comes first.
+    fn timeout_ms(&self, deadline: Option<Instant>) -> u64 {
+        let cfg_timeout = self.client.config().timeout_ms;
+        deadline.map_or(cfg_timeout, |d| {
+            let left = d.saturating_duration_since(Instant::now() + DEADLINE_MARGIN);
+            cfg_timeout.min(millis(left).max(1))
+        })
+    }
+
     /// Looks the question up in the cache, if there is one: a hit (or a miss in replay-only
     /// mode) completes `report`; otherwise the model is asked, with the key to store its
     /// verdict under.
@@ -319,6 +490,7 @@ impl JudgeLayer {
                 let mut verdict = entry.verdict;
                 keep_valid_spans(&mut verdict, texts);
                 report.cache = CacheStatus::Hit;
+                report.mode = Some(self.opts.mode);
                 report.outcome = Some(OutcomeKind::Ok);
                 report.intent_label = Some(verdict.intent_label);
                 report.verdict = Some(verdict);
@@ -352,26 +524,14 @@ impl JudgeLayer {
         deadline: Option<Instant>,
     ) -> (ChatRequest, u64) {
         let (system, messages) = prompt::build(nonce, signals, shown, history);
-        let cfg_timeout = self.client.config().timeout_ms;
-        let timeout_ms = deadline.map_or(cfg_timeout, |d| {
-            let left = d.saturating_duration_since(Instant::now() + DEADLINE_MARGIN);
-            cfg_timeout.min(millis(left).max(1))
-        });
+        let timeout_ms = self.timeout_ms(deadline);
         let req = ChatRequest {
             system,
-            messages: messages
-                .into_iter()
-                .map(|(user, m)| {
-                    if user {
-                        Message::user(m)
-                    } else {
-                        Message::assistant(m)
-                    }
-                })
-                .collect(),
+            messages: to_messages(messages),
             schema: Some(prompt::schema()),
             max_tokens: None,
             timeout_ms: Some(timeout_ms),
+            top_logprobs: None,
         };
         (req, timeout_ms)
     }
@@ -638,6 +798,51 @@ fn signals(triggers: &[JudgeTrigger], earlier: &Earlier<'_>) -> String {
         parts.push(format!("rules fired: {}", ids.join(", ")));
     }
     parts.join("; ")
+}
+
+/// What score mode's call needs of the question.
+struct ScoreContext<'a> {
+    nonce: &'a str,
+    signals: &'a str,
+    shown: &'a [PromptSegment<'a>],
+    history: &'a ShownHistory<'a>,
+    deadline: Option<Instant>,
+    segs: &'a [(usize, Role, Trust, &'a str)],
+    redact: &'a dyn Fn(&str) -> String,
+    key: Option<&'a str>,
+}
+
+/// How score mode ended.
+enum ScoreRun {
+    /// The report is complete (a verdict, or a failed outcome).
+    Done,
+    /// Ask in structured mode instead, for this reason.
+    Fallback(String),
+}
+
+/// Chat messages from (is the user's, text) pairs.
+fn to_messages(messages: Vec<(bool, String)>) -> Vec<Message> {
+    messages
+        .into_iter()
+        .map(|(user, m)| {
+            if user {
+                Message::user(m)
+            } else {
+                Message::assistant(m)
+            }
+        })
+        .collect()
+}
+
+/// Puts a call's latency, attempts, tokens and cost on the report.
+fn add_usage(report: &mut JudgeReport, done: &rampart_llm::Completion) {
+    report.latency_ms = done.latency_ms;
+    report.attempts = done.attempts;
+    if let Some(u) = done.usage {
+        report.input_tokens = u.input_tokens;
+        report.output_tokens = u.output_tokens;
+    }
+    report.cost_usd = done.cost_usd;
 }
 
 impl Detector for JudgeLayer {

@@ -86,8 +86,9 @@ pub use cache::{CacheError, CacheStats};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{
     AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
-    ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions,
-    ExplanationMode, HistoryMode, JudgeOptions, Limit, NoCacheError, TriggerOptions, force_replay,
+    ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions, ExplainWhen,
+    ExplanationMode, HistoryMode, JudgeMode, JudgeOptions, Limit, NoCacheError, ScoreOptions,
+    ScoreOptionsError, TriggerOptions, force_replay,
 };
 pub use report::{
     CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,

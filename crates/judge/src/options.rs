@@ -70,6 +70,188 @@ pub struct JudgeOptions {
     /// signals, redacted of copied input runs of 20+ characters).
     #[serde(default)]
     pub explanations: ExplanationMode,
+    /// How the model gives its verdict: `structured` (default: a JSON object with label,
+    /// confidence, explanation and evidence) or `score` (one token: the probabilities of
+    /// the answer tokens "yes" / "no" give P(attack), calibrated and thresholded as
+    /// `[layers.score]` says). Servers that return no log-probabilities (the Anthropic
+    /// protocol, some OpenAI-compatible servers) fall back to `structured`, and the
+    /// report says so.
+    #[serde(default)]
+    pub mode: JudgeMode,
+    /// Score mode's answer tokens, calibration and thresholds.
+    #[serde(default)]
+    pub score: ScoreOptions,
+    /// Score mode: when a structured call is made for the explanation an analyst reads:
+    /// `never`, `on_block` (default: when the score says suspicious or malicious) or
+    /// `always`. The label stays the score's.
+    #[serde(default)]
+    pub explain: ExplainWhen,
+}
+
+/// How the judge model gives its verdict (see [`JudgeOptions::mode`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JudgeMode {
+    /// A JSON object: label, confidence, explanation, evidence.
+    #[default]
+    Structured,
+    /// One token's log-probabilities: P(attack).
+    Score,
+}
+
+impl JudgeMode {
+    /// The mode's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            JudgeMode::Structured => "structured",
+            JudgeMode::Score => "score",
+        }
+    }
+}
+
+/// When score mode also asks for an explanation (see [`JudgeOptions::explain`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplainWhen {
+    /// Never: the verdict is the score alone.
+    Never,
+    /// When the score says suspicious or malicious.
+    #[default]
+    OnBlock,
+    /// Every time.
+    Always,
+}
+
+/// `[layers.score]`: score mode's answer tokens, calibration and thresholds.
+///
+/// P(attack) = sigmoid(slope · (ln P(yes) − ln P(no)) + intercept), where P(yes) and P(no)
+/// sum the first token's candidates that read as an answer token (trimmed, lower-cased).
+/// Fit `slope` and `intercept` on validation data (Platt scaling of the reported
+/// `score_logit`); the defaults are the identity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreOptions {
+    /// Tokens that mean "yes, an attack". Default `["yes"]`.
+    #[serde(default = "default_yes")]
+    pub yes: Vec<String>,
+    /// Tokens that mean "no". Default `["no"]`.
+    #[serde(default = "default_no")]
+    pub no: Vec<String>,
+    /// Calibration slope. Default 1.
+    #[serde(default = "one")]
+    pub slope: f64,
+    /// Calibration intercept. Default 0.
+    #[serde(default)]
+    pub intercept: f64,
+    /// P(attack) at or above which the verdict is suspicious. Default 0.5.
+    #[serde(default = "default_suspicious_at")]
+    pub suspicious_at: f64,
+    /// P(attack) at or above which the verdict is malicious. Default 0.85.
+    #[serde(default = "default_malicious_at")]
+    pub malicious_at: f64,
+    /// Candidates asked for (1 to 20). Default 20.
+    #[serde(default = "default_top")]
+    pub top_logprobs: u8,
+}
+
+impl Default for ScoreOptions {
+    fn default() -> Self {
+        Self {
+            yes: default_yes(),
+            no: default_no(),
+            slope: 1.0,
+            intercept: 0.0,
+            suspicious_at: default_suspicious_at(),
+            malicious_at: default_malicious_at(),
+            top_logprobs: default_top(),
+        }
+    }
+}
+
+fn default_yes() -> Vec<String> {
+    vec!["yes".into()]
+}
+fn default_no() -> Vec<String> {
+    vec!["no".into()]
+}
+fn one() -> f64 {
+    1.0
+}
+fn default_suspicious_at() -> f64 {
+    0.5
+}
+fn default_malicious_at() -> f64 {
+    0.85
+}
+fn default_top() -> u8 {
+    20
+}
+
+/// Why score options cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("[layers.score] {0}")]
+pub struct ScoreOptionsError(pub String);
+
+impl ScoreOptions {
+    /// Checks the ranges.
+    pub fn validate(&self) -> Result<(), ScoreOptionsError> {
+        let bad = |m: &str| Err(ScoreOptionsError(m.into()));
+        if self.yes.iter().chain(&self.no).any(|t| t.trim().is_empty())
+            || self.yes.is_empty()
+            || self.no.is_empty()
+        {
+            return bad("yes and no need at least one non-empty token each");
+        }
+        let norm = |t: &String| t.trim().to_lowercase();
+        if self
+            .yes
+            .iter()
+            .any(|y| self.no.iter().any(|n| norm(n) == norm(y)))
+        {
+            return bad("a token cannot be both yes and no");
+        }
+        if !self.slope.is_finite() || self.slope <= 0.0 || !self.intercept.is_finite() {
+            return bad("slope must be positive and finite, intercept finite");
+        }
+        if !(0.0 < self.suspicious_at
+            && self.suspicious_at <= self.malicious_at
+            && self.malicious_at <= 1.0)
+        {
+            return bad("0 < suspicious_at <= malicious_at <= 1");
+        }
+        if !(1..=20).contains(&self.top_logprobs) {
+            return bad("top_logprobs must be 1 to 20");
+        }
+        Ok(())
+    }
+
+    /// P(attack) and the logit from the first token's candidates (token, log-probability);
+    /// `None` when no candidate is an answer token.
+    pub fn probability(&self, top: &[(String, f64)]) -> Option<(f64, f64)> {
+        let norm = |t: &str| t.trim().to_lowercase();
+        let is = |set: &[String], t: &str| set.iter().any(|s| norm(s) == norm(t));
+        let (mut yes, mut no) = (0.0f64, 0.0f64);
+        for (t, lp) in top {
+            if is(&self.yes, t) {
+                yes += lp.exp();
+            } else if is(&self.no, t) {
+                no += lp.exp();
+            }
+        }
+        if yes == 0.0 && no == 0.0 {
+            return None;
+        }
+        // An answer token not among the candidates is at most as likely as the least
+        // likely candidate.
+        let floor = top
+            .iter()
+            .map(|(_, lp)| lp.exp())
+            .fold(f64::INFINITY, f64::min)
+            .max(f64::MIN_POSITIVE);
+        let logit = yes.max(floor).ln() - no.max(floor).ln();
+        let z = self.slope * logit + self.intercept;
+        Some((1.0 / (1.0 + (-z).exp()), logit))
+    }
 }
 
 /// What a verdict keeps of the judge model's explanation (see [`JudgeOptions::explanations`]).

@@ -296,6 +296,24 @@ pub struct JudgeReport {
     /// The verdict with the judge, computed the same way (before the adjustments).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action_with_judge: Option<Action>,
+    /// Which mode gave the verdict (absent when not called): `structured` or `score`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<crate::JudgeMode>,
+    /// Why the structured mode ran although score mode is configured (the server returns
+    /// no log-probabilities, the protocol has none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode_fallback: Option<String>,
+    /// Score mode: the calibrated P(attack).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// Score mode: ln P(yes) − ln P(no) of the first answer token, before calibration (what
+    /// a calibration is fitted on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_logit: Option<f32>,
+    /// Score mode: how the call for the explanation ended, when one was made (the label is
+    /// the score's whatever it says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain_outcome: Option<OutcomeKind>,
 }
 
 impl JudgeReport {
@@ -359,6 +377,11 @@ impl JudgeReport {
             attempts: 0,
             action_without_judge: None,
             action_with_judge: None,
+            mode: None,
+            mode_fallback: None,
+            score: None,
+            score_logit: None,
+            explain_outcome: None,
         }
     }
 

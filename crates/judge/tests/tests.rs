@@ -4,4 +4,5 @@
 mod conversation;
 mod pipeline;
 mod real_model;
+mod score;
 mod shipped_config;

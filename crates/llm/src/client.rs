@@ -65,6 +65,11 @@ impl Message {
     }
 }
 
+/// The detail of the [`Outcome::Unparseable`] of a score request whose reply carries no
+/// log-probabilities: the server does not return them (callers fall back to another mode).
+pub const NO_LOGPROBS: &str =
+    "the reply has no log-probabilities (the server does not return them)";
+
 /// One call's input.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ChatRequest {
@@ -82,6 +87,13 @@ pub struct ChatRequest {
     /// Deadline of this call in milliseconds (the configuration's `timeout_ms` when `None`),
     /// e.g. what is left of a layer's time budget.
     pub timeout_ms: Option<u64>,
+    /// Score mode: ask for the log-probabilities of this many most likely first tokens
+    /// (OpenAI's `logprobs` / `top_logprobs`, 1 to 20). The reply is then read as its first
+    /// token's candidates ([`Outcome::Ok`] with `value = {"top_logprobs": [{"token",
+    /// "logprob"}, ...]}`), whether or not the output stopped at `max_tokens`; a reply
+    /// without them is [`Outcome::Unparseable`] (the server does not return them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_logprobs: Option<u8>,
 }
 
 /// A counting semaphore: most `limit` holders at once.
@@ -466,6 +478,10 @@ impl LlmClient {
                     MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
                 };
                 body[field] = json!(max_tokens);
+                if let Some(n) = req.top_logprobs {
+                    body["logprobs"] = json!(true);
+                    body["top_logprobs"] = json!(n.clamp(1, 20));
+                }
                 if let Some(schema) = &req.schema {
                     match cfg.structured_mode() {
                         Structured::JsonSchema => {
@@ -618,7 +634,23 @@ impl LlmClient {
         if self.prefilled(req) && reply.has_text {
             text.insert(0, '{');
         }
-        let outcome = if let Some(reason) = reply.refusal {
+        let outcome = if req.top_logprobs.is_some() {
+            match reply.first_token_logprobs {
+                Some(top) if !top.is_empty() => Outcome::Ok {
+                    value: json!({
+                        "top_logprobs": top
+                            .iter()
+                            .map(|(t, lp)| json!({"token": t, "logprob": lp}))
+                            .collect::<Vec<_>>()
+                    }),
+                    text,
+                    repaired: false,
+                },
+                _ => Outcome::Unparseable {
+                    detail: NO_LOGPROBS.into(),
+                },
+            }
+        } else if let Some(reason) = reply.refusal {
             Outcome::Refused { reason }
         } else if reply.truncated {
             Outcome::Truncated
@@ -671,6 +703,9 @@ struct Reply {
     refusal: Option<String>,
     truncated: bool,
     usage: Option<Usage>,
+    /// The first generated token's most likely candidates (token, log-probability), when the
+    /// server returned them.
+    first_token_logprobs: Option<Vec<(String, f64)>>,
 }
 
 fn u64_at(v: &Value, key: &str) -> Option<u64> {
@@ -732,12 +767,27 @@ fn openai_reply(v: &Value) -> Result<Reply, ReplyError> {
             output_tokens: u64_at(u, "completion_tokens").unwrap_or(0),
         })
     });
+    // OpenAI (and llama.cpp, vLLM): choices[0].logprobs.content[0].top_logprobs.
+    let first_token_logprobs = choice
+        .pointer("/logprobs/content/0/top_logprobs")
+        .and_then(Value::as_array)
+        .map(|top| {
+            top.iter()
+                .filter_map(|c| {
+                    Some((
+                        c.get("token")?.as_str()?.to_string(),
+                        c.get("logprob")?.as_f64()?,
+                    ))
+                })
+                .collect()
+        });
     Ok(Reply {
         text,
         has_text,
         refusal,
         truncated: finish == Some("length"),
         usage,
+        first_token_logprobs,
     })
 }
 
@@ -777,6 +827,8 @@ fn anthropic_reply(v: &Value) -> Result<Reply, ReplyError> {
         refusal: (stop == Some("refusal")).then(|| "stop_reason is refusal".to_string()),
         truncated: stop == Some("max_tokens"),
         usage,
+        // The Messages API has no log-probabilities.
+        first_token_logprobs: None,
     })
 }
 

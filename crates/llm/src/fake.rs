@@ -58,6 +58,36 @@ impl FakeResponse {
         }
     }
 
+    /// An OpenAI chat completion of one token (`finish_reason: length`, usage 10/1) whose
+    /// first token's candidates are `top` (token, log-probability), most likely first, as
+    /// OpenAI, vLLM and llama.cpp return them for `logprobs: true, top_logprobs: N`.
+    pub fn openai_logprobs(top: &[(&str, f64)]) -> Self {
+        let first = top.first().map_or("", |t| t.0);
+        let candidates: Vec<serde_json::Value> = top
+            .iter()
+            .map(|(t, lp)| serde_json::json!({"token": t, "logprob": lp, "bytes": t.as_bytes()}))
+            .collect();
+        Self::json(
+            200,
+            &serde_json::json!({
+                "id": "chatcmpl-fake",
+                "object": "chat.completion",
+                "model": "fake-model",
+                "choices": [{
+                    "index": 0,
+                    "message": {"role": "assistant", "content": first},
+                    "logprobs": {"content": [{
+                        "token": first,
+                        "logprob": top.first().map_or(0.0, |t| t.1),
+                        "top_logprobs": candidates
+                    }]},
+                    "finish_reason": "length"
+                }],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+            }),
+        )
+    }
+
     /// An OpenAI chat completion with `content`, `finish_reason: stop` and usage 10/5.
     pub fn openai_text(content: &str) -> Self {
         Self::openai(Some(content), "stop", Some((10, 5)))

@@ -42,6 +42,7 @@
 //!         "properties": {"label": {"type": "string", "enum": ["benign", "malicious"]}}
 //!     })),
 //!     max_tokens: None,
+//!     top_logprobs: None,
 //!     timeout_ms: None,
 //! });
 //! assert_eq!(done.outcome.kind(), OutcomeKind::Ok);
@@ -62,7 +63,7 @@ pub mod fake;
 mod outcome;
 pub mod redact;
 
-pub use client::{ANTHROPIC_VERSION, ChatRequest, LlmClient, Message, Role};
+pub use client::{ANTHROPIC_VERSION, ChatRequest, LlmClient, Message, NO_LOGPROBS, Role};
 pub use config::{
     AuthStyle, BudgetConfig, Limit, LlmConfig, LlmConfigError, MaxTokensField, Price, Protocol,
     Structured,

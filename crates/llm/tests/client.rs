@@ -31,6 +31,7 @@ fn ask() -> ChatRequest {
         schema: Some(schema()),
         max_tokens: None,
         timeout_ms: None,
+        top_logprobs: None,
     }
 }
 

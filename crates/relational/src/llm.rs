@@ -334,6 +334,7 @@ impl LlmEvaluator {
             schema: Some(schema),
             max_tokens: Some(self.opts.max_tokens),
             timeout_ms: Some(timeout_ms),
+            top_logprobs: None,
         });
         if done.attempts > 0 || done.usage.is_some() {
             let u = done.usage.unwrap_or_default();

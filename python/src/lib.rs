@@ -382,7 +382,11 @@ impl NativeFirewall {
     /// The approvals waiting for an approver, as JSON (tool, arguments, who asked, expiry).
     fn pending_approvals(&self) -> PyResult<String> {
         guarded(|| {
-            let p = self.gate()?.approvals().pending(now_ms());
+            let p = self
+                .gate()?
+                .approvals()
+                .pending(now_ms())
+                .map_err(|e| InternalError::new_err(e.to_string()))?;
             serde_json::to_string(&p).map_err(|e| InternalError::new_err(e.to_string()))
         })
     }

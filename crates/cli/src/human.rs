@@ -271,6 +271,21 @@ pub fn write_judge(out: &mut impl Write, j: &JudgeReport) -> io::Result<()> {
     if let Some(detail) = &j.outcome_detail {
         writeln!(out, "    detail: {}", detail.escape_debug())?;
     }
+    if let Some(why) = &j.mode_fallback {
+        writeln!(
+            out,
+            "    mode: structured (score mode fell back: {})",
+            why.escape_debug()
+        )?;
+    } else if let (Some(p), Some(logit)) = (j.score, j.score_logit) {
+        let explained = j.explain_outcome.map_or(String::new(), |o| {
+            format!("  explanation call: {}", o.name())
+        });
+        writeln!(
+            out,
+            "    mode: score  P(attack): {p:.3}  logit: {logit:.3}{explained}"
+        )?;
+    }
     if let Some(v) = &j.verdict {
         writeln!(
             out,
@@ -400,6 +415,28 @@ mod tests {
         assert!(t.contains("cache: hit"), "{t}");
         assert!(
             t.contains("model: smollm2-135m  prompt: judge-v1 (0123456789abcdef)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn judge_block_shows_score_mode_and_a_fallback() {
+        let mut j = called();
+        j.mode = Some(rampart_judge::JudgeMode::Score);
+        j.score = Some(0.912);
+        j.score_logit = Some(2.34);
+        j.explain_outcome = Some(OutcomeKind::Ok);
+        let t = text(&j);
+        assert!(
+            t.contains("mode: score  P(attack): 0.912  logit: 2.340  explanation call: ok"),
+            "{t}"
+        );
+        let mut f = called();
+        f.mode = Some(rampart_judge::JudgeMode::Structured);
+        f.mode_fallback = Some("the anthropic protocol returns no log-probabilities".into());
+        let t = text(&f);
+        assert!(
+            t.contains("mode: structured (score mode fell back: the anthropic"),
             "{t}"
         );
     }

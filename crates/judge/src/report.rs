@@ -303,7 +303,7 @@ pub struct JudgeReport {
     /// no log-probabilities, the protocol has none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode_fallback: Option<String>,
-    /// Score mode: the calibrated P(attack).
+    /// Score mode: the calibrated P(attack); also the judge layer's score in the decision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     /// Score mode: ln P(yes) − ln P(no) of the first answer token, before calibration (what
@@ -336,8 +336,13 @@ impl JudgeReport {
                 v.intent_label, v.confidence
             )
         });
+        // Score mode's calibrated P(attack) is the layer's score, like a classifier's: the
+        // decision lists it and whatever reads layer scores (evaluation curves, fusion by
+        // name) can use it. A verdict from the structured mode has no score.
+        let score = verdict.and(self.score);
         Detection {
             findings,
+            score,
             report: Some(LayerReport::new(self)),
             failure,
             floor,

@@ -309,13 +309,7 @@ impl JudgeLayer {
         report.mode = Some(JudgeMode::Structured);
         let (req, timeout_ms) = self.chat_request(&nonce, signals, &shown, &history, deadline);
         let done = self.client.complete(&req);
-        report.latency_ms = done.latency_ms;
-        report.attempts = done.attempts;
-        if let Some(u) = done.usage {
-            report.input_tokens = u.input_tokens;
-            report.output_tokens = u.output_tokens;
-        }
-        report.cost_usd = done.cost_usd;
+        add_usage(&mut report, &done);
         let (outcome, detail) = self.settle(
             done.outcome,
             timeout_ms,
@@ -432,18 +426,7 @@ impl JudgeLayer {
     fn explain(&self, c: &ScoreContext<'_>, verdict: &mut JudgeVerdict, report: &mut JudgeReport) {
         let (req, _) = self.chat_request(c.nonce, c.signals, c.shown, c.history, c.deadline);
         let done = self.client.complete(&req);
-        let (score_latency, score_attempts) = (report.latency_ms, report.attempts);
-        let (score_in, score_out, score_cost) =
-            (report.input_tokens, report.output_tokens, report.cost_usd);
-        add_usage(report, &done);
-        report.latency_ms += score_latency;
-        report.attempts += score_attempts;
-        report.input_tokens += score_in;
-        report.output_tokens += score_out;
-        report.cost_usd = match (score_cost, report.cost_usd) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
+        accumulate_usage(report, &done);
         report.explain_outcome = Some(done.outcome.kind());
         if let Outcome::Ok { value, .. } = done.outcome
             && let Ok(mut answer) = prompt::parse_answer(&value)
@@ -832,6 +815,20 @@ fn to_messages(messages: Vec<(bool, String)>) -> Vec<Message> {
             }
         })
         .collect()
+}
+
+/// Adds a second call's latency, attempts, tokens and cost to the report's.
+fn accumulate_usage(report: &mut JudgeReport, done: &rampart_llm::Completion) {
+    report.latency_ms += done.latency_ms;
+    report.attempts += done.attempts;
+    if let Some(u) = done.usage {
+        report.input_tokens += u.input_tokens;
+        report.output_tokens += u.output_tokens;
+    }
+    report.cost_usd = match (report.cost_usd, done.cost_usd) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    };
 }
 
 /// Puts a call's latency, attempts, tokens and cost on the report.

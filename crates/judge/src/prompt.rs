@@ -206,14 +206,7 @@ pub fn build_score(nonce: &str, segments: &[PromptSegment<'_>]) -> (String, Vec<
         messages.push((true, format!("{block}\n{SCORE_QUESTION}")));
         messages.push((false, answer.to_string()));
     }
-    let trust = |t: Trust| match t {
-        Trust::Trusted => "trusted",
-        Trust::Untrusted => "untrusted",
-    };
-    let segs: Vec<(usize, &str, &str, &str, bool)> = segments
-        .iter()
-        .map(|s| (s.index, s.role.name(), trust(s.trust), s.text, s.cut))
-        .collect();
+    let segs = block_fields(segments);
     messages.push((
         true,
         format!("{}\n{SCORE_QUESTION}", data_block(nonce, &segs)),
@@ -424,6 +417,20 @@ pub fn nonce(texts: &[&str]) -> Result<String, NonceError> {
     Err(NonceError::InInput)
 }
 
+/// The fields [`data_block`] writes for each segment: index, role, trust, text, cut.
+fn block_fields<'a>(
+    segments: &[PromptSegment<'a>],
+) -> Vec<(usize, &'a str, &'a str, &'a str, bool)> {
+    let trust = |t: Trust| match t {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    };
+    segments
+        .iter()
+        .map(|s| (s.index, s.role.name(), trust(s.trust), s.text, s.cut))
+        .collect()
+}
+
 fn data_block(nonce: &str, segs: &[(usize, &str, &str, &str, bool)]) -> String {
     let mut out = String::new();
     for (i, (index, role, trust, text, cut)) in segs.iter().enumerate() {
@@ -480,14 +487,7 @@ pub fn build(
         ));
         messages.push((false, answer.to_string()));
     }
-    let trust = |t: Trust| match t {
-        Trust::Trusted => "trusted",
-        Trust::Untrusted => "untrusted",
-    };
-    let segs: Vec<(usize, &str, &str, &str, bool)> = segments
-        .iter()
-        .map(|s| (s.index, s.role.name(), trust(s.trust), s.text, s.cut))
-        .collect();
+    let segs = block_fields(segments);
     // Signals first (they hold no input text), then the data: built by hand so a `{DATA}`
     // or `{SIGNALS}` inside the input is never substituted.
     let head = USER

@@ -287,6 +287,20 @@ pub enum StateError {
     },
 }
 
+impl StateError {
+    /// The error and its sources joined by `: ` (one line for logs and error messages).
+    pub fn chain(&self) -> String {
+        let mut msg = self.to_string();
+        let mut src = std::error::Error::source(self);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        msg
+    }
+}
+
 /// The shared state behind the service's stores. `Send + Sync`; share it in an `Arc`.
 pub trait SharedStore: Send + Sync + std::fmt::Debug {
     /// Runs one atomic operation.

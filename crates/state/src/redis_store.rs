@@ -243,28 +243,8 @@ impl SharedStore for RedisStore {
         if ops.len() > 1 && ops.iter().all(|op| matches!(op, Op::Bucket { .. })) {
             let mut con = self.connection()?;
             let mut pipe = redis::pipe();
-            for op in ops {
-                if let Op::Bucket {
-                    key,
-                    capacity,
-                    per_s,
-                    take,
-                    need,
-                    force,
-                    now_ms,
-                } = op
-                {
-                    pipe.invoke_script(
-                        self.bucket
-                            .key(self.key(key))
-                            .arg(capacity.to_string())
-                            .arg(per_s.to_string())
-                            .arg(take.to_string())
-                            .arg(need.to_string())
-                            .arg(if *force { "1" } else { "0" })
-                            .arg(*now_ms),
-                    );
-                }
+            for invocation in ops.iter().filter_map(|op| self.bucket_invocation(op)) {
+                pipe.invoke_script(&invocation);
             }
             let replies: Vec<(i64, String, i64)> = match pipe.query(&mut *con) {
                 Ok(r) => r,
@@ -297,30 +277,42 @@ fn bucket_reply(allowed: i64, tokens: &str, retry: i64) -> Result<Reply, StateEr
 }
 
 impl RedisStore {
+    /// The bucket script's call for an [`Op::Bucket`] (`None` for any other operation).
+    fn bucket_invocation(&self, op: &Op) -> Option<redis::ScriptInvocation<'_>> {
+        let Op::Bucket {
+            key,
+            capacity,
+            per_s,
+            take,
+            need,
+            force,
+            now_ms,
+        } = op
+        else {
+            return None;
+        };
+        let mut invocation = self.bucket.prepare_invoke();
+        invocation
+            .key(self.key(key))
+            .arg(capacity.to_string())
+            .arg(per_s.to_string())
+            .arg(take.to_string())
+            .arg(need.to_string())
+            .arg(if *force { "1" } else { "0" })
+            .arg(*now_ms);
+        Some(invocation)
+    }
+
     fn run(&self, con: &mut redis::Connection, op: &Op) -> Result<Reply, StateError> {
         Ok(match op {
             Op::Ping => {
                 redis::cmd("PING").query::<()>(con).map_err(command_error)?;
                 Reply::Pong
             }
-            Op::Bucket {
-                key,
-                capacity,
-                per_s,
-                take,
-                need,
-                force,
-                now_ms,
-            } => {
+            Op::Bucket { .. } => {
                 let (allowed, tokens, retry): (i64, String, i64) = self
-                    .bucket
-                    .key(self.key(key))
-                    .arg(capacity.to_string())
-                    .arg(per_s.to_string())
-                    .arg(take.to_string())
-                    .arg(need.to_string())
-                    .arg(if *force { "1" } else { "0" })
-                    .arg(*now_ms)
+                    .bucket_invocation(op)
+                    .ok_or_else(|| protocol("not a bucket"))?
                     .invoke(con)
                     .map_err(command_error)?;
                 bucket_reply(allowed, &tokens, retry)?

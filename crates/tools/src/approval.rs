@@ -456,12 +456,12 @@ impl ApprovalBook {
         requested_by: Option<&str>,
         now_ms: u64,
     ) -> Result<ApprovalGrant, ApprovalError> {
-        let tool = call.tool.clone();
-        let arguments_hash = self.arguments_hash(&call.arguments);
-        let expires_ms = now_ms.saturating_add(self.ttl_ms);
         if let Some(store) = &self.shared {
             return self.issue_shared(store.as_ref(), call, conversation, requested_by, now_ms);
         }
+        let tool = call.tool.clone();
+        let arguments_hash = self.arguments_hash(&call.arguments);
+        let expires_ms = now_ms.saturating_add(self.ttl_ms);
         let mut inner = self.lock();
         inner.prune(now_ms);
         if inner.entries.len() >= self.capacity {
@@ -736,14 +736,7 @@ fn requester_index(who: &str) -> String {
 }
 
 fn unavailable(e: StateError) -> ApprovalError {
-    let mut msg = e.to_string();
-    let mut src = std::error::Error::source(&e);
-    while let Some(s) = src {
-        msg.push_str(": ");
-        msg.push_str(&s.to_string());
-        src = s.source();
-    }
-    ApprovalError::Unavailable(msg)
+    ApprovalError::Unavailable(e.chain())
 }
 
 fn run(store: &dyn SharedStore, op: Op) -> Result<Reply, ApprovalError> {

@@ -252,16 +252,9 @@ fn expired_marker(id: &str) -> String {
 }
 
 fn run(store: &dyn SharedStore, op: Op) -> Result<Reply, GrantError> {
-    store.execute(&op).map_err(|e| {
-        let mut msg = e.to_string();
-        let mut src = std::error::Error::source(&e);
-        while let Some(s) = src {
-            msg.push_str(": ");
-            msg.push_str(&s.to_string());
-            src = s.source();
-        }
-        GrantError::Unavailable(msg)
-    })
+    store
+        .execute(&op)
+        .map_err(|e| GrantError::Unavailable(e.chain()))
 }
 
 #[derive(Debug, Default)]

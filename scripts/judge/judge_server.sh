@@ -290,11 +290,16 @@ cmd_start() {
   nohup "$DIR/bin/llama-server" --model "$model" --alias "$alias" \
     --host 127.0.0.1 --port "$PORT" --threads "$THREADS" --ctx-size "$CTX" \
     --parallel 1 --cache-ram "$CACHE_RAM" --no-webui >"$DIR/server.log" 2>&1 </dev/null &
-  echo $! >"$DIR/server.pid"
+  local pid=$!
+  echo "$pid" >"$DIR/server.pid"
   local url="http://127.0.0.1:$PORT/v1"
   local deadline=$((SECONDS + START_TIMEOUT))
   until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$PORT/health" || true)" = 200 ]; do
-    if ! pid_alive; then
+    # `kill -0` on the child just started, not pid_alive: until the background subshell has
+    # exec'd nohup and llama-server, its command line is this script's, and pid_alive's
+    # command-line check read a starting server as dead (a CI run failed that way, with an
+    # empty log).
+    if ! kill -0 "$pid" 2>/dev/null; then
       tail -n 30 "$DIR/server.log" >&2
       rm -f "$DIR/server.pid"
       die "llama-server exited during start (log above: $DIR/server.log)"

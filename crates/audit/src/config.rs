@@ -55,10 +55,132 @@ impl Synchronous {
     }
 }
 
+/// Where the audit log is stored: `[audit] backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditBackend {
+    /// An embedded SQLite file (`path`), WAL mode: one per replica. The default.
+    #[default]
+    Sqlite,
+    /// A PostgreSQL database (`[audit.postgres]`): one for every replica, one governance
+    /// chain across them.
+    Postgres,
+}
+
+/// Default `[audit.postgres] url_env`.
+pub const DEFAULT_POSTGRES_URL_ENV: &str = "RAMPART_AUDIT_POSTGRES_URL";
+
+/// How to reach PostgreSQL: the `[audit.postgres]` section.
+///
+/// ```toml
+/// [audit.postgres]
+/// url_env = "RAMPART_AUDIT_POSTGRES_URL"  # postgres://user:password@host:5432/db
+/// connect_timeout_ms = 5000
+/// statement_timeout_ms = 10000
+/// ```
+///
+/// The URL (or key-value connection string) is read from the environment variable, never
+/// from the file, so that no password sits in a configuration file.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresConfig {
+    /// The environment variable holding the connection URL. Default
+    /// `RAMPART_AUDIT_POSTGRES_URL`.
+    pub url_env: String,
+    /// The URL itself, for programs that build the configuration (tests, benchmarks); never
+    /// read from or written to a file. When set, `url_env` is not read.
+    #[serde(skip)]
+    pub url: Option<String>,
+    /// Time to connect and authenticate, milliseconds. Default 5000.
+    pub connect_timeout_ms: u64,
+    /// Longest a statement may run (PostgreSQL's `statement_timeout`, which also bounds the
+    /// wait for the governance chain's lock), milliseconds. Default 10000.
+    pub statement_timeout_ms: u64,
+}
+
+impl std::fmt::Debug for PostgresConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password.
+        f.debug_struct("PostgresConfig")
+            .field("url_env", &self.url_env)
+            .field("url", &self.url.as_ref().map(|_| "<set>"))
+            .field("connect_timeout_ms", &self.connect_timeout_ms)
+            .field("statement_timeout_ms", &self.statement_timeout_ms)
+            .finish()
+    }
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            url_env: DEFAULT_POSTGRES_URL_ENV.into(),
+            url: None,
+            connect_timeout_ms: 5000,
+            statement_timeout_ms: 10_000,
+        }
+    }
+}
+
+impl PostgresConfig {
+    /// A configuration reading the URL from the environment variable `var`.
+    pub fn from_env_var(var: impl Into<String>) -> Self {
+        PostgresConfig {
+            url_env: var.into(),
+            ..PostgresConfig::default()
+        }
+    }
+
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), AuditError> {
+        if self.url.is_none() && self.url_env.trim().is_empty() {
+            return Err(AuditError::Config(
+                "[audit.postgres] url_env must name an environment variable".into(),
+            ));
+        }
+        if !(1..=600_000).contains(&self.connect_timeout_ms) {
+            return Err(AuditError::Config(
+                "[audit.postgres] connect_timeout_ms must be between 1 and 600000".into(),
+            ));
+        }
+        if !(1..=3_600_000).contains(&self.statement_timeout_ms) {
+            return Err(AuditError::Config(
+                "[audit.postgres] statement_timeout_ms must be between 1 and 3600000".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// How errors name this database: `postgres ($VAR)`, never the URL (it may hold a
+    /// password).
+    pub fn location(&self) -> String {
+        if self.url.is_some() {
+            "postgres (URL given)".into()
+        } else {
+            format!("postgres (${})", self.url_env)
+        }
+    }
+
+    /// The connection URL: `url`, else the variable `url_env`.
+    pub(crate) fn resolve_url(&self) -> Result<String, AuditError> {
+        if let Some(u) = &self.url {
+            return Ok(u.clone());
+        }
+        match std::env::var(&self.url_env) {
+            Ok(u) if !u.trim().is_empty() => Ok(u),
+            _ => Err(AuditError::Config(format!(
+                "the audit log's PostgreSQL URL comes from the environment variable {}, \
+                 which is not set",
+                self.url_env
+            ))),
+        }
+    }
+}
+
 /// The audit log's configuration: the service's `[audit]` section.
 ///
 /// ```toml
 /// [audit]
+/// backend = "sqlite"                   # or "postgres" (then [audit.postgres]; path unused)
 /// path = "/var/lib/rampart/audit.db"   # created (with its directory) if absent
 /// queue_capacity = 4096                # records waiting for the writer
 /// max_batch = 512                      # records per transaction (group commit)
@@ -70,14 +192,21 @@ impl Synchronous {
 /// busy_timeout_ms = 5000               # wait for a lock held by another process
 /// chain_key_env = "RAMPART_HASH_KEY"   # key of the governance hash chain
 /// tool_argument_values = false         # store tool-call argument values (default: hashes only)
+/// [audit.postgres]                     # with backend = "postgres" (see PostgresConfig)
+/// url_env = "RAMPART_AUDIT_POSTGRES_URL"
 /// ```
 ///
 /// Every key is optional; unknown keys are an error.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawAuditConfig", into = "RawAuditConfig")]
 pub struct AuditConfig {
-    /// The SQLite database file. Default `rampart-audit.db`.
+    /// Where records are stored. Default [`AuditBackend::Sqlite`].
+    pub backend: AuditBackend,
+    /// The SQLite database file (backend `sqlite`). Default `rampart-audit.db`.
     pub path: PathBuf,
+    /// The PostgreSQL database (backend `postgres`; absent: the defaults of
+    /// [`PostgresConfig`]).
+    pub postgres: Option<PostgresConfig>,
     /// Capacity of the queue between the request path and the writer thread. Default 4096.
     pub queue_capacity: usize,
     /// Most records the writer commits in one transaction. Default 512.
@@ -106,7 +235,9 @@ pub struct AuditConfig {
 impl Default for AuditConfig {
     fn default() -> Self {
         AuditConfig {
+            backend: AuditBackend::Sqlite,
             path: PathBuf::from("rampart-audit.db"),
+            postgres: None,
             queue_capacity: 4096,
             max_batch: 512,
             on_full: OnFull::default(),
@@ -132,6 +263,15 @@ impl AuditConfig {
     /// Checks the values (also done by [`AuditLog::open`](crate::AuditLog::open) and when
     /// deserializing).
     pub fn validate(&self) -> Result<(), AuditError> {
+        match (self.backend, &self.postgres) {
+            (AuditBackend::Sqlite, Some(_)) => {
+                return Err(AuditError::Config(
+                    "[audit.postgres] only applies with backend = \"postgres\"".into(),
+                ));
+            }
+            (AuditBackend::Postgres, Some(p)) => p.validate()?,
+            _ => {}
+        }
         if self.path.as_os_str().is_empty() {
             return Err(AuditError::Config("path must not be empty".into()));
         }
@@ -177,9 +317,53 @@ impl AuditConfig {
         Ok(())
     }
 
+    /// A default configuration writing to PostgreSQL.
+    pub fn postgres(pg: PostgresConfig) -> Self {
+        AuditConfig {
+            backend: AuditBackend::Postgres,
+            postgres: Some(pg),
+            ..AuditConfig::default()
+        }
+    }
+
+    /// Where the log is, to read it ([`AuditReader::open_source`](crate::AuditReader::open_source),
+    /// [`verify_source`](crate::verify_source), [`prune_source`](crate::prune_source)).
+    pub fn source(&self) -> AuditSource {
+        match self.backend {
+            AuditBackend::Sqlite => AuditSource::Sqlite(self.path.clone()),
+            AuditBackend::Postgres => {
+                AuditSource::Postgres(self.postgres.clone().unwrap_or_default())
+            }
+        }
+    }
+
+    /// How messages name the log: the SQLite path, or `postgres ($VAR)`.
+    pub fn location(&self) -> String {
+        self.source().location()
+    }
+
     /// The retention as milliseconds, if set.
     pub(crate) fn retention_ms(&self) -> Option<i64> {
         self.retention_days.map(|d| i64::from(d) * 86_400_000)
+    }
+}
+
+/// An audit log to read, verify or prune: a SQLite file or a PostgreSQL database.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuditSource {
+    /// A SQLite file.
+    Sqlite(PathBuf),
+    /// A PostgreSQL database.
+    Postgres(PostgresConfig),
+}
+
+impl AuditSource {
+    /// How messages name it: the path, or `postgres ($VAR)`.
+    pub fn location(&self) -> String {
+        match self {
+            AuditSource::Sqlite(p) => p.display().to_string(),
+            AuditSource::Postgres(p) => p.location(),
+        }
     }
 }
 
@@ -195,7 +379,10 @@ enum OnFullKind {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 struct RawAuditConfig {
+    backend: AuditBackend,
     path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    postgres: Option<PostgresConfig>,
     queue_capacity: usize,
     max_batch: usize,
     on_full: OnFullKind,
@@ -226,7 +413,9 @@ impl From<AuditConfig> for RawAuditConfig {
             OnFull::FailClosed => (OnFullKind::FailClosed, None),
         };
         RawAuditConfig {
+            backend: c.backend,
             path: c.path,
+            postgres: c.postgres,
             queue_capacity: c.queue_capacity,
             max_batch: c.max_batch,
             on_full,
@@ -257,7 +446,9 @@ impl TryFrom<RawAuditConfig> for AuditConfig {
             }
         };
         let c = AuditConfig {
+            backend: r.backend,
             path: r.path,
+            postgres: r.postgres,
             queue_capacity: r.queue_capacity,
             max_batch: r.max_batch,
             on_full,

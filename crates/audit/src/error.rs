@@ -29,6 +29,26 @@ pub enum AuditError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A PostgreSQL error: the server could not be reached within `connect_timeout_ms`,
+    /// refused the login, or failed a statement (the message is its source).
+    #[error("audit log {location}: PostgreSQL error")]
+    Postgres {
+        /// The database, as `postgres ($VAR)` (never the URL: it may hold a password).
+        location: String,
+        /// The error.
+        #[source]
+        source: postgres::Error,
+    },
+    /// PostgreSQL did not answer the connection within `connect_timeout_ms`.
+    #[error(
+        "audit log {location}: PostgreSQL did not accept the connection within {timeout_ms} ms"
+    )]
+    ConnectTimeout {
+        /// The database, as `postgres ($VAR)`.
+        location: String,
+        /// The timeout.
+        timeout_ms: u64,
+    },
     /// An I/O error (creating the database's directory, writing an export).
     #[error("{}", path.display())]
     Io {
@@ -91,6 +111,13 @@ pub enum AuditError {
 }
 
 impl AuditError {
+    pub(crate) fn pg(location: &str) -> impl Fn(postgres::Error) -> AuditError + '_ {
+        move |source| AuditError::Postgres {
+            location: location.to_string(),
+            source,
+        }
+    }
+
     pub(crate) fn sqlite(path: &std::path::Path) -> impl FnOnce(rusqlite::Error) -> AuditError {
         let path = path.to_path_buf();
         move |source| AuditError::Sqlite { path, source }

@@ -698,7 +698,7 @@ pub(crate) const INSERT_SQL: &str = "INSERT INTO governance (seq, time_ms, kind,
     hash_key_id, prev_hash, hash) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, \
     ?13, ?14, ?15)";
 
-const SELECT_ROW: &str = "SELECT seq, time_ms, kind, request_id, key_id, endpoint, \
+pub(crate) const SELECT_ROW: &str = "SELECT seq, time_ms, kind, request_id, key_id, endpoint, \
     conversation, tool, action, approval_id, breakglass_id, body_json, hash_key_id, \
     prev_hash, hash FROM governance";
 
@@ -743,7 +743,16 @@ pub(crate) fn check_head_key(
     path: &Path,
     key: &ChainKey,
 ) -> Result<(), AuditError> {
-    if let Some((seq, _, found)) = head(conn).map_err(AuditError::sqlite(path))?
+    check_head(head(conn).map_err(AuditError::sqlite(path))?, path, key)
+}
+
+/// Refuses a chain whose head (`(seq, hash, key id)`) was written under another key.
+pub(crate) fn check_head(
+    head: Option<(i64, String, String)>,
+    path: &Path,
+    key: &ChainKey,
+) -> Result<(), AuditError> {
+    if let Some((seq, _, found)) = head
         && found != key.id()
     {
         return Err(AuditError::ChainKey {
@@ -781,6 +790,17 @@ pub fn verify(path: &Path, key: &ChainKey) -> Result<VerifyReport, AuditError> {
     verify_conn(&conn, path, key)
 }
 
+/// [`verify`] of a SQLite file or a PostgreSQL database.
+pub fn verify_source(
+    source: &crate::AuditSource,
+    key: &ChainKey,
+) -> Result<VerifyReport, AuditError> {
+    match source {
+        crate::AuditSource::Sqlite(path) => verify(path, key),
+        crate::AuditSource::Postgres(pg) => crate::pg::PgConn::open_reader(pg)?.verify(key),
+    }
+}
+
 fn verify_conn(
     conn: &rusqlite::Connection,
     path: &Path,
@@ -802,13 +822,28 @@ fn verify_conn(
         .prepare(&format!("{SELECT_ROW} ORDER BY seq ASC"))
         .map_err(&sq)?;
     let mut rows = stmt.query([]).map_err(&sq)?;
+    let rows = std::iter::from_fn(|| match rows.next() {
+        Ok(Some(r)) => Some(read_row(r).map_err(&sq)),
+        Ok(None) => None,
+        Err(e) => Some(Err(sq(e))),
+    });
+    verify_rows(rows, key, triggers == 2)
+}
+
+/// Walks the chain's rows (`(row, stored hash)`, oldest first): the report of [`verify`],
+/// for either backend.
+pub(crate) fn verify_rows(
+    rows: impl Iterator<Item = Result<(Row, String), AuditError>>,
+    key: &ChainKey,
+    triggers_present: bool,
+) -> Result<VerifyReport, AuditError> {
     let mut n = 0u64;
     let mut prev_seq = 0i64;
     let mut prev_hash = GENESIS_HASH.to_string();
     let mut first_bad: Option<(i64, String)> = None;
     let mut head = None;
-    while let Some(r) = rows.next().map_err(&sq)? {
-        let (row, stored) = read_row(r).map_err(&sq)?;
+    for r in rows {
+        let (row, stored) = r?;
         n += 1;
         if first_bad.is_none() {
             let why = if row.seq != prev_seq + 1 {
@@ -854,7 +889,7 @@ fn verify_conn(
         first_bad,
         head,
         key_id: key.id().to_string(),
-        triggers_present: triggers == 2,
+        triggers_present,
     })
 }
 

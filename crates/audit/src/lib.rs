@@ -91,13 +91,17 @@
 mod config;
 mod error;
 mod governance;
+mod pg;
 mod reader;
 mod record;
 mod schema;
+mod sqlite;
+mod store;
 mod writer;
 
 pub use config::{
-    AuditConfig, DEFAULT_BACKPRESSURE_WAIT_MS, MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, Synchronous,
+    AuditBackend, AuditConfig, AuditSource, DEFAULT_BACKPRESSURE_WAIT_MS, DEFAULT_POSTGRES_URL_ENV,
+    MAX_BATCH, MAX_QUEUE_CAPACITY, OnFull, PostgresConfig, Synchronous,
 };
 pub use error::AuditError;
 pub use governance::{
@@ -105,11 +109,13 @@ pub use governance::{
     BreakGlassUseEvent, ChainKey, DEFAULT_CHAIN_KEY_ENV, GENESIS_HASH, GovernanceEvent,
     GovernanceFilter, GovernanceHasher, GovernanceKind, GovernanceRecord, PUBLIC_KEY_ID,
     StoredGovernance, ToolCallOrigin, ToolDecisionEvent, ToolEndpoint, VerifyReport, verify,
+    verify_source,
 };
+pub use pg::{CHAIN_LOCK, MIGRATE_LOCK, POSTGRES_SCHEMA_VERSION};
 pub use rampart_core::timefmt::{
     format_time_ms, now_unix_ms as now_ms, parse_duration_ms, parse_time,
 };
-pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune};
+pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune, prune_source};
 pub use record::{AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 

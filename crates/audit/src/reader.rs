@@ -1,13 +1,12 @@
 //! [`AuditReader`]: filtered queries and exports; [`prune`].
 
-use crate::schema;
-use crate::{AuditError, AuditFinding, AuditRecord, StoredRecord, format_time_ms};
-use rampart_core::{Action, RiskClass};
+use crate::store::{DecisionRow, Store};
+use crate::{AuditError, AuditSource, StoredRecord, format_time_ms, schema};
+use rampart_core::Action;
 use rampart_judge::IntentLabel;
 use rampart_llm::OutcomeKind;
 use rusqlite::types::Value;
 use rusqlite::{Connection, Row};
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -92,9 +91,7 @@ pub const CSV_COLUMNS: [&str; 21] = [
     "relational_balance",
 ];
 
-const COLUMNS: &str = "d.id, d.time_ms, d.request_id, d.key_id, d.endpoint, d.input_hash, \
-    d.hash_key_id, d.action, d.risk, d.policy_version, d.findings_json, d.layer_timings_json, \
-    d.elapsed_us, d.degraded, d.judge_json, d.relational_json";
+const COLUMNS: &str = crate::store::DECISION_COLUMNS;
 
 impl AuditFilter {
     /// Checks the filter: `since_ms` not after `until_ms`.
@@ -179,22 +176,57 @@ impl AuditFilter {
     }
 }
 
-/// A read-only connection to an audit log; usable while the service writes to it.
+/// A read-only connection to an audit log (SQLite or PostgreSQL); usable while the service
+/// writes to it.
 #[derive(Debug)]
 pub struct AuditReader {
-    conn: Connection,
+    conn: Conn,
+    /// The SQLite file, or `postgres ($VAR)`.
     path: PathBuf,
 }
 
+#[derive(Debug)]
+enum Conn {
+    Sqlite(Connection),
+    Postgres(Box<std::sync::Mutex<crate::pg::PgConn>>),
+}
+
 impl AuditReader {
-    /// Opens an existing log read-only. A missing file is [`AuditError::NotFound`]; a file
-    /// that is not a Rampart audit log, or has another schema version, is
+    /// Opens an existing SQLite log read-only. A missing file is [`AuditError::NotFound`];
+    /// a file that is not a Rampart audit log, or has another schema version, is
     /// [`AuditError::Schema`].
     pub fn open(path: &Path) -> Result<Self, AuditError> {
         Ok(AuditReader {
-            conn: schema::open_reader(path)?,
+            conn: Conn::Sqlite(schema::open_reader(path)?),
             path: path.to_path_buf(),
         })
+    }
+
+    /// Opens the log of `source`: a SQLite file ([`AuditReader::open`]) or a PostgreSQL
+    /// database, which must hold a Rampart audit schema of this build's version (an
+    /// unreachable server is an error after `connect_timeout_ms`).
+    pub fn open_source(source: &AuditSource) -> Result<Self, AuditError> {
+        match source {
+            AuditSource::Sqlite(p) => Self::open(p),
+            AuditSource::Postgres(pg) => Ok(AuditReader {
+                conn: Conn::Postgres(Box::new(std::sync::Mutex::new(
+                    crate::pg::PgConn::open_reader(pg)?,
+                ))),
+                path: PathBuf::from(pg.location()),
+            }),
+        }
+    }
+
+    fn with_pg<T>(
+        &self,
+        m: &std::sync::Mutex<crate::pg::PgConn>,
+        f: impl FnOnce(&mut crate::pg::PgConn) -> Result<T, AuditError>,
+    ) -> Result<T, AuditError> {
+        let mut guard = match m.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        f(&mut guard)
     }
 
     /// The records matching `f`, oldest first (or newest first with `f.newest_first`).
@@ -213,24 +245,36 @@ impl AuditReader {
         &self,
         f: &crate::GovernanceFilter,
     ) -> Result<Vec<crate::StoredGovernance>, AuditError> {
-        let sq = |source| AuditError::Sqlite {
-            path: self.path.clone(),
-            source,
-        };
         let (sql, values) = f.select_sql()?;
-        let mut stmt = self.conn.prepare(&sql).map_err(sq)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(values)).map_err(sq)?;
         let mut out = Vec::new();
-        while let Some(r) = rows.next().map_err(sq)? {
-            let (seq, time_ms, body, hash): (i64, i64, String, String) = (
-                r.get(0).map_err(sq)?,
-                r.get(1).map_err(sq)?,
-                r.get(2).map_err(sq)?,
-                r.get(3).map_err(sq)?,
-            );
-            out.push(crate::governance::decode(
-                &self.path, seq, time_ms, &body, hash,
-            )?);
+        match &self.conn {
+            Conn::Sqlite(conn) => {
+                let sq = |source| AuditError::Sqlite {
+                    path: self.path.clone(),
+                    source,
+                };
+                let mut stmt = conn.prepare(&sql).map_err(sq)?;
+                let mut rows = stmt.query(rusqlite::params_from_iter(values)).map_err(sq)?;
+                while let Some(r) = rows.next().map_err(sq)? {
+                    let (seq, time_ms, body, hash): (i64, i64, String, String) = (
+                        r.get(0).map_err(sq)?,
+                        r.get(1).map_err(sq)?,
+                        r.get(2).map_err(sq)?,
+                        r.get(3).map_err(sq)?,
+                    );
+                    out.push(crate::governance::decode(
+                        &self.path, seq, time_ms, &body, hash,
+                    )?);
+                }
+            }
+            Conn::Postgres(m) => self.with_pg(m, |pg| {
+                pg.for_each_governance(&sql, &values, |seq, time_ms, body, hash| {
+                    out.push(crate::governance::decode(
+                        &self.path, seq, time_ms, body, hash,
+                    )?);
+                    Ok(())
+                })
+            })?,
         }
         Ok(out)
     }
@@ -239,10 +283,12 @@ impl AuditReader {
     pub fn count(&self, f: &AuditFilter) -> Result<u64, AuditError> {
         let (where_sql, values) = f.where_clause()?;
         let sql = format!("SELECT count(*) FROM decisions d{where_sql}");
-        let n: i64 = self
-            .conn
-            .query_row(&sql, rusqlite::params_from_iter(values), |r| r.get(0))
-            .map_err(AuditError::sqlite(&self.path))?;
+        let n: i64 = match &self.conn {
+            Conn::Sqlite(conn) => conn
+                .query_row(&sql, rusqlite::params_from_iter(values), |r| r.get(0))
+                .map_err(AuditError::sqlite(&self.path))?,
+            Conn::Postgres(m) => self.with_pg(m, |pg| pg.count(&sql, &values))?,
+        };
         let n = u64::try_from(n).unwrap_or(0);
         Ok(match f.limit {
             Some(l) => n.min(l as u64),
@@ -292,9 +338,17 @@ impl AuditReader {
         f: &AuditFilter,
         mut each: impl FnMut(StoredRecord) -> Result<(), AuditError>,
     ) -> Result<(), AuditError> {
-        let sq = AuditError::sqlite(&self.path);
         let (sql, values) = f.select_sql()?;
-        let mut stmt = match self.conn.prepare(&sql) {
+        let conn = match &self.conn {
+            Conn::Sqlite(conn) => conn,
+            Conn::Postgres(m) => {
+                return self.with_pg(m, |pg| {
+                    pg.for_each_decision(&sql, &values, |row| each(row.decode(&self.path)?))
+                });
+            }
+        };
+        let sq = AuditError::sqlite(&self.path);
+        let mut stmt = match conn.prepare(&sql) {
             Ok(s) => s,
             Err(e) => return Err(sq(e)),
         };
@@ -308,71 +362,35 @@ impl AuditReader {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(sq(e)),
             };
-            each(self.decode(row)?)?;
+            let row = match sqlite_row(row) {
+                Ok(r) => r,
+                Err(e) => return Err(sq(e)),
+            };
+            each(row.decode(&self.path)?)?;
         }
-    }
-
-    fn decode(&self, row: &Row<'_>) -> Result<StoredRecord, AuditError> {
-        let sq = AuditError::sqlite(&self.path);
-        let get = |row: &Row<'_>| -> rusqlite::Result<_> {
-            Ok((
-                row.get::<_, i64>(0)?,
-                AuditRecord {
-                    time_ms: row.get(1)?,
-                    request_id: row.get(2)?,
-                    key_id: row.get(3)?,
-                    endpoint: row.get(4)?,
-                    input_hash: row.get(5)?,
-                    hash_key_id: row.get(6)?,
-                    action: Action::Allow,
-                    risk: RiskClass::LowRisk,
-                    policy_version: row.get(9)?,
-                    findings: Vec::new(),
-                    layer_timings_us: BTreeMap::new(),
-                    elapsed_us: u64::try_from(row.get::<_, i64>(12)?).unwrap_or(0),
-                    degraded: row.get(13)?,
-                    judge: None,
-                    relational: None,
-                },
-                row.get::<_, String>(10)?,
-                row.get::<_, String>(11)?,
-                row.get::<_, Option<String>>(14)?,
-                row.get::<_, Option<String>>(15)?,
-                row.get::<_, String>(7)?,
-                row.get::<_, String>(8)?,
-            ))
-        };
-        let (id, mut record, findings, timings, judge, relational, action, risk) =
-            get(row).map_err(sq)?;
-        let damaged = |message: String| AuditError::Corrupt {
-            path: self.path.clone(),
-            id,
-            message,
-        };
-        record.action = stored(&Action::ALL, Action::name, &action)
-            .ok_or_else(|| damaged(format!("unknown action {action:?}")))?;
-        record.risk = stored(&RiskClass::ALL, RiskClass::name, &risk)
-            .ok_or_else(|| damaged(format!("unknown risk {risk:?}")))?;
-        let corrupt = |e: serde_json::Error| damaged(e.to_string());
-        record.findings = serde_json::from_str::<Vec<AuditFinding>>(&findings).map_err(corrupt)?;
-        record.layer_timings_us = serde_json::from_str(&timings).map_err(corrupt)?;
-        record.judge = judge
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(corrupt)?;
-        record.relational = relational
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(corrupt)?;
-        Ok(StoredRecord { id, record })
     }
 }
 
-/// The value of `all` stored under `name`.
-fn stored<T: Copy>(all: &[T], name_of: fn(T) -> &'static str, name: &str) -> Option<T> {
-    all.iter().copied().find(|v| name_of(*v) == name)
+/// A decision row of SQLite ([`COLUMNS`]).
+fn sqlite_row(row: &Row<'_>) -> rusqlite::Result<DecisionRow> {
+    Ok(DecisionRow {
+        id: row.get(0)?,
+        time_ms: row.get(1)?,
+        request_id: row.get(2)?,
+        key_id: row.get(3)?,
+        endpoint: row.get(4)?,
+        input_hash: row.get(5)?,
+        hash_key_id: row.get(6)?,
+        action: row.get(7)?,
+        risk: row.get(8)?,
+        policy_version: row.get(9)?,
+        findings_json: row.get(10)?,
+        timings_json: row.get(11)?,
+        elapsed_us: row.get(12)?,
+        degraded: row.get(13)?,
+        judge_json: row.get(14)?,
+        relational_json: row.get(15)?,
+    })
 }
 
 /// Appends one CSV cell, quoted when it holds a comma, quote, CR or LF (RFC 4180), and
@@ -455,8 +473,19 @@ const BALANCE_CELL: usize = 20;
 /// never pruned (their table is append-only and hash-chained). Safe while the service
 /// writes (it waits for the write lock). The writer also applies `retention_days` itself.
 pub fn prune(path: &Path, older_than_ms: i64) -> Result<u64, AuditError> {
-    let mut conn = schema::open_existing_rw(path, Duration::from_secs(30))?;
-    schema::prune_all(&mut conn, path, older_than_ms)
+    prune_source(&AuditSource::Sqlite(path.to_path_buf()), older_than_ms)
+}
+
+/// [`prune`] on a SQLite file or a PostgreSQL database.
+pub fn prune_source(source: &AuditSource, older_than_ms: i64) -> Result<u64, AuditError> {
+    let mut store: Box<dyn Store> = match source {
+        AuditSource::Sqlite(path) => Box::new(crate::sqlite::SqliteStore::open_existing(
+            path.clone(),
+            Duration::from_secs(30),
+        )?),
+        AuditSource::Postgres(pg) => Box::new(crate::pg::PgStore::open_existing(pg)?),
+    };
+    crate::store::prune_all(store.as_mut(), older_than_ms)
 }
 
 #[cfg(test)]

@@ -286,25 +286,6 @@ pub(crate) fn prune_chunk(
     Ok(ids.len())
 }
 
-/// Rows per pruning transaction.
-pub(crate) const PRUNE_CHUNK: usize = 5000;
-
-/// Deletes every decision older than `cutoff_ms`, a chunk per transaction.
-pub(crate) fn prune_all(
-    conn: &mut Connection,
-    path: &Path,
-    cutoff_ms: i64,
-) -> Result<u64, AuditError> {
-    let mut total = 0u64;
-    loop {
-        let n = prune_chunk(conn, path, cutoff_ms, PRUNE_CHUNK)?;
-        total += n as u64;
-        if n < PRUNE_CHUNK {
-            return Ok(total);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

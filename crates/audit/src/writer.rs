@@ -1,9 +1,8 @@
 //! [`AuditLog`]: the writer thread, its queue and group commit.
 
 use crate::governance::{self, ChainKey, GovernanceRecord};
-use crate::schema;
-use crate::{AuditConfig, AuditError, AuditRecord, OnFull, now_ms};
-use rusqlite::{Connection, TransactionBehavior, params};
+use crate::store::{self, Chain, Item, Job, Store};
+use crate::{AuditBackend, AuditConfig, AuditError, AuditRecord, OnFull, now_ms};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -80,22 +79,8 @@ impl Shared {
     }
 }
 
-// A `Job` is moved once into the batch; boxing the record would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-enum Item {
-    Decision(AuditRecord),
-    Governance(GovernanceRecord),
-}
-
-#[derive(Debug)]
-struct Job {
-    item: Item,
-    ack: oneshot::Sender<Result<i64, AuditError>>,
-}
-
-/// An open audit log: one SQLite connection (WAL mode) owned by one writer thread, fed by a
-/// bounded queue. Appends go through [`AuditWriter`]s; the writer thread commits whatever is
+/// An open audit log: one database connection (SQLite in WAL mode, or PostgreSQL) owned by
+/// one writer thread, fed by a bounded queue. Appends go through [`AuditWriter`]s; the writer thread commits whatever is
 /// queued (up to `max_batch` records) in one transaction and then acknowledges each record.
 ///
 /// Dropping the log shuts it down like [`AuditLog::shutdown`] (blocking until the queue is
@@ -117,10 +102,12 @@ pub struct AuditWriter {
 }
 
 impl AuditLog {
-    /// Opens (creating it and its directory if needed) the log at `cfg.path`: WAL mode,
-    /// schema created or migrated (refused if newer than [`SCHEMA_VERSION`](crate::SCHEMA_VERSION)
-    /// or not a Rampart audit log), records past `retention_days` deleted, writer thread
-    /// started.
+    /// Opens the log: with the SQLite backend (creating the file and its directory if
+    /// needed) at `cfg.path` in WAL mode, with the PostgreSQL backend on the database of
+    /// `[audit.postgres]`; the schema created or migrated (refused if newer than this build
+    /// knows, or not a Rampart audit log), records past `retention_days` deleted, writer
+    /// thread started. The connection is made, and the schema checked, on the writer thread
+    /// before this returns.
     ///
     /// The governance chain's key comes from the variable `cfg.chain_key_env`
     /// ([`ChainKey::from_env`]); a log whose chain was written under another key is refused
@@ -133,14 +120,12 @@ impl AuditLog {
     /// [`AuditLog::open`] with the governance chain's key given.
     pub fn open_with_chain_key(cfg: AuditConfig, key: ChainKey) -> Result<AuditLog, AuditError> {
         cfg.validate()?;
-        let path = cfg.path.clone();
-        let mut conn = schema::open_writer(
-            &path,
-            cfg.synchronous,
-            Duration::from_millis(cfg.busy_timeout_ms),
-        )?;
-        governance::check_head_key(&conn, &path, &key)?;
+        let path = match cfg.backend {
+            AuditBackend::Sqlite => cfg.path.clone(),
+            AuditBackend::Postgres => PathBuf::from(cfg.location()),
+        };
         let hasher = key.hasher();
+        let on_full = cfg.on_full;
         let shared = Arc::new(Shared {
             capacity: cfg.queue_capacity,
             writing: AtomicU64::new(0),
@@ -152,39 +137,48 @@ impl AuditLog {
             last_error: Mutex::new(None),
             shutdown: Notify::new(),
         });
-        if let Some(r) = cfg.retention_ms() {
-            let n = schema::prune_all(&mut conn, &path, now_ms().saturating_sub(r))?;
-            shared.pruned.fetch_add(n, Relaxed);
-        }
         let (tx, rx) = mpsc::channel(cfg.queue_capacity);
-        let state = WriterThread {
-            conn,
-            path: path.clone(),
-            rx,
-            shared: Arc::clone(&shared),
-            max_batch: cfg.max_batch,
-            retention_ms: cfg.retention_ms(),
-            prune_interval: Duration::from_secs(cfg.prune_interval_s),
-            chain: Chain {
-                key,
-                keep_values: cfg.tool_argument_values,
-            },
-        };
-        // The thread builds its own (timer-only) runtime and reports whether it could.
+        let thread_shared = Arc::clone(&shared);
+        // The thread opens the store (a PostgreSQL client must not be driven from inside an
+        // async runtime, which the caller may be running), applies the retention, builds its
+        // own (timer-only) runtime and reports whether all of it worked.
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("rampart-audit-writer".into())
             .spawn(move || {
-                match tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .build()
-                {
-                    Ok(rt) => {
+                let started = (|| -> Result<_, AuditError> {
+                    let mut store = open_store(&cfg, &key)?;
+                    if let Some(r) = cfg.retention_ms() {
+                        let n = store::prune_all(store.as_mut(), now_ms().saturating_sub(r))?;
+                        thread_shared.pruned.fetch_add(n, Relaxed);
+                    }
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_time()
+                        .build()
+                        .map_err(|e| {
+                            AuditError::Thread(format!("could not build its runtime: {e}"))
+                        })?;
+                    Ok((store, rt))
+                })();
+                match started {
+                    Ok((store, rt)) => {
                         let _ = ready_tx.send(Ok(()));
+                        let state = WriterThread {
+                            store,
+                            rx,
+                            shared: thread_shared,
+                            max_batch: cfg.max_batch,
+                            retention_ms: cfg.retention_ms(),
+                            prune_interval: Duration::from_secs(cfg.prune_interval_s),
+                            chain: Chain {
+                                key,
+                                keep_values: cfg.tool_argument_values,
+                            },
+                        };
                         state.run(&rt);
                     }
                     Err(e) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
+                        let _ = ready_tx.send(Err(e));
                     }
                 }
             })
@@ -193,9 +187,7 @@ impl AuditLog {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 let _ = thread.join();
-                return Err(AuditError::Thread(format!(
-                    "could not build its runtime: {e}"
-                )));
+                return Err(e);
             }
             Err(_) => {
                 let _ = thread.join();
@@ -206,7 +198,7 @@ impl AuditLog {
             path,
             writer: AuditWriter {
                 tx,
-                on_full: cfg.on_full,
+                on_full,
                 shared,
                 hasher,
             },
@@ -219,7 +211,7 @@ impl AuditLog {
         self.writer.clone()
     }
 
-    /// The database file.
+    /// The database file (SQLite), or `postgres ($VAR)` (PostgreSQL).
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -331,6 +323,17 @@ impl AuditWriter {
     }
 }
 
+/// The store of `cfg.backend`, opened, its schema current and its chain's key checked.
+fn open_store(cfg: &AuditConfig, key: &ChainKey) -> Result<Box<dyn Store>, AuditError> {
+    Ok(match cfg.backend {
+        AuditBackend::Sqlite => Box::new(crate::sqlite::SqliteStore::open(cfg, key)?),
+        AuditBackend::Postgres => Box::new(crate::pg::PgStore::open(
+            &cfg.postgres.clone().unwrap_or_default(),
+            key,
+        )?),
+    })
+}
+
 // A `Job` is moved once into the batch; boxing it would cost an allocation per record.
 #[allow(clippy::large_enum_variant)]
 enum Event {
@@ -340,20 +343,13 @@ enum Event {
 }
 
 struct WriterThread {
-    conn: Connection,
-    path: PathBuf,
+    store: Box<dyn Store>,
     rx: mpsc::Receiver<Job>,
     shared: Arc<Shared>,
     max_batch: usize,
     retention_ms: Option<i64>,
     prune_interval: Duration,
     chain: Chain,
-}
-
-/// What the writer needs to chain governance rows.
-struct Chain {
-    key: ChainKey,
-    keep_values: bool,
 }
 
 impl WriterThread {
@@ -396,7 +392,7 @@ impl WriterThread {
                 && (pruning || Instant::now() >= next_prune)
             {
                 let cutoff = now_ms().saturating_sub(retention);
-                match schema::prune_chunk(&mut self.conn, &self.path, cutoff, WRITER_PRUNE_CHUNK) {
+                match self.store.prune_chunk(cutoff, WRITER_PRUNE_CHUNK) {
                     Ok(n) => {
                         self.shared.pruned.fetch_add(n as u64, Relaxed);
                         pruning = n == WRITER_PRUNE_CHUNK;
@@ -425,15 +421,13 @@ impl WriterThread {
             }
             self.commit(&mut batch);
         }
-        let _ = self
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        self.store.close();
     }
 
     fn commit(&mut self, batch: &mut Vec<Job>) {
         let n = batch.len() as u64;
         self.shared.writing.store(n, Relaxed);
-        match write_batch(&mut self.conn, batch, &self.chain) {
+        match self.store.write_batch(batch, &self.chain) {
             Ok(ids) => {
                 self.shared.committed.fetch_add(n, Relaxed);
                 self.shared.batches.fetch_add(1, Relaxed);
@@ -443,7 +437,10 @@ impl WriterThread {
                 }
             }
             Err(e) => {
-                let message = e.to_string();
+                let message = match e {
+                    AuditError::Write { message } => message,
+                    e => error_chain(&e),
+                };
                 self.shared.failed.fetch_add(n, Relaxed);
                 self.shared.writing.store(0, Relaxed);
                 self.shared.set_error(message.clone());
@@ -457,129 +454,14 @@ impl WriterThread {
     }
 }
 
-fn clamp_i64(v: u64) -> i64 {
-    i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// Inserts the batch in one transaction; the row IDs in order.
-fn write_batch(
-    conn: &mut Connection,
-    batch: &[Job],
-    chain: &Chain,
-) -> Result<Vec<i64>, rusqlite::Error> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let mut ids = Vec::with_capacity(batch.len());
-    // The chain's head, read inside this (write-locked) transaction: another process
-    // appending to the same file cannot interleave.
-    let mut head: Option<(i64, String)> = None;
-    {
-        let mut ins_d = tx.prepare_cached(
-            "INSERT INTO decisions (time_ms, request_id, key_id, endpoint, input_hash,
-                hash_key_id, action, risk, policy_version, findings_json, layer_timings_json,
-                elapsed_us, degraded, judge_json, judge_intent_label, judge_outcome,
-                relational_json)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                ?17)",
-        )?;
-        let mut ins_f = tx.prepare_cached(
-            "INSERT INTO findings (decision_id, seq, rule_id, category, strength, layer)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-        )?;
-        let json = |e: serde_json::Error| rusqlite::Error::ToSqlConversionFailure(Box::new(e));
-        for Job { item, .. } in batch {
-            let rec = match item {
-                Item::Decision(rec) => rec,
-                Item::Governance(g) => {
-                    let (seq, prev) = match head.take() {
-                        Some(h) => h,
-                        None => governance::head(&tx)?
-                            .map_or((0, crate::GENESIS_HASH.to_string()), |(s, h, _)| (s, h)),
-                    };
-                    let row = governance::Row::from_record(
-                        seq + 1,
-                        g,
-                        chain.keep_values,
-                        &chain.key,
-                        &prev,
-                    )
-                    .map_err(json)?;
-                    let hash = row.hash(&chain.key);
-                    let mut ins_g = tx.prepare_cached(governance::INSERT_SQL)?;
-                    ins_g.execute(params![
-                        row.seq,
-                        row.time_ms,
-                        row.kind,
-                        row.cols[0],
-                        row.cols[1],
-                        row.cols[2],
-                        row.cols[3],
-                        row.cols[4],
-                        row.cols[5],
-                        row.cols[6],
-                        row.cols[7],
-                        row.body_json,
-                        row.hash_key_id,
-                        row.prev_hash,
-                        hash,
-                    ])?;
-                    ids.push(row.seq);
-                    head = Some((row.seq, hash));
-                    continue;
-                }
-            };
-            let findings = serde_json::to_string(&rec.findings).map_err(json)?;
-            let timings = serde_json::to_string(&rec.layer_timings_us).map_err(json)?;
-            let judge = rec
-                .judge
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(json)?;
-            let relational = rec
-                .relational
-                .as_ref()
-                .map(serde_json::to_string)
-                .transpose()
-                .map_err(json)?;
-            // The filter columns hold the names (as the JSON does).
-            let (label, outcome) = rec.judge.as_ref().map_or((None, None), |j| {
-                (
-                    j.intent_label.map(|l| l.name()),
-                    j.outcome.map(|o| o.name()),
-                )
-            });
-            let id = ins_d.insert(params![
-                rec.time_ms,
-                rec.request_id,
-                rec.key_id,
-                rec.endpoint,
-                rec.input_hash,
-                rec.hash_key_id,
-                rec.action.name(),
-                rec.risk.name(),
-                rec.policy_version,
-                findings,
-                timings,
-                clamp_i64(rec.elapsed_us),
-                rec.degraded,
-                judge,
-                label,
-                outcome,
-                relational,
-            ])?;
-            for (seq, f) in rec.findings.iter().enumerate() {
-                ins_f.execute(params![
-                    id,
-                    seq as i64,
-                    f.rule_id,
-                    f.category,
-                    f.strength.name(),
-                    f.layer
-                ])?;
-            }
-            ids.push(id);
-        }
+/// An error and its sources, `: `-separated.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
     }
-    tx.commit()?;
-    Ok(ids)
+    s
 }

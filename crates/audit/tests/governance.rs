@@ -15,7 +15,7 @@ use std::path::Path;
 
 const T0: i64 = 1_795_496_400_000;
 
-fn key() -> ChainKey {
+pub(crate) fn key() -> ChainKey {
     ChainKey::from_material("test chain key")
 }
 
@@ -63,7 +63,7 @@ fn grant() -> BreakGlassGrant {
     }
 }
 
-fn records() -> Vec<GovernanceRecord> {
+pub(crate) fn records() -> Vec<GovernanceRecord> {
     vec![
         decision(1, "read_file", ToolAction::Allow),
         GovernanceRecord::new(T0 + 2, GovernanceEvent::BreakglassGranted(grant())),

@@ -22,7 +22,7 @@ fn finding(rule: &str) -> AuditFinding {
     }
 }
 
-fn rec(i: i64) -> AuditRecord {
+pub(crate) fn rec(i: i64) -> AuditRecord {
     let action = Action::ALL[(i % 3) as usize];
     let findings = match i % 3 {
         0 => vec![],

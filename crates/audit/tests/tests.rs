@@ -4,4 +4,6 @@
 mod crash;
 mod governance;
 mod log;
+mod pg_cluster;
+mod postgres;
 mod stored_names;

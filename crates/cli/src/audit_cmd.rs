@@ -1,13 +1,14 @@
 //! `rampart audit query|export|prune|verify`: read the service's decision audit log, its
 //! governance rows (tool decisions, approvals, break-glass: `query --tools`) and verify their
-//! hash chain.
+//! hash chain. Either backend: a SQLite file (`--db PATH`) or a PostgreSQL database
+//! (`--postgres-url-env VAR`, the variable holding its URL).
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use rampart_audit::{
-    AuditFilter, AuditJudge, AuditReader, AuditRelational, ChainKey, ExportFormat, GovernanceEvent,
-    GovernanceFilter, GovernanceKind, StoredGovernance, StoredRecord, format_time_ms, now_ms,
-    parse_duration_ms, parse_time,
+    AuditFilter, AuditJudge, AuditReader, AuditRelational, AuditSource, ChainKey, ExportFormat,
+    GovernanceEvent, GovernanceFilter, GovernanceKind, PostgresConfig, StoredGovernance,
+    StoredRecord, format_time_ms, now_ms, parse_duration_ms, parse_time,
 };
 use std::fmt::Write as _;
 use std::io::Write;
@@ -30,11 +31,40 @@ pub enum AuditCommand {
     Verify(VerifyArgs),
 }
 
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
+/// Which audit log: a SQLite file or a PostgreSQL database.
+#[derive(Debug, Clone, Args)]
+#[group(required = true, multiple = false)]
+pub struct StoreArgs {
     /// The audit log (SQLite database) written by `rampart serve`.
     #[arg(long, value_name = "PATH")]
-    pub db: PathBuf,
+    pub db: Option<PathBuf>,
+    /// The PostgreSQL audit log (`[audit] backend = "postgres"`): the environment variable
+    /// holding its connection URL, as the service's `[audit.postgres] url_env` (e.g.
+    /// RAMPART_AUDIT_POSTGRES_URL); the URL, which may hold a password, never goes on the
+    /// command line.
+    #[arg(long, value_name = "VAR")]
+    pub postgres_url_env: Option<String>,
+}
+
+impl StoreArgs {
+    fn source(&self) -> AuditSource {
+        match (&self.db, &self.postgres_url_env) {
+            (_, Some(var)) => AuditSource::Postgres(PostgresConfig::from_env_var(var.clone())),
+            (Some(db), None) => AuditSource::Sqlite(db.clone()),
+            // clap requires one of the two.
+            (None, None) => AuditSource::Sqlite(PathBuf::new()),
+        }
+    }
+
+    fn open(&self) -> Result<AuditReader> {
+        Ok(AuditReader::open_source(&self.source())?)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// The environment variable holding the chain's key material, as the service's
     /// `[audit] chain_key_env` (unset or empty: the public key).
     #[arg(long, value_name = "VAR", default_value = rampart_audit::DEFAULT_CHAIN_KEY_ENV)]
@@ -125,9 +155,8 @@ impl From<KindArg> for GovernanceKind {
 
 #[derive(Debug, Clone, Args)]
 pub struct FilterArgs {
-    /// The audit log (SQLite database) written by `rampart serve`.
-    #[arg(long, value_name = "PATH")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Records at or after this time: RFC 3339 (2026-11-24T05:00:00Z), a date (2026-11-24,
     /// UTC) or a duration ago (30m, 24h, 7d).
     #[arg(long, value_name = "TIME")]
@@ -287,9 +316,8 @@ pub struct ExportArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// The audit log (SQLite database).
-    #[arg(long, value_name = "PATH")]
-    pub db: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Delete records older than this duration (e.g. 30d, 12h, 2w).
     #[arg(long, value_name = "DURATION")]
     pub older_than: String,
@@ -336,7 +364,7 @@ fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
             let mut f = a.filter.to_filter(now)?;
             f.limit = (a.limit > 0).then_some(a.limit);
             f.newest_first = !a.oldest_first;
-            let reader = AuditReader::open(&a.filter.db)?;
+            let reader = a.filter.store.open()?;
             if a.json {
                 reader.export(&f, ExportFormat::Jsonl, out)?;
             } else {
@@ -356,7 +384,7 @@ fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
         AuditCommand::Export(a) => {
             let mut f = a.filter.to_filter(now)?;
             f.limit = a.limit;
-            let reader = AuditReader::open(&a.filter.db)?;
+            let reader = a.filter.store.open()?;
             let format = match a.format {
                 Format::Csv => ExportFormat::Csv,
                 Format::Jsonl => ExportFormat::Jsonl,
@@ -373,7 +401,7 @@ fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
             let age = parse_duration_ms(&a.older_than).context("--older-than")?;
             let cutoff = now.saturating_sub(age);
             if a.dry_run {
-                let reader = AuditReader::open(&a.db)?;
+                let reader = a.store.open()?;
                 let n = reader.count(&AuditFilter {
                     until_ms: Some(cutoff),
                     ..AuditFilter::default()
@@ -384,7 +412,7 @@ fn run_to(cmd: &AuditCommand, out: &mut dyn Write) -> Result<u8> {
                     format_time_ms(cutoff)
                 )?;
             } else {
-                let n = rampart_audit::prune(&a.db, cutoff)?;
+                let n = rampart_audit::prune_source(&a.store.source(), cutoff)?;
                 writeln!(out, "deleted {n} records before {}", format_time_ms(cutoff))?;
             }
             Ok(0)
@@ -435,7 +463,7 @@ fn query_tools(a: &QueryArgs, now: i64, out: &mut dyn Write) -> Result<u8> {
     // One more than the limit tells whether there are more.
     f.limit = (a.limit > 0).then_some(a.limit.saturating_add(1));
     f.newest_first = !a.oldest_first;
-    let reader = AuditReader::open(&a.filter.db)?;
+    let reader = a.filter.store.open()?;
     let mut rows = reader.query_governance(&f)?;
     let more = a.limit > 0 && rows.len() > a.limit;
     rows.truncate(if a.limit > 0 { a.limit } else { rows.len() });
@@ -617,7 +645,7 @@ fn governance_table(rows: &[StoredGovernance]) -> String {
 /// `verify`: walks the chain; exit 1 naming the first bad row.
 fn verify(a: &VerifyArgs, out: &mut dyn Write) -> Result<u8> {
     let key = ChainKey::from_env(&a.key_env);
-    let report = rampart_audit::verify(&a.db, &key)?;
+    let report = rampart_audit::verify_source(&a.store.source(), &key)?;
     if a.json {
         writeln!(out, "{}", serde_json::to_string(&report)?)?;
     } else {
@@ -1027,6 +1055,38 @@ mod tests {
         assert!(out.starts_with("deleted 2 records before "), "{out}");
         let out = run_args(&["query", "--db", db]).unwrap();
         assert!(out.ends_with("2 records\n"), "{out}");
+    }
+
+    #[test]
+    fn postgres_is_named_by_an_environment_variable_and_errors_are_clear() {
+        // One of --db and --postgres-url-env, not both.
+        assert!(run_args(&["query"]).is_err());
+        assert!(run_args(&["verify", "--db", "a.db", "--postgres-url-env", "X"]).is_err());
+        for cmd in [
+            vec![
+                "query",
+                "--postgres-url-env",
+                "RAMPART_TEST_UNSET_AUDIT_PG_VAR",
+            ],
+            vec![
+                "verify",
+                "--postgres-url-env",
+                "RAMPART_TEST_UNSET_AUDIT_PG_VAR",
+            ],
+            vec![
+                "prune",
+                "--postgres-url-env",
+                "RAMPART_TEST_UNSET_AUDIT_PG_VAR",
+                "--older-than",
+                "1d",
+            ],
+        ] {
+            let e = format!("{:#}", run_args(&cmd).unwrap_err());
+            assert!(
+                e.contains("RAMPART_TEST_UNSET_AUDIT_PG_VAR, which is not set"),
+                "{cmd:?}: {e}"
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Two `rampart serve` replicas on one real `redis-server` (`[state] backend = "redis"`):
-//! approvals, break-glass grants, rate limits and failed-login limits hold across them.
-//! Ignored by default (they need `redis-server`); `.ci/run` installs Redis and runs them:
-//! `cargo test -p rampart-cli --test tests replicas:: -- --ignored`.
+//! approvals, break-glass grants, rate limits and failed-login limits hold across them; and,
+//! with `[audit] backend = "postgres"` on one real PostgreSQL, their audit (decisions and
+//! governance rows) verifies as one chain.
+//! Ignored by default (they need `redis-server` and PostgreSQL); `.ci/run` installs both
+//! and runs them: `cargo test -p rampart-cli --test tests replicas:: -- --ignored`.
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
@@ -117,14 +119,33 @@ fn write_config(dir: &Path, rate: f64, burst: u32) -> std::path::PathBuf {
 }
 
 fn replica(config: &Path, redis: &Redis) -> Replica {
+    replica_with(config, redis, &[])
+}
+
+/// A replica with extra environment variables.
+fn replica_with(config: &Path, redis: &Redis, env: &[(&str, &str)]) -> Replica {
+    let mut all = vec![
+        ("RAMPART_TEST_REDIS_URL", redis.url.as_str()),
+        ("RAMPART_TEST_APPROVAL_KEY", APPROVAL_KEY),
+    ];
+    all.extend_from_slice(env);
+    let (child, addr) = spawn_serve(config, &all);
+    Replica {
+        child,
+        base: format!("http://{addr}"),
+    }
+}
+
+/// `rampart serve --config CONFIG` on a free loopback port with `env` set; the child and
+/// its address.
+pub(crate) fn spawn_serve(config: &Path, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(config)
         .env_remove("RAMPART_CONFIG")
         .env_remove("RAMPART_LISTEN")
         .env_remove("RAMPART_AUDIT_PATH")
-        .env("RAMPART_TEST_REDIS_URL", &redis.url)
-        .env("RAMPART_TEST_APPROVAL_KEY", APPROVAL_KEY)
+        .envs(env.iter().copied())
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -139,10 +160,7 @@ fn replica(config: &Path, redis: &Redis) -> Replica {
         .strip_prefix("listening on ")
         .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
         .to_string();
-    Replica {
-        child,
-        base: format!("http://{addr}"),
-    }
+    (child, addr)
 }
 
 fn agent() -> ureq::Agent {
@@ -341,4 +359,128 @@ fn without_redis_decisions_that_need_it_are_refused_and_readiness_says_so() {
         Some(&json!({"text": "hello"})),
     );
     assert_eq!(st, 503, "{v}");
+}
+
+/// The environment variable of the PostgreSQL URL in the replicas' `[audit.postgres]`.
+const AUDIT_PG_ENV: &str = "RAMPART_TEST_AUDIT_PG_URL";
+/// The chain key material both replicas (and `rampart audit verify`) read.
+const HASH_KEY: &str = "replicas-test-hash-key-material";
+
+/// `rampart audit ARGS` against the PostgreSQL of `url`: exit code and stdout.
+fn audit_cmd(url: &str, args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .arg("audit")
+        .args(args)
+        .args(["--postgres-url-env", AUDIT_PG_ENV])
+        .env(AUDIT_PG_ENV, url)
+        .env("RAMPART_HASH_KEY", HASH_KEY)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+#[ignore = "needs redis-server and PostgreSQL: run by .ci/run"]
+fn both_replicas_audit_to_one_postgres_and_the_chain_verifies_as_one() {
+    let redis = Redis::start();
+    let pg = crate::pg_cluster::PgCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write_config(dir.path(), 1000.0, 1000);
+    let mut src = std::fs::read_to_string(&cfg).unwrap();
+    src.push_str(&format!(
+        "[audit]\nbackend = \"postgres\"\n[audit.postgres]\nurl_env = \"{AUDIT_PG_ENV}\"\n"
+    ));
+    std::fs::write(&cfg, src).unwrap();
+    let env = [
+        (AUDIT_PG_ENV, pg.url.as_str()),
+        ("RAMPART_HASH_KEY", HASH_KEY),
+    ];
+    let a = replica_with(&cfg, &redis, &env);
+    let b = replica_with(&cfg, &redis, &env);
+    // An approval issued on A, approved on B, redeemed on A; a break-glass grant made on B
+    // and used on A: governance rows from both replicas.
+    let v = check(&a, &delete_call(None));
+    assert_eq!(v["action"], "CONFIRM", "{v}");
+    let token = v["approval"]["token"].as_str().unwrap().to_string();
+    let id = v["approval"]["id"].as_str().unwrap().to_string();
+    let (st, v) = call(
+        &b,
+        "POST",
+        &format!("/admin/approvals/{id}/approve"),
+        ADMIN_KEY,
+        Some(&json!({})),
+    );
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(check(&a, &delete_call(Some(&token)))["action"], "ALLOW");
+    let grant = json!({"tools": ["transfer_funds"], "ttl_seconds": 60, "reason": "r",
+                       "incident": "INC-9"});
+    let (st, g) = call(&b, "POST", "/admin/breakglass", ADMIN_KEY, Some(&grant));
+    assert_eq!(st, 201, "{g}");
+    let pay = json!({"id": "p1", "tool": "transfer_funds", "arguments": {"amount": 5}});
+    assert_eq!(check(&a, &pay)["action"], "ALLOW");
+    // Then both replicas at once: tool decisions (governance rows, chained across the two
+    // processes) and scans (decisions) from four threads.
+    let per_thread = 15;
+    std::thread::scope(|s| {
+        for (t, r) in [&a, &b, &a, &b].into_iter().enumerate() {
+            s.spawn(move || {
+                for i in 0..per_thread {
+                    let c = json!({"id": format!("c{t}-{i}"), "tool": "transfer_funds",
+                                   "arguments": {"amount": i}});
+                    assert_eq!(check(r, &c)["action"], "ALLOW");
+                    let (st, v) = call(
+                        r,
+                        "POST",
+                        "/v1/scan",
+                        AGENT_KEY,
+                        Some(&json!({"text": format!("hello {t} {i}")})),
+                    );
+                    assert_eq!(st, 200, "{v}");
+                }
+            });
+        }
+    });
+    drop(a);
+    drop(b);
+    // One chain, verified by the CLI with the replicas' key.
+    let (code, out) = audit_cmd(&pg.url, &["verify", "--json"]);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["triggers_present"], true, "{report}");
+    let rows = report["rows"].as_u64().unwrap();
+    // At least: the CONFIRM, the approval issued, approved and redeemed, the grant, and a
+    // row per concurrent check.
+    assert!(rows >= 5 + 4 * per_thread, "{report}");
+    let (code, out) = audit_cmd(&pg.url, &["verify"]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!("ok: {rows} governance rows verified")),
+        "{out}"
+    );
+    // The decisions of both replicas are in the one database.
+    let (code, out) = audit_cmd(
+        &pg.url,
+        &["query", "--json", "--limit", "0", "--endpoint", "/v1/scan"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.lines().count() as u64,
+        4 * per_thread,
+        "{out}\nall: {}",
+        audit_cmd(&pg.url, &["query", "--limit", "5"]).1
+    );
+    let (code, out) = audit_cmd(
+        &pg.url,
+        &["query", "--tools", "--kind", "approval_redeemed"],
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("delete_file"), "{out}");
 }

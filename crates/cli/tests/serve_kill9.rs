@@ -43,23 +43,10 @@ fn metrics(addr: &str) -> String {
     get().unwrap_or_default()
 }
 
-#[test]
-fn every_acknowledged_decision_survives_kill_9() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("audit.db");
-    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/rules.toml");
-    let cfg = dir.path().join("server.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "version = 1\n[audit]\npath = {:?}\n[pipeline]\npath = {:?}\n",
-            db.display().to_string(),
-            rules.display().to_string()
-        ),
-    )
-    .unwrap();
-    let (mut child, addr) = crate::common::serve(&cfg, Stdio::null(), "warn");
-
+/// Drives `child` (a `rampart serve` on `addr`) from 8 threads, SIGKILLs it mid-load, and
+/// returns the request ids it acknowledged.
+fn load_then_kill_9(mut child: std::process::Child, addr: &str) -> Vec<String> {
+    let addr = addr.to_string();
     let acked = Arc::new(Mutex::new(Vec::<String>::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let texts = [
@@ -99,11 +86,11 @@ fn every_acknowledged_decision_survives_kill_9() {
         "too little load before the kill: {}",
         acked.len()
     );
+    acked
+}
 
-    let reader = rampart_audit::AuditReader::open(&db).unwrap();
-    let recs = reader
-        .query(&rampart_audit::AuditFilter::default())
-        .unwrap();
+/// Every acknowledged request id is among the logged records.
+fn assert_all_logged(acked: &[String], recs: &[rampart_audit::StoredRecord]) {
     let logged: std::collections::HashSet<&str> =
         recs.iter().map(|r| r.record.request_id.as_str()).collect();
     eprintln!(
@@ -122,6 +109,67 @@ fn every_acknowledged_decision_survives_kill_9() {
         acked.len(),
         &missing[..missing.len().min(5)]
     );
+}
+
+#[test]
+fn every_acknowledged_decision_survives_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("audit.db");
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/rules.toml");
+    let cfg = dir.path().join("server.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "version = 1\n[audit]\npath = {:?}\n[pipeline]\npath = {:?}\n",
+            db.display().to_string(),
+            rules.display().to_string()
+        ),
+    )
+    .unwrap();
+    let (child, addr) = crate::common::serve(&cfg, Stdio::null(), "warn");
+    let acked = load_then_kill_9(child, &addr);
+    let reader = rampart_audit::AuditReader::open(&db).unwrap();
+    let recs = reader
+        .query(&rampart_audit::AuditFilter::default())
+        .unwrap();
+    assert_all_logged(&acked, &recs);
+}
+
+/// The same against PostgreSQL (`[audit] backend = "postgres"`): every acknowledged
+/// decision is in the database after `kill -9`. Ignored: needs PostgreSQL (`.ci/run`).
+mod postgres {
+    use super::*;
+    use crate::pg_cluster::PgCluster;
+
+    #[test]
+    #[ignore = "needs PostgreSQL: run by .ci/run"]
+    fn every_acknowledged_decision_survives_kill_9() {
+        let pg = PgCluster::start();
+        let dir = tempfile::tempdir().unwrap();
+        let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/rules.toml");
+        let cfg = dir.path().join("server.toml");
+        std::fs::write(
+            &cfg,
+            format!(
+                "version = 1\n[audit]\nbackend = \"postgres\"\n[audit.postgres]\n\
+                 url_env = \"RAMPART_TEST_AUDIT_PG_URL\"\n[pipeline]\npath = {:?}\n",
+                rules.display().to_string()
+            ),
+        )
+        .unwrap();
+        let (child, addr) =
+            crate::replicas::spawn_serve(&cfg, &[("RAMPART_TEST_AUDIT_PG_URL", pg.url.as_str())]);
+        let acked = load_then_kill_9(child, &addr);
+        let src = rampart_audit::AuditSource::Postgres(rampart_audit::PostgresConfig {
+            url: Some(pg.url.clone()),
+            ..Default::default()
+        });
+        let recs = rampart_audit::AuditReader::open_source(&src)
+            .unwrap()
+            .query(&rampart_audit::AuditFilter::default())
+            .unwrap();
+        assert_all_logged(&acked, &recs);
+    }
 }
 
 /// SIGTERM drains and exits 0; the JSON request log has one line per request and never the

@@ -11,6 +11,8 @@ mod governance;
 mod judge;
 mod lint;
 mod models;
+#[path = "../../audit/tests/pg_cluster.rs"]
+mod pg_cluster;
 mod redteam;
 mod redteam_report;
 mod relate;

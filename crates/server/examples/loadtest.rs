@@ -33,7 +33,7 @@
 //! against the same turn sent alone as `text`.
 
 use bytes::Bytes;
-use rampart_audit::{AuditConfig, AuditFilter, AuditReader};
+use rampart_audit::{AuditConfig, AuditFilter, AuditReader, AuditSource, PostgresConfig};
 use rampart_core::{Action, Pipeline, PipelineConfig, Registry, ScanRequest, Segment};
 use rampart_server::config::ServerConfig;
 use rampart_server::{Server, ServerOptions};
@@ -48,7 +48,8 @@ const MAX_CONNECTIONS: usize = 1024;
 const USAGE: &str = "usage: loadtest [--duration S] [--warmup S] [--connections C] [--threads N] \
 [--server-workers W] [--pipeline deterministic|default|both] [--prompts FILE.jsonl] \
 [--count N] [--size BYTES] [--seed N] [--logs json|off] [--audit on|off|both] [--json OUT] \
-[--http-only] [--conversation-turns N] [--state memory|redis://HOST:PORT/DB]";
+[--http-only] [--conversation-turns N] [--state memory|redis://HOST:PORT/DB] \
+[--audit-backend sqlite|postgres]";
 
 /// The API key phase B sends with `--state` (auth on, so that every request takes a token
 /// from the key's rate-limit bucket and checks the address's failed-login allowance: the
@@ -78,6 +79,9 @@ struct Args {
     /// `--state`: auth on with one key, its limits in this process (`memory`) or in Redis
     /// (a `redis://` URL): the cost of shared state per request.
     state: Option<String>,
+    /// `--audit-backend postgres`: the audit log in the PostgreSQL database whose URL is in
+    /// `RAMPART_AUDIT_POSTGRES_URL` (shared: two processes may write to it at once).
+    audit_postgres: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +139,7 @@ fn parse_args() -> Result<Args, String> {
         audit: AuditRuns::Both,
         conversation_turns: None,
         state: None,
+        audit_postgres: false,
     };
     let mut it = std::env::args().skip(1);
     let secs = |v: &str, name: &str| -> Result<Duration, String> {
@@ -209,6 +214,13 @@ fn parse_args() -> Result<Args, String> {
                     return Err("--state: memory or a redis:// URL".into());
                 }
                 a.state = Some(v);
+            }
+            "--audit-backend" => {
+                a.audit_postgres = match v.as_str() {
+                    "sqlite" => false,
+                    "postgres" => true,
+                    _ => return Err("--audit-backend: sqlite or postgres".into()),
+                }
             }
             "--conversation-turns" => {
                 a.conversation_turns = Some(num(&v, "--conversation-turns")?.min(64))
@@ -485,6 +497,9 @@ struct Http {
     p99_us: u64,
     max_us: u64,
     audit_records: u64,
+    /// The audit log is a PostgreSQL database other processes may write to at once:
+    /// `audit_records` counts the records added during the run, theirs included.
+    audit_shared: bool,
     /// Mean response body size over every answered request, bytes.
     body_bytes_mean: f64,
     /// Records per audit group commit over the whole run (from `/metrics`), if known.
@@ -819,6 +834,15 @@ fn run_http(
     let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
     let audit_path = dir.path().join("audit.db");
     let mut cfg = server_config(which, &audit_path);
+    let pg_source = AuditSource::Postgres(PostgresConfig::default());
+    let pg_count =
+        || AuditReader::open_source(&pg_source).and_then(|r| r.count(&AuditFilter::default()));
+    let mut pg_before = 0;
+    if args.audit_postgres && audit {
+        cfg.audit = Some(AuditConfig::postgres(PostgresConfig::default()));
+        // No schema yet (a fresh database) counts as none.
+        pg_before = pg_count().unwrap_or(0);
+    }
     if !audit {
         cfg.audit = None;
     }
@@ -871,7 +895,12 @@ fn run_http(
         .map_err(|e| format!("server task: {e}"))?
         .map_err(|e| format!("server: {e}"))?;
     drop(rt);
-    if audit {
+    if audit && args.audit_postgres {
+        h.audit_shared = true;
+        h.audit_records = pg_count()
+            .map_err(|e| format!("audit log: {e}"))?
+            .saturating_sub(pg_before);
+    } else if audit {
         h.audit_records = AuditReader::open(&audit_path)
             .and_then(|r| r.count(&AuditFilter::default()))
             .map_err(|e| format!("audit log: {e}"))?;
@@ -1203,10 +1232,14 @@ impl Row {
     }
     fn ok(&self) -> bool {
         let clean = |h: &Http| h.errors == 0 && h.mismatches == 0;
-        self.audit_on
-            .as_ref()
-            .is_none_or(|h| clean(h) && h.audit_records == acknowledged(h))
-            && self.audit_off.as_ref().is_none_or(clean)
+        self.audit_on.as_ref().is_none_or(|h| {
+            clean(h)
+                && if h.audit_shared {
+                    h.audit_records >= acknowledged(h)
+                } else {
+                    h.audit_records == acknowledged(h)
+                }
+        }) && self.audit_off.as_ref().is_none_or(clean)
             && clean(&self.baseline)
     }
 }

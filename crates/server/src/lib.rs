@@ -152,7 +152,7 @@ pub enum ServerError {
     /// The audit log could not be opened.
     #[error("cannot open the audit log {}", path.display())]
     Audit {
-        /// The audit database.
+        /// The audit database: the SQLite file, or `postgres ($VAR)`.
         path: std::path::PathBuf,
         /// Why.
         #[source]
@@ -282,7 +282,8 @@ impl Server {
             Some(a) => {
                 let mut a = a.clone();
                 a.path = config.resolve(&a.path);
-                let path = a.path.clone();
+                // The SQLite file, or `postgres ($VAR)` (never the URL).
+                let path = std::path::PathBuf::from(a.location());
                 Some(
                     audit::AuditLog::open(a)
                         .map_err(|source| ServerError::Audit { path, source })?,

@@ -32,13 +32,13 @@ action = "block"
 "#;
 
 /// A `redis-server` on a free loopback port, stopped on drop.
-struct Redis {
+pub(crate) struct Redis {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Redis {
-    fn start() -> Redis {
+    pub(crate) fn start() -> Redis {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -70,9 +70,9 @@ impl Drop for Redis {
 }
 
 /// One `rampart serve` replica, killed on drop.
-struct Replica {
-    child: Child,
-    base: String,
+pub(crate) struct Replica {
+    pub(crate) child: Child,
+    pub(crate) base: String,
 }
 
 impl Drop for Replica {
@@ -82,7 +82,7 @@ impl Drop for Replica {
     }
 }
 
-fn sha256_hex(key: &str) -> String {
+pub(crate) fn sha256_hex(key: &str) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_rampart"))
         .args(["serve", "hash-key"])
         .stdin(Stdio::piped())
@@ -172,7 +172,13 @@ fn agent() -> ureq::Agent {
 }
 
 /// `method path` with `key`; the status and the JSON body.
-fn call(r: &Replica, method: &str, path: &str, key: &str, body: Option<&Value>) -> (u16, Value) {
+pub(crate) fn call(
+    r: &Replica,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: Option<&Value>,
+) -> (u16, Value) {
     let url = format!("{}{path}", r.base);
     let auth = format!("Bearer {key}");
     let a = agent();

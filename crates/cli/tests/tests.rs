@@ -17,6 +17,7 @@ mod redteam;
 mod redteam_report;
 mod relate;
 mod replicas;
+mod replicas_conversation;
 mod serve_errors;
 mod serve_kill9;
 mod tools;

@@ -310,6 +310,22 @@ impl Inner {
     }
 }
 
+/// The entry of an assistant message answering the prefix `prefix_key` (bound) or any
+/// prefix (unbound).
+pub(crate) fn entry_hash(
+    bind_to_prefix: bool,
+    secret: &ChainSecret,
+    prefix_key: &ChainKey,
+    text: &str,
+) -> [u8; 32] {
+    let bound = if bind_to_prefix {
+        *prefix_key
+    } else {
+        ChainKey([0; 32])
+    };
+    secret.ledger_hash(&bound, text)
+}
+
 /// The ledger of assistant messages returned through this proxy. Built once, shared
 /// (`Send + Sync`), one interior mutex. Holds keyed hashes only, never text.
 pub struct AssistantLedger {
@@ -372,12 +388,22 @@ impl AssistantLedger {
     }
 
     fn entry_hash(&self, secret: &ChainSecret, prefix_key: &ChainKey, text: &str) -> [u8; 32] {
-        let bound = if self.options.bind_to_prefix {
-            *prefix_key
-        } else {
-            ChainKey([0; 32])
-        };
-        secret.ledger_hash(&bound, text)
+        entry_hash(self.options.bind_to_prefix, secret, prefix_key, text)
+    }
+
+    /// A ledger under an already derived secret (options validated by the caller): the
+    /// shared state's per-request scratch ledgers.
+    pub(crate) fn with_secret(
+        options: LedgerOptions,
+        secret: ChainSecret,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            options,
+            secret,
+            clock,
+            inner: Mutex::new(Inner::default()),
+        }
     }
 
     /// Records an assistant message this proxy returned, as the answer to `prefix` (the

@@ -62,6 +62,7 @@ mod refusal;
 mod report;
 mod risk;
 mod scan;
+mod shared;
 mod store;
 
 pub use agreement::{
@@ -92,6 +93,7 @@ pub use scan::{
     DEFAULT_MAX_REFUSALS, DEFAULT_MAX_REPHRASINGS, DEFAULT_MAX_REPLAY, DEFAULT_WINDOW_TURNS,
     HIST_AGREEMENT_MODEL, LoadOptionsError, SERVICE_KEYS, call_ends, turn_risk, window_text,
 };
+pub use shared::{SharedConversations, SharedStateError};
 pub use store::{
     Clock, ConversationState, ConversationStore, DEFAULT_MAX_ENTRIES, DEFAULT_TTL_SECONDS,
     Evidence, HintRow, LineageRow, MAX_BLOCKED_FINGERPRINTS, MAX_HINTS_PER_LINEAGE, ManualClock,

@@ -716,6 +716,8 @@ fn decode_node(raw: RawNode) -> Result<NodeRow, Bad> {
                 .map(u64::from_le_bytes)
                 .collect(),
             hints: blob_chunks::<32>(&l.hints, "hints")?,
+            // Not stored in SQLite (see DESIGN.md).
+            words: Vec::new(),
         }),
         None => None,
     };

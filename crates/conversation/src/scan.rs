@@ -16,6 +16,7 @@ use crate::agreement::AgreementDetector;
 use crate::ledger::{AssistantLedger, HIST_FORGED, HistoryPolicy, apply_history_policy};
 use crate::refusal::RefusalDetector;
 use crate::risk::OptionsError;
+use crate::shared::SharedConversations;
 use crate::store::{
     ConversationState, ConversationStore, ObserveError, StoreOptions, TenantStore, TurnVerdict,
 };
@@ -175,6 +176,10 @@ pub enum ConversationError {
     /// The options are invalid.
     #[error(transparent)]
     Options(#[from] OptionsError),
+    /// The shared state (`[state] backend = "redis"`) could not be read or written: the
+    /// request is not judged without its conversation (fail closed).
+    #[error("the shared conversation state is unavailable: {0}")]
+    SharedState(String),
 }
 
 /// What scanning a conversation returns.
@@ -201,6 +206,8 @@ pub struct ConversationScanner {
     agreement: Option<Arc<AgreementDetector>>,
     /// The partition of the store this scanner reads and writes (an API key id).
     tenant: Option<Arc<str>>,
+    /// The shared state, when the store and the ledger live there (several replicas).
+    shared: Option<Arc<SharedConversations>>,
 }
 
 /// Key material of the throwaway state of a stateless scan: never persisted, never shared,
@@ -225,6 +232,7 @@ impl ConversationScanner {
             refusals: RefusalDetector::new(),
             agreement,
             tenant: None,
+            shared: None,
         })
     }
 
@@ -247,6 +255,7 @@ impl ConversationScanner {
             refusals: RefusalDetector::new(),
             agreement,
             tenant: None,
+            shared: None,
         })
     }
 
@@ -266,6 +275,7 @@ impl ConversationScanner {
             refusals: self.refusals.clone(),
             agreement: self.agreement.clone(),
             tenant: self.tenant.clone(),
+            shared: None,
         }
     }
 
@@ -282,6 +292,45 @@ impl ConversationScanner {
             refusals: self.refusals.clone(),
             agreement: self.agreement.clone(),
             tenant: tenant.map(Arc::from),
+            shared: self.shared.clone(),
+        }
+    }
+
+    /// The same scanner with its store and ledger in `shared` (every replica's): each scan
+    /// reads the rows its conversation needs from there and merges its changes back; the
+    /// scanner's own store and ledger are not used. A stateless scanner stays stateless.
+    pub fn with_shared(mut self, shared: Arc<SharedConversations>) -> Self {
+        if self.mode == StateMode::Stateful {
+            self.shared = Some(shared);
+        }
+        self
+    }
+
+    /// Whether the state is shared ([`with_shared`](Self::with_shared)): scans and
+    /// recorded answers then do blocking I/O.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// The partition this scanner reads and writes (an API key id; `None`: the default).
+    pub fn tenant(&self) -> Option<&str> {
+        self.tenant.as_deref()
+    }
+
+    /// Whether `answer` reads as a refusal.
+    pub(crate) fn is_refusal(&self, answer: &Turn) -> bool {
+        self.refusals.is_refusal(&answer.text)
+    }
+
+    /// [`record_answer`](Self::record_answer), reporting a failure of the shared state
+    /// (the in-process state cannot fail).
+    pub fn try_record_answer(&self, sent: &[Turn], answer: &Turn) -> Result<(), ConversationError> {
+        match &self.shared {
+            Some(shared) => shared.record_answer(self, sent, answer),
+            None => {
+                self.record_answer(sent, answer);
+                Ok(())
+            }
         }
     }
 
@@ -308,6 +357,12 @@ impl ConversationScanner {
     /// Records an answer returned to the client for `sent` (the messages forwarded): the
     /// ledger learns it (forged-history detection) and a refusal becomes lineage evidence.
     pub fn record_answer(&self, sent: &[Turn], answer: &Turn) {
+        if let Some(shared) = &self.shared {
+            // Infallible here: a shared state that fails loses the entry (logged by callers
+            // that use `try_record_answer`).
+            let _ = shared.record_answer(self, sent, answer);
+            return;
+        }
         let contents: Vec<String> = sent.iter().map(Turn::content).collect();
         let msgs = as_messages(sent, &contents);
         let answer_text = answer.content();
@@ -327,6 +382,9 @@ impl ConversationScanner {
         req: &ConversationRequest,
     ) -> Result<ConversationOutcome, ConversationError> {
         self.check(req)?;
+        if let Some(shared) = &self.shared {
+            return shared.scan(self, req);
+        }
         let started = Instant::now();
         let contents: Vec<String> = req.turns.iter().map(Turn::content).collect();
         let msgs = as_messages(&req.turns, &contents);
@@ -896,7 +954,7 @@ fn evidence_of(s: &ConversationState) -> ConversationEvidence {
     }
 }
 
-fn as_messages<'a>(turns: &[Turn], contents: &'a [String]) -> Vec<(Role, &'a str)> {
+pub(crate) fn as_messages<'a>(turns: &[Turn], contents: &'a [String]) -> Vec<(Role, &'a str)> {
     turns
         .iter()
         .zip(contents)

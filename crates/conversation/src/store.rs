@@ -225,6 +225,10 @@ pub struct LineageRow {
     /// Keyed hashes of the conversation-id hints seen, oldest first (at most
     /// [`MAX_HINTS_PER_LINEAGE`] are kept).
     pub hints: Vec<[u8; 32]>,
+    /// Keyed 32-bit hashes of the content words of the latest blocked or refused turns,
+    /// one set per turn, oldest first (at most 8). Kept by the shared state; the SQLite
+    /// persistence does not store them (empty when loaded from it).
+    pub words: Vec<Vec<u32>>,
 }
 
 /// A conversation-id hint (its keyed hash) and the anchor of the lineage it points to.
@@ -307,6 +311,7 @@ fn node_row(key: ChainKey, n: &Node) -> NodeRow {
             peak_risk: l.peak_conversation_risk,
             blocked: l.blocked.clone(),
             hints: l.hints.clone(),
+            words: l.blocked_words.clone(),
         }),
     }
 }
@@ -332,11 +337,13 @@ fn node_from_row(row: NodeRow, tick: u64) -> Option<Node> {
             blocked.drain(..blocked.len().saturating_sub(MAX_BLOCKED_FINGERPRINTS));
             let mut hints = l.hints;
             hints.drain(..hints.len().saturating_sub(MAX_HINTS_PER_LINEAGE));
+            let mut blocked_words = l.words;
+            blocked_words.drain(..blocked_words.len().saturating_sub(MAX_BLOCKED_WORD_SETS));
             Some(Box::new(Lineage {
                 evidence: l.evidence,
                 peak_conversation_risk: restored_risk(l.peak_risk)?,
                 blocked,
-                blocked_words: Vec::new(),
+                blocked_words,
                 hints,
             }))
         }
@@ -1132,6 +1139,21 @@ impl ConversationStore {
         })
     }
 
+    /// A store under an already derived secret (options validated by the caller): the
+    /// shared state's per-request scratch stores.
+    pub(crate) fn with_secret(
+        options: StoreOptions,
+        secret: ChainSecret,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self {
+            options,
+            secret,
+            clock,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
     /// The options.
     pub fn options(&self) -> &StoreOptions {
         &self.options
@@ -1439,7 +1461,18 @@ impl ConversationStore {
     #[cfg(test)]
     pub(crate) fn snapshot(&self) -> (Vec<NodeRow>, Vec<HintRow>) {
         let inner = self.lock();
-        let mut nodes: Vec<NodeRow> = inner.nodes.iter().map(|(k, n)| node_row(*k, n)).collect();
+        // As the database holds them: without word sets (the shared state keeps those).
+        let mut nodes: Vec<NodeRow> = inner
+            .nodes
+            .iter()
+            .map(|(k, n)| {
+                let mut row = node_row(*k, n);
+                if let Some(l) = &mut row.lineage {
+                    l.words.clear();
+                }
+                row
+            })
+            .collect();
         nodes.sort_by_key(|r| r.key);
         let mut hints: Vec<HintRow> = inner
             .hints

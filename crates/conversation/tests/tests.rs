@@ -6,4 +6,5 @@ mod common;
 mod ledger;
 mod persist;
 mod scan;
+mod shared;
 mod state;

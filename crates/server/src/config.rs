@@ -679,8 +679,9 @@ impl ServerConfig {
     }
 
     /// `[state]`: Redis settings in range; with Redis, the approval tokens' key must be
-    /// shared (`[tools] approval_key_env`), and conversation state, which is not kept in
-    /// Redis yet, is refused rather than silently kept per replica.
+    /// shared (`[tools] approval_key_env`), and conversation state lives in Redis, so its
+    /// SQLite persistence (`persist_path`) is refused. (The conversation key itself must be
+    /// set in the environment `key_env` names: checked at start.)
     fn check_state(
         &self,
         invalid: &impl Fn(String) -> ServerConfigError,
@@ -720,12 +721,15 @@ impl ServerConfig {
                     .into(),
             ));
         }
-        if self.conversation.as_ref().is_some_and(|c| c.enabled) {
+        if self
+            .conversation
+            .as_ref()
+            .is_some_and(|c| c.enabled && c.persist_path.is_some())
+        {
             return Err(invalid(
-                "[conversation] state is not kept in Redis yet: with [state] backend = \
-                 \"redis\" each replica would keep its own, and a conversation blocked on \
-                 one could continue on another; run conversation state with one replica \
-                 (backend = \"memory\") for now"
+                "[conversation] persist_path cannot be used with [state] backend = \"redis\": \
+                 conversation state and the answer ledger are kept in Redis then, shared by \
+                 every replica (remove persist_path, and give Redis persistence instead)"
                     .into(),
             ));
         }

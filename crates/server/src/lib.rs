@@ -247,9 +247,11 @@ impl Server {
             )?),
             None => None,
         };
-        let conversations = state::Conversations::from_config(&config, |k| std::env::var(k).ok())
-            .map_err(ServerError::Conversation)?
-            .map(Arc::new);
+        let shared = rampart_state::open(&config.state).map_err(ServerError::State)?;
+        let conversations =
+            state::Conversations::from_config(&config, |k| std::env::var(k).ok(), shared.as_ref())
+                .map_err(ServerError::Conversation)?
+                .map(Arc::new);
         // Loaded before the pipeline is built and anything is served, into the fresh store
         // and ledger.
         let persistence = match &conversations {
@@ -297,7 +299,6 @@ impl Server {
             }
         };
         let writer = audit.as_ref().map(|a| a.writer());
-        let shared = rampart_state::open(&config.state).map_err(ServerError::State)?;
         let tool_governance = tools::ToolGovernance::from_config(&config, shared.clone())
             .map_err(ServerError::Tools)?
             .map(Arc::new);

@@ -44,6 +44,9 @@ pub(crate) async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         "audit": audit,
         "state": shared,
         "conversation": if state.conversation_stateful() { "stateful" } else { "stateless" },
+        // Where it is kept: `memory`, or the shared state (`redis`, whose reachability is
+        // `state` above: without it conversations are refused, so the replica is not ready).
+        "conversation_store": state.conversation_store(),
         "conversation_persistence": state.conversation_persistence(),
         "uptime_s": state.uptime().as_secs(),
     });

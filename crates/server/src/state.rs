@@ -10,7 +10,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use rampart_conversation::{
     AssistantLedger, ConversationError, ConversationOptions, ConversationOutcome,
-    ConversationScanner, ConversationStore, OptionsError,
+    ConversationScanner, ConversationStore, OptionsError, SharedConversations,
 };
 use rampart_core::conversation::ConversationRequest;
 use rampart_core::{
@@ -177,6 +177,11 @@ impl From<ConversationError> for ServiceError {
                 }
                 _ => ServiceError::BadRequest(e.to_string()),
             },
+            ConversationError::SharedState(ref why) => {
+                // Fail closed: no decision without the conversation's shared state.
+                tracing::error!(error = %why, "shared conversation state unavailable: request refused");
+                ServiceError::Unavailable(format!("{e}; retry later"))
+            }
             _ => ServiceError::Internal(format!("the conversation scan failed: {e}")),
         }
     }
@@ -302,20 +307,31 @@ impl ConversationScanners {
             compile: Some(rampart_rules::plans::Compile::AtBuild),
             ..o.clone()
         };
+        // With `[state] backend = "redis"` the scanners read and write the shared state.
+        let place = |s: ConversationScanner, c: &Conversations| match &c.shared {
+            Some(shared) => s.with_shared(shared.clone()),
+            None => s,
+        };
         Ok(match shared {
             Some(c) => ConversationScanners {
-                api: Arc::new(ConversationScanner::stateful(
-                    pipeline.clone(),
-                    at_build(&c.options),
-                    c.store.clone(),
-                    None,
-                )?),
-                proxy: Some(Arc::new(ConversationScanner::stateful(
-                    pipeline.clone(),
-                    at_build(&c.options),
-                    c.store.clone(),
-                    Some(c.ledger.clone()),
-                )?)),
+                api: Arc::new(place(
+                    ConversationScanner::stateful(
+                        pipeline.clone(),
+                        at_build(&c.options),
+                        c.store.clone(),
+                        None,
+                    )?,
+                    c,
+                )),
+                proxy: Some(Arc::new(place(
+                    ConversationScanner::stateful(
+                        pipeline.clone(),
+                        at_build(&c.options),
+                        c.store.clone(),
+                        Some(c.ledger.clone()),
+                    )?,
+                    c,
+                ))),
             },
             None => ConversationScanners {
                 api: Arc::new(ConversationScanner::stateless(
@@ -340,6 +356,9 @@ pub(crate) struct Conversations {
     persist: Option<(PathBuf, Duration)>,
     /// The last flush to `persist` failed (for `/readyz`).
     persist_failing: AtomicBool,
+    /// `[state] backend = "redis"`: the store and the ledger live there (`store` and
+    /// `ledger` above stay empty).
+    shared: Option<Arc<SharedConversations>>,
 }
 
 /// Why the conversation state could not be set up.
@@ -366,6 +385,17 @@ pub enum ConversationSetupError {
         /// The resolved `persist_path`.
         path: PathBuf,
     },
+    /// The state is in Redis but the key variable is not set: each replica would draw its
+    /// own random key, and their conversations would never meet.
+    #[error(
+        "[state] backend = \"redis\" keeps conversation state shared by every replica, but \
+         the environment variable {key_env} (conversation.key_env) is unset or empty: set \
+         it to the same secret on every replica"
+    )]
+    SharedWithoutKey {
+        /// The variable `key_env` names.
+        key_env: String,
+    },
 }
 
 impl Conversations {
@@ -374,6 +404,7 @@ impl Conversations {
     pub(crate) fn from_config(
         cfg: &ServerConfig,
         get: impl Fn(&str) -> Option<String>,
+        shared_state: Option<&Arc<dyn rampart_state::SharedStore>>,
     ) -> Result<Option<Self>, ConversationSetupError> {
         let Some(section) = cfg.conversation.as_ref().filter(|c| c.enabled) else {
             return Ok(None);
@@ -385,6 +416,11 @@ impl Conversations {
         let key = match get(&section.key_env).filter(|k| !k.is_empty()) {
             Some(k) => k.into_bytes(),
             None => {
+                if shared_state.is_some() {
+                    return Err(ConversationSetupError::SharedWithoutKey {
+                        key_env: section.key_env.clone(),
+                    });
+                }
                 if let Some((path, _)) = persist {
                     return Err(ConversationSetupError::PersistWithoutKey {
                         key_env: section.key_env.clone(),
@@ -415,13 +451,28 @@ impl Conversations {
         }
         let store = ConversationStore::new(options.store.clone(), &key)?;
         let ledger = AssistantLedger::new(options.ledger.clone(), &key)?;
+        let shared = match shared_state {
+            Some(s) => Some(Arc::new(SharedConversations::new(
+                s.clone(),
+                &key,
+                options.store.clone(),
+                options.ledger.clone(),
+            )?)),
+            None => None,
+        };
         Ok(Some(Conversations {
             options,
             store: Arc::new(store),
             ledger: Arc::new(ledger),
             persist,
             persist_failing: AtomicBool::new(false),
+            shared,
         }))
+    }
+
+    /// The shared state, when the conversation state is kept there.
+    pub(crate) fn shared(&self) -> Option<&Arc<SharedConversations>> {
+        self.shared.as_ref()
     }
 
     /// The ledger.
@@ -785,6 +836,15 @@ impl AppState {
     /// Whether conversation state is kept (`[conversation]`).
     pub(crate) fn conversation_stateful(&self) -> bool {
         self.conversations.is_some()
+    }
+
+    /// Where conversation state is kept: `none`, `memory` (this process), or the shared
+    /// state's backend (`redis`).
+    pub(crate) fn conversation_store(&self) -> &'static str {
+        match &self.conversations {
+            None => "none",
+            Some(c) => c.shared().map_or("memory", |s| s.backend()),
+        }
     }
 
     /// The persistence of the conversation state: `off` (in memory only, or no state),

@@ -26,10 +26,20 @@
 #![deny(missing_docs)]
 
 mod config;
+mod conv;
 mod memory;
 mod redis_store;
 
 pub use config::{Backend, RedisConfig, StateConfig, StateConfigError};
+pub use conv::{ConvLineage, ConvNode, ConvRead, ConvRows, ConvWrite};
+/// The field names of a conversation node in the shared store (see DESIGN.md).
+pub mod conv_fields {
+    pub use crate::conv::{
+        F_ACTION, F_BLOCKS, F_CREATED, F_HINTS, F_PARENT, F_PEAK, F_PRINTS, F_REFUSAL, F_REFUSALS,
+        F_REPHRASINGS, F_RISK, F_SANITIZES, F_SEEN, F_TURN, F_WORDS, MAX_HINTS, MAX_PRINTS,
+        MAX_WORD_SETS,
+    };
+}
 pub use memory::MemoryStore;
 pub use redis_store::RedisStore;
 
@@ -137,6 +147,10 @@ pub enum Op {
         /// Most members returned.
         limit: u64,
     },
+    /// Reads the conversation rows a request's path needs, in one round trip.
+    ConvRead(ConvRead),
+    /// Merges a request's conversation changes in, atomically, and bounds the tenant.
+    ConvWrite(ConvWrite),
 }
 
 /// A step of an approval record.
@@ -241,7 +255,7 @@ pub enum Reply {
         retry_after_ms: u64,
     },
     /// [`Op::PutNew`], [`Op::ApprovalNew`], [`Op::IndexAdd`], [`Op::IndexRemove`]: whether
-    /// it changed anything.
+    /// it changed anything; [`Op::ConvWrite`]: true.
     Done(bool),
     /// [`Op::Get`], [`Op::Take`]: the value.
     Value(Option<String>),
@@ -251,6 +265,8 @@ pub enum Reply {
     Record(Option<ApprovalRecord>),
     /// [`Op::IndexLive`].
     Members(Vec<String>),
+    /// [`Op::ConvRead`].
+    ConvRows(ConvRows),
 }
 
 /// Why a shared-state operation failed. Callers fail closed: a decision that needs the

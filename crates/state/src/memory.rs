@@ -1,8 +1,9 @@
 //! The in-process store: the reference semantics of every [`Op`].
 
+use crate::conv::{F_HINTS, F_SEEN, hex_items, merge_node};
 use crate::{
-    ApprovalOutcome, ApprovalRecord, ApprovalState, ApprovalStep, Op, Reply, SharedStore,
-    StateError, bucket_step, bucket_ttl_ms,
+    ApprovalOutcome, ApprovalRecord, ApprovalState, ApprovalStep, ConvRead, ConvRows, ConvWrite,
+    Op, Reply, SharedStore, StateError, bucket_step, bucket_ttl_ms,
 };
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
@@ -21,6 +22,10 @@ enum Value {
     },
     /// member → expiry
     Index(HashMap<String, u64>),
+    /// A conversation node's fields.
+    Hash(HashMap<String, String>),
+    /// member → score (a conversation tenant's LRU indexes and ledger).
+    Scores(HashMap<String, u64>),
 }
 
 #[derive(Debug)]
@@ -254,7 +259,209 @@ impl SharedStore for MemoryStore {
                 }
                 _ => Vec::new(),
             }),
+            Op::ConvRead(r) => Reply::ConvRows(conv_read(&mut slots, r, now)),
+            Op::ConvWrite(w) => {
+                conv_write(&mut slots, w, now);
+                Reply::Done(true)
+            }
         })
+    }
+}
+
+fn conv_read(slots: &mut HashMap<String, Slot>, r: &ConvRead, now: u64) -> ConvRows {
+    let nodes = r
+        .nodes
+        .iter()
+        .map(
+            |k| match MemoryStore::live(slots, &format!("{}n:{k}", r.space), now) {
+                Some(Slot {
+                    value: Value::Hash(f),
+                    ..
+                }) => f.clone(),
+                _ => HashMap::new(),
+            },
+        )
+        .collect();
+    let hint = r.hint.as_ref().and_then(|h| {
+        match MemoryStore::live(slots, &format!("{}h:{h}", r.space), now) {
+            Some(Slot {
+                value: Value::Text(t),
+                ..
+            }) => Some(t.clone()),
+            _ => None,
+        }
+    });
+    let ledger = match MemoryStore::live(slots, &format!("{}ledger", r.space), now) {
+        Some(Slot {
+            value: Value::Scores(m),
+            ..
+        }) => r.ledger.iter().map(|e| m.get(e).copied()).collect(),
+        _ => vec![None; r.ledger.len()],
+    };
+    ConvRows {
+        nodes,
+        hint,
+        ledger,
+    }
+}
+
+/// The scores at `key` (created empty), its expiry set to `expires`.
+fn scores<'a>(
+    slots: &'a mut HashMap<String, Slot>,
+    key: &str,
+    now: u64,
+    expires: u64,
+) -> &'a mut HashMap<String, u64> {
+    if !matches!(
+        MemoryStore::live(slots, key, now),
+        Some(Slot {
+            value: Value::Scores(_),
+            ..
+        })
+    ) {
+        slots.insert(
+            key.to_string(),
+            Slot {
+                value: Value::Scores(HashMap::new()),
+                expires_ms: expires,
+            },
+        );
+    }
+    match slots.get_mut(key) {
+        Some(Slot {
+            value: Value::Scores(m),
+            expires_ms,
+        }) => {
+            *expires_ms = expires;
+            m
+        }
+        // Inserted just above.
+        _ => unreachable!("a scores slot was inserted"),
+    }
+}
+
+/// Removes the `n` lowest-scored members (ties by member, as Redis orders them).
+fn pop_min(m: &mut HashMap<String, u64>, n: usize) -> Vec<String> {
+    let mut v: Vec<(u64, String)> = m.iter().map(|(k, s)| (*s, k.clone())).collect();
+    v.sort();
+    v.into_iter()
+        .take(n)
+        .map(|(_, k)| {
+            m.remove(&k);
+            k
+        })
+        .collect()
+}
+
+fn drop_hint(slots: &mut HashMap<String, Slot>, space: &str, hint: &str, anchor: &str, now: u64) {
+    let key = format!("{space}h:{hint}");
+    let points_here = matches!(
+        MemoryStore::live(slots, &key, now),
+        Some(Slot { value: Value::Text(t), .. }) if t == anchor
+    );
+    if points_here {
+        slots.remove(&key);
+    }
+}
+
+fn evict(slots: &mut HashMap<String, Slot>, space: &str, member: &str, now: u64) {
+    let key = format!("{space}n:{member}");
+    if let Some(Slot {
+        value: Value::Hash(f),
+        ..
+    }) = slots.remove(&key)
+    {
+        for h in hex_items(f.get(F_HINTS).map_or("", String::as_str), 64) {
+            drop_hint(slots, space, &h, member, now);
+        }
+    }
+}
+
+/// [`Op::ConvWrite`] as `CONV_WRITE_LUA` does it.
+fn conv_write(slots: &mut HashMap<String, Slot>, w: &ConvWrite, now: u64) {
+    let ttl_ms = w.ttl_s.saturating_mul(1000).max(1);
+    let (lru, pin, led) = (
+        format!("{}lru", w.space),
+        format!("{}pin", w.space),
+        format!("{}ledger", w.space),
+    );
+    for n in &w.nodes {
+        let key = format!("{}n:{}", w.space, n.key);
+        let mut fields = match MemoryStore::live(slots, &key, now) {
+            Some(Slot {
+                value: Value::Hash(f),
+                ..
+            }) => std::mem::take(f),
+            _ => HashMap::new(),
+        };
+        let (pinned, dropped) = merge_node(&mut fields, n);
+        let seen = fields
+            .get(F_SEEN)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(n.last_seen);
+        MemoryStore::make_room(slots, now);
+        slots.insert(
+            key,
+            Slot {
+                value: Value::Hash(fields),
+                expires_ms: now + ttl_ms,
+            },
+        );
+        for h in dropped {
+            drop_hint(slots, &w.space, &h, &n.key, now);
+        }
+        if pinned {
+            scores(slots, &lru, now, now + ttl_ms).remove(&n.key);
+            scores(slots, &pin, now, now + ttl_ms).insert(n.key.clone(), seen);
+        } else {
+            scores(slots, &lru, now, now + ttl_ms).insert(n.key.clone(), seen);
+        }
+    }
+    for (hint, anchor) in &w.hints {
+        MemoryStore::make_room(slots, now);
+        slots.insert(
+            format!("{}h:{hint}", w.space),
+            Slot {
+                value: Value::Text(anchor.clone()),
+                expires_ms: now + ttl_ms,
+            },
+        );
+    }
+    let lttl_ms = w.ledger_ttl_s.saturating_mul(1000).max(1);
+    if !w.ledger.is_empty() {
+        let m = scores(slots, &led, now, now + lttl_ms);
+        for (e, seen) in &w.ledger {
+            let s = m.entry(e.clone()).or_insert(*seen);
+            *s = (*s).max(*seen);
+        }
+    }
+    if !w.nodes.is_empty() {
+        let cutoff = w.now.saturating_sub(w.ttl_s);
+        let mut victims = Vec::new();
+        let pins = {
+            let p = scores(slots, &pin, now, now + ttl_ms);
+            p.retain(|_, s| *s > cutoff);
+            let over = p.len().saturating_sub(w.pin_cap as usize);
+            victims.extend(pop_min(p, over));
+            p.len()
+        };
+        {
+            let l = scores(slots, &lru, now, now + ttl_ms);
+            l.retain(|_, s| *s > cutoff);
+            let room = (w.quota as usize).saturating_sub(pins);
+            let over = l.len().saturating_sub(room);
+            victims.extend(pop_min(l, over));
+        }
+        for v in victims {
+            evict(slots, &w.space, &v, now);
+        }
+    }
+    if !w.ledger.is_empty() {
+        let cutoff = w.now.saturating_sub(w.ledger_ttl_s);
+        let m = scores(slots, &led, now, now + lttl_ms);
+        m.retain(|_, s| *s > cutoff);
+        let over = m.len().saturating_sub(w.ledger_quota as usize);
+        pop_min(m, over);
     }
 }
 

@@ -2,9 +2,10 @@
 //! operation that reads and writes, so each is atomic across replicas.
 
 use crate::config::{RedisConfig, StateConfigError};
+use crate::conv::node_arg;
 use crate::{
-    ApprovalOutcome, ApprovalRecord, ApprovalState, ApprovalStep, Op, Reply, SharedStore,
-    StateError,
+    ApprovalOutcome, ApprovalRecord, ApprovalState, ApprovalStep, ConvRead, ConvRows, ConvWrite,
+    Op, Reply, SharedStore, StateError,
 };
 use redis::{Script, Value};
 use std::time::Duration;
@@ -123,6 +124,7 @@ pub struct RedisStore {
     approval_new: Script,
     index_add: Script,
     index_live: Script,
+    conv_write: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -175,6 +177,7 @@ impl RedisStore {
             approval_new: Script::new(APPROVAL_NEW_LUA),
             index_add: Script::new(INDEX_ADD_LUA),
             index_live: Script::new(INDEX_LIVE_LUA),
+            conv_write: Script::new(crate::conv::CONV_WRITE_LUA),
         })
     }
 
@@ -422,6 +425,90 @@ impl RedisStore {
                     .invoke(con)
                     .map_err(command_error)?,
             ),
+            Op::ConvRead(r) => Reply::ConvRows(self.conv_read(con, r)?),
+            Op::ConvWrite(w) => {
+                self.conv_write(con, w)?;
+                Reply::Done(true)
+            }
         })
+    }
+
+    /// Every row in one pipeline: `HGETALL` per node, `GET` of the hint, `ZMSCORE` of the
+    /// ledger entries.
+    fn conv_read(&self, con: &mut redis::Connection, r: &ConvRead) -> Result<ConvRows, StateError> {
+        let space = self.key(&r.space);
+        let mut pipe = redis::pipe();
+        for n in &r.nodes {
+            pipe.cmd("HGETALL").arg(format!("{space}n:{n}"));
+        }
+        if let Some(h) = &r.hint {
+            pipe.cmd("GET").arg(format!("{space}h:{h}"));
+        }
+        if !r.ledger.is_empty() {
+            pipe.cmd("ZMSCORE")
+                .arg(format!("{space}ledger"))
+                .arg(&r.ledger);
+        }
+        if r.nodes.is_empty() && r.hint.is_none() && r.ledger.is_empty() {
+            return Ok(ConvRows::default());
+        }
+        let mut replies: Vec<Value> = pipe.query(con).map_err(command_error)?;
+        let mut rest = replies.split_off(r.nodes.len().min(replies.len()));
+        if replies.len() != r.nodes.len() {
+            return Err(protocol("conversation read: fewer replies than nodes"));
+        }
+        let nodes = replies
+            .into_iter()
+            .map(|v| redis::from_redis_value(v).map_err(|e| protocol(e.to_string())))
+            .collect::<Result<Vec<std::collections::HashMap<String, String>>, _>>()?;
+        let mut rest = rest.drain(..);
+        let hint = match &r.hint {
+            Some(_) => rest.next().and_then(|v| text(&v)),
+            None => None,
+        };
+        let ledger = if r.ledger.is_empty() {
+            Vec::new()
+        } else {
+            let scores: Vec<Option<f64>> = rest
+                .next()
+                .map(redis::from_redis_value)
+                .transpose()
+                .map_err(|e| protocol(e.to_string()))?
+                .unwrap_or_default();
+            scores
+                .into_iter()
+                .map(|s| s.filter(|v| v.is_finite() && *v >= 0.0).map(|v| v as u64))
+                .collect()
+        };
+        Ok(ConvRows {
+            nodes,
+            hint,
+            ledger,
+        })
+    }
+
+    fn conv_write(&self, con: &mut redis::Connection, w: &ConvWrite) -> Result<(), StateError> {
+        let mut inv = self.conv_write.prepare_invoke();
+        inv.key(self.key(&w.space))
+            .arg(w.now)
+            .arg(w.ttl_s.max(1))
+            .arg(w.quota)
+            .arg(w.pin_cap)
+            .arg(w.nodes.len())
+            .arg(w.hints.len())
+            .arg(w.ledger.len())
+            .arg(w.ledger_ttl_s.max(1))
+            .arg(w.ledger_quota);
+        for n in &w.nodes {
+            inv.arg(node_arg(n));
+        }
+        for (h, a) in &w.hints {
+            inv.arg(h).arg(a);
+        }
+        for (e, seen) in &w.ledger {
+            inv.arg(e).arg(*seen);
+        }
+        let _: i64 = inv.invoke(con).map_err(command_error)?;
+        Ok(())
     }
 }

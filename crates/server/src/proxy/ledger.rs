@@ -20,22 +20,42 @@ pub(super) struct AnswerLedger {
 }
 
 impl AnswerLedger {
-    /// Records each choice's message of a plain chat completion.
-    pub(super) fn record_completion(&self, body: &[u8]) {
+    /// Records each choice's message of a plain chat completion, before the client has it
+    /// (so its next request verifies on any replica).
+    pub(super) async fn record_completion(&self, body: &[u8]) {
         let Ok(v) = serde_json::from_slice::<Value>(body) else {
             return;
         };
-        for c in v
+        let answers: Vec<Turn> = v
             .get("choices")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-        {
-            if let Some(m) = c.get("message") {
-                self.scanner
-                    .record_answer(&self.conversation.turns, &assistant_turn(m));
-            }
+            .filter_map(|c| c.get("message").map(assistant_turn))
+            .collect();
+        if let Some(task) = self.record_all(answers) {
+            let _ = task.await;
         }
+    }
+
+    /// Records `answers`: inline in the process's state; with the shared state (blocking
+    /// I/O) on the blocking pool, returning the task. A failure there is logged: the
+    /// answer will read as forged history when sent back (`HIST_FORGED`, per policy).
+    fn record_all(&self, answers: Vec<Turn>) -> Option<tokio::task::JoinHandle<()>> {
+        if !self.scanner.is_shared() {
+            for a in &answers {
+                self.scanner.record_answer(&self.conversation.turns, a);
+            }
+            return None;
+        }
+        let (scanner, conversation) = (self.scanner.clone(), self.conversation.clone());
+        Some(tokio::task::spawn_blocking(move || {
+            for a in &answers {
+                if let Err(e) = scanner.try_record_answer(&conversation.turns, a) {
+                    tracing::warn!(error = %e, "an answer could not be recorded in the shared conversation state");
+                }
+            }
+        }))
     }
 }
 
@@ -100,13 +120,19 @@ impl StreamedAnswer {
         }
     }
 
-    /// Records every choice's assembled message.
+    /// Records every choice's assembled message (with the shared state, in the
+    /// background: the stream has already reached the client).
     pub(super) fn record(self, ledger: &AnswerLedger) {
-        for (_, (text, calls)) in self.choices {
-            let mut t = Turn::new(Role::Assistant, text);
-            t.tool_calls = calls.into_values().collect();
-            ledger.scanner.record_answer(&ledger.conversation.turns, &t);
-        }
+        let answers = self
+            .choices
+            .into_values()
+            .map(|(text, calls)| {
+                let mut t = Turn::new(Role::Assistant, text);
+                t.tool_calls = calls.into_values().collect();
+                t
+            })
+            .collect();
+        drop(ledger.record_all(answers));
     }
 }
 

@@ -65,7 +65,7 @@ pub(super) async fn respond_plain(
         && kind == Kind::Chat
         && let Some(a) = &answers
     {
-        a.record_completion(&out_bytes);
+        a.record_completion(&out_bytes).await;
     }
     let mut r = Response::new(Body::from(out_bytes));
     *r.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);

@@ -66,7 +66,7 @@ pub struct OnnxruntimeArgs {
 
 #[derive(Debug, Args)]
 pub struct SetupArgs {
-    /// Models to build (default: the default built-in model, minilm-injection-v4).
+    /// Models to build (default: the default built-in model, minilm-injection-v5).
     pub names: Vec<String>,
     /// Data directory (default: $RAMPART_DATA_DIR, else ./data).
     #[arg(long, value_name = "DIR")]

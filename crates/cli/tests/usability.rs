@@ -113,6 +113,22 @@ fn every_printing_command_exits_quietly_into_a_closed_pipe() {
 #[test]
 fn missing_built_in_model_says_to_run_models_setup() {
     let cwd = tempfile::tempdir().unwrap();
+    let minilm = repo_root().join("configs/minilm.toml");
+    let o = rampart()
+        .current_dir(cwd.path())
+        .args(["config", "check", minilm.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("data/models/minilm-injection-v5"), "{err}");
+    assert!(
+        err.contains("minilm-injection-v5 is not set up: run `rampart models setup`"),
+        "{err}"
+    );
+
+    // The retired fused configuration names the previous model: the hint names it too
+    // (`models setup` without a name builds only the default).
     let fused = repo_root().join("configs/fused.toml");
     let o = rampart()
         .current_dir(cwd.path())
@@ -121,9 +137,10 @@ fn missing_built_in_model_says_to_run_models_setup() {
         .unwrap();
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let err = stderr(&o);
-    assert!(err.contains("data/models/minilm-injection-v4"), "{err}");
     assert!(
-        err.contains("minilm-injection-v4 is not set up: run `rampart models setup`"),
+        err.contains(
+            "minilm-injection-v4 is not set up: run `rampart models setup minilm-injection-v4`"
+        ),
         "{err}"
     );
 
@@ -134,7 +151,7 @@ fn missing_built_in_model_says_to_run_models_setup() {
         &config,
         format!(
             "version = 1\n[[layers]]\nkind = \"transformer\"\nmodel_dir = \"{}\"\n",
-            data.join("models/minilm-injection-v4").display()
+            data.join("models/minilm-injection-v5").display()
         ),
     )
     .unwrap();

@@ -24,12 +24,13 @@ pub const MODELS: &[(&str, &str)] = &[
         "minilm-injection-v4 trained one more epoch on all the training data (v4 saw a tenth), \
          with contextless task-injection data (tasks addressed to the assistant inside data) \
          and its benign counterparts; more recall on every held-back attack set at about the \
-         same false alarms (models/minilm-injection-v5/MODEL_CARD.md); not yet the shipped \
-         configs' model",
+         same false alarms; more validation recall at 1 % FPR on slabs and neuralchemy \
+         (models/minilm-injection-v5/MODEL_CARD.md); the shipped configs' model",
     ),
     (
         "minilm-injection-v4",
-        "all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
+        "the previous model, kept for the retired fused configuration's figures: \
+         all-MiniLM-L6-v2 fine-tuned for prompt-injection / jailbreak detection \
          (BENIGN / INJECTION), also on attacks embedded in documents and tool results, on \
          data behind channel labels, on hard negatives (benign uses of trigger words), \
          multilingual injections with non-English benign text and secret-extraction games; \
@@ -49,7 +50,7 @@ pub const MODELS: &[(&str, &str)] = &[
 
 /// The model `rampart models setup` builds when no name is given, and the shipped configs
 /// use.
-pub const DEFAULT_MODEL: &str = "minilm-injection-v4";
+pub const DEFAULT_MODEL: &str = "minilm-injection-v5";
 
 /// Files of a model source directory in the repository.
 const SOURCE_FILES: [&str; 4] = [
@@ -501,7 +502,7 @@ mod setup_hint_tests {
     /// directory, and the hint read "`rampart models setup --data-dir `" with no argument.
     #[test]
     fn relative_models_dir_hint_names_the_current_directory() {
-        let hint = setup_hint(Path::new("models/minilm-injection-v4")).expect("a hint");
+        let hint = setup_hint(Path::new("models/minilm-injection-v5")).expect("a hint");
         assert!(
             hint.contains("`rampart models setup --data-dir .`"),
             "{hint}"

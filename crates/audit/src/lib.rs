@@ -1,5 +1,13 @@
-//! Rampart's decision audit log: every decision the service makes, appended to an embedded
-//! SQLite database in WAL mode, queryable and exportable while the service runs.
+//! Rampart's decision audit log: every decision the service makes, appended to a database,
+//! queryable and exportable while the service runs.
+//!
+//! * **Backends** (`[audit] backend`, [`AuditBackend`]): `sqlite` (the default), an
+//!   embedded SQLite file in WAL mode, one per replica; `postgres`, one PostgreSQL database
+//!   for every replica ([`PostgresConfig`]: the URL from an environment variable, connect
+//!   and statement timeouts), whose governance chain stays one chain across replicas (an
+//!   advisory lock serializes appends). Both implement one small store trait (write a batch
+//!   in one transaction, prune a chunk) and share the record encoding, the chain's cursor,
+//!   the filters' SQL and `verify`; readers take an [`AuditSource`].
 //!
 //! * **What is stored**: time, request ID, API key ID, endpoint, the keyed hash of the
 //!   input, action, risk, policy version, findings (rule ID, category, strength, layer) and
@@ -30,8 +38,9 @@
 //!   hash-chained with a keyed BLAKE3 ([`ChainKey`], from `chain_key_env`); [`verify`] names
 //!   the first edited, deleted or moved row; [`AuditReader::query_governance`] reads them
 //!   ([`GovernanceFilter`]). Argument values are stored only with `tool_argument_values`.
-//! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]); an older log is
-//!   migrated when the writer opens it, a newer one is refused with a clear error.
+//! * **Schema**: versioned with `PRAGMA user_version` ([`SCHEMA_VERSION`]) in SQLite, with the
+//!   table `rampart_audit_schema` ([`POSTGRES_SCHEMA_VERSION`]) in PostgreSQL; an older log
+//!   is migrated when the writer opens it, a newer one is refused with a clear error.
 //!
 //! ```
 //! use rampart_audit::{AuditConfig, AuditFilter, AuditLog, AuditReader, AuditRecord, ExportFormat};

@@ -219,7 +219,7 @@ impl JudgeLayer {
             // Length 5 where the protocol name that follows otherwise is 6 or 9: a score
             // verdict never answers a structured question.
             put(b"score");
-            put(prompt::score_prompt_hash().as_bytes());
+            put(prompt::score_prompt_hash(self.opts.score.prompt).as_bytes());
             put(format!("{:?}", self.opts.score).as_bytes());
             put(format!("{:?}", self.opts.explain).as_bytes());
         }
@@ -335,7 +335,7 @@ impl JudgeLayer {
             );
         }
         let timeout_ms = self.timeout_ms(c.deadline);
-        let (system, messages) = prompt::build_score(c.nonce, c.shown);
+        let (system, messages) = prompt::build_score(self.opts.score.prompt, c.nonce, c.shown);
         let req = ChatRequest {
             system,
             messages: to_messages(messages),
@@ -352,8 +352,8 @@ impl JudgeLayer {
             }
             Outcome::Ok { value, .. } => {
                 report.mode = Some(JudgeMode::Score);
-                report.prompt_id = prompt::SCORE_PROMPT_ID.into();
-                report.prompt_hash = prompt::score_prompt_hash().into();
+                report.prompt_id = prompt::score_prompt_id(self.opts.score.prompt).into();
+                report.prompt_hash = prompt::score_prompt_hash(self.opts.score.prompt).into();
                 let top: Vec<(String, f64)> = value["top_logprobs"]
                     .as_array()
                     .map(|a| {
@@ -409,8 +409,8 @@ impl JudgeLayer {
             }
             other => {
                 report.mode = Some(JudgeMode::Score);
-                report.prompt_id = prompt::SCORE_PROMPT_ID.into();
-                report.prompt_hash = prompt::score_prompt_hash().into();
+                report.prompt_id = prompt::score_prompt_id(self.opts.score.prompt).into();
+                report.prompt_hash = prompt::score_prompt_hash(self.opts.score.prompt).into();
                 let (outcome, detail) =
                     self.settle(other, timeout_ms, c.segs, c.redact, None, report);
                 report.outcome = Some(outcome);

@@ -88,7 +88,7 @@ pub use options::{
     AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
     ConversationSettingError, ConversationTriggerError, ConversationTriggerOptions, ExplainWhen,
     ExplanationMode, HistoryMode, JudgeMode, JudgeOptions, Limit, NoCacheError, ScoreOptions,
-    ScoreOptionsError, TriggerOptions, force_replay,
+    ScoreOptionsError, ScorePrompt, TriggerOptions, force_replay,
 };
 pub use report::{
     CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,

@@ -122,6 +122,23 @@ pub enum ExplainWhen {
     Always,
 }
 
+/// Score mode's prompt: the fixed prefix (instructions and worked examples) before the data.
+/// All share the instructions and the question; they differ in the examples, so a server
+/// that caches prompts serves each prefix from its cache after the first call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScorePrompt {
+    /// `judge-score-v1-zero`: the instructions alone, no worked example.
+    ZeroShot,
+    /// `judge-score-v1`: six worked examples.
+    #[default]
+    V1,
+    /// `judge-score-v2`: the six of v1 and twelve more (hidden instructions in emails, pages
+    /// and tool output, extraction, forged history, non-English attacks, and benign texts that
+    /// use the same words).
+    V2,
+}
+
 /// `[layers.score]`: score mode's answer tokens, calibration and thresholds.
 ///
 /// P(attack) = sigmoid(slope · (ln P(yes) − ln P(no)) + intercept), where P(yes) and P(no)
@@ -152,6 +169,9 @@ pub struct ScoreOptions {
     /// Candidates asked for (1 to 20). Default 20.
     #[serde(default = "default_top")]
     pub top_logprobs: u8,
+    /// The prompt (its worked examples). Default `v1`.
+    #[serde(default)]
+    pub prompt: ScorePrompt,
 }
 
 impl Default for ScoreOptions {
@@ -164,6 +184,7 @@ impl Default for ScoreOptions {
             suspicious_at: default_suspicious_at(),
             malicious_at: default_malicious_at(),
             top_logprobs: default_top(),
+            prompt: ScorePrompt::default(),
         }
     }
 }

@@ -30,7 +30,9 @@
 //!
 //! `--conversation-turns N` measures conversations instead (see [`run_conversations`]): the
 //! cost of a turn sent with its history as `turns`, stateless and with `[conversation]`,
-//! against the same turn sent alone as `text`.
+//! against the same turn sent alone as `text`; with `--state redis://…` also the
+//! conversation state in Redis beside it in this process (both with authentication on; the
+//! key must be in `RAMPART_CONVERSATION_KEY`, as the server requires with Redis).
 
 use bytes::Bytes;
 use rampart_audit::{AuditConfig, AuditFilter, AuditReader, AuditSource, PostgresConfig};
@@ -1121,13 +1123,29 @@ fn run_conversations(args: &Args, prompts: &[serde_json::Value], n: usize) -> Re
         args.warmup.as_secs_f64(),
         if audit { "on" } else { "off" },
     );
-    let runs = [
-        ("text (newest turn alone)", &single, false),
-        ("turns, stateless", &turns_bodies, false),
-        ("turns, [conversation]", &turns_bodies, true),
+    // With `--state redis://…` the conversation state is measured both ways, side by side
+    // and with the same authentication: in this process (`memory`) and in Redis.
+    let in_memory = Args {
+        state: Some("memory".into()),
+        ..args.clone()
+    };
+    let shared = args.state.as_deref().is_some_and(|s| s.starts_with("redis://"));
+    let mut runs: Vec<(&str, &Vec<serde_json::Value>, bool, &Args)> = vec![
+        ("text (newest turn alone)", &single, false, args),
+        ("turns, stateless", &turns_bodies, false, args),
+        ("turns, [conversation]", &turns_bodies, true, args),
     ];
+    if shared {
+        runs[2].0 = "turns, [conversation] in Redis";
+        runs.push((
+            "turns, [conversation] in memory (auth on)",
+            &turns_bodies,
+            true,
+            &in_memory,
+        ));
+    }
     let mut out = Vec::new();
-    for (name, bodies, conversation) in runs {
+    for (name, bodies, conversation, args) in runs {
         eprintln!("[{name}] …");
         let h = run_http(which, bodies, None, args, audit, conversation)?;
         eprintln!(

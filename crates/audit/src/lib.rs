@@ -25,6 +25,11 @@
 //!   commit). [`AuditWriter::append`] is async: it never blocks a thread, and resolves with
 //!   the row ID only once the record's transaction has committed, so an acknowledged record
 //!   survives a kill -9 of the process (and, with `synchronous = "full"`, a power loss).
+//! * **Deferred explanations** ([`AuditWriter::record_explanation`], [`AuditExplanation`]):
+//!   a judge's score-mode explanation that arrives after its decision was written updates
+//!   that decision's row (its judge part: explanation, `explain_outcome`, tokens, cost,
+//!   latency), through the same queue and in the same batch transactions. Decisions are
+//!   updated only this way; the governance table is never updated.
 //! * **Overload**: the queue is bounded (`queue_capacity`); when it is full, `append` waits
 //!   up to `backpressure_wait_ms` or fails at once (`on_full = "fail_closed"`), returning
 //!   [`AuditError::Full`] so the service can refuse the request rather than lose its record.
@@ -125,7 +130,9 @@ pub use rampart_core::timefmt::{
     format_time_ms, now_unix_ms as now_ms, parse_duration_ms, parse_time,
 };
 pub use reader::{AuditFilter, AuditReader, CSV_COLUMNS, ExportFormat, prune, prune_source};
-pub use record::{AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord};
+pub use record::{
+    AuditExplanation, AuditFinding, AuditJudge, AuditRecord, AuditRelational, StoredRecord,
+};
 pub use writer::{AuditLog, AuditStats, AuditWriter};
 
 /// The schema version this build writes (`PRAGMA user_version`).

@@ -27,7 +27,10 @@
 
 use crate::config::PostgresConfig;
 use crate::governance::{self, ChainKey, Row, VerifyReport};
-use crate::store::{Chain, ChainCursor, DecisionRow, EncodedDecision, Item, Job, Store, numbered};
+use crate::store::{
+    Chain, ChainCursor, DecisionRow, EncodedDecision, Item, Job, Store, explained_judge_json,
+    numbered,
+};
 use crate::{AuditError, now_ms};
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::ToSql;
@@ -518,6 +521,29 @@ impl Store for PgStore {
                         )
                         .map_err(&pg)?;
                         ids.push(row.seq);
+                    }
+                    Item::Explanation(e) => {
+                        let found = tx
+                            .query_opt(
+                                "SELECT judge_json FROM decisions WHERE id = $1 AND request_id = $2",
+                                &[&e.decision_id, &e.request_id],
+                            )
+                            .map_err(&pg)?;
+                        let json = match found {
+                            Some(r) => r.try_get::<_, Option<String>>(0).map_err(&pg)?,
+                            None => None,
+                        };
+                        match explained_judge_json(json.as_deref(), e)? {
+                            Some(json) => {
+                                tx.execute(
+                                    "UPDATE decisions SET judge_json = $1 WHERE id = $2",
+                                    &[&json, &e.decision_id],
+                                )
+                                .map_err(&pg)?;
+                                ids.push(e.decision_id);
+                            }
+                            None => ids.push(0),
+                        }
                     }
                 }
             }

@@ -1,7 +1,7 @@
 //! What one audit record holds.
 
 use rampart_core::{Action, RiskClass, Strength};
-use rampart_judge::{CacheStatus, IntentLabel, JudgeTriggerKind};
+use rampart_judge::{CacheStatus, ExplainOutcome, IntentLabel, JudgeTriggerKind};
 use rampart_llm::OutcomeKind;
 use rampart_relational::{
     Backend, ExchangeType, RelationalLabel, RelationalStatusKind, ViolationKind,
@@ -168,6 +168,65 @@ pub struct AuditJudge {
     /// Latency of the call (or the cache lookup), milliseconds.
     #[serde(default)]
     pub latency_ms: u64,
+    /// Score mode: how the explanation call ended (`ok`, `timeout`…), `deferred` while a
+    /// deferred call has not reported, `dropped` when it was never made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain_outcome: Option<ExplainOutcome>,
+    /// A deferred explanation call's latency, milliseconds (an inline call's is in
+    /// `latency_ms`). Its tokens and cost are added to the record's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain_latency_ms: Option<u64>,
+}
+
+/// A deferred explanation (score mode) for the decision row it belongs to: written by
+/// [`AuditWriter::record_explanation`](crate::AuditWriter::record_explanation), which
+/// updates that row's judge part ([`AuditJudge::apply_explanation`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditExplanation {
+    /// The decision's row ID (what [`AuditWriter::append`](crate::AuditWriter::append)
+    /// returned).
+    pub decision_id: i64,
+    /// The decision's request ID: a row with another one is not updated.
+    pub request_id: String,
+    /// How the call ended (`dropped` when it was never made).
+    pub outcome: ExplainOutcome,
+    /// The verdict's explanation with the model's words, as redacted by the judge layer,
+    /// when the call answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explanation: Option<String>,
+    /// The call's input tokens.
+    #[serde(default)]
+    pub input_tokens: u64,
+    /// The call's output tokens.
+    #[serde(default)]
+    pub output_tokens: u64,
+    /// The call's cost in USD, when the model is priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+    /// The call's latency, milliseconds.
+    #[serde(default)]
+    pub latency_ms: u64,
+}
+
+impl AuditExplanation {
+    /// The audit form of a deferred explanation for row `decision_id` of `request_id`.
+    pub fn from_explanation(
+        decision_id: i64,
+        request_id: &str,
+        e: &rampart_judge::Explanation,
+    ) -> AuditExplanation {
+        AuditExplanation {
+            decision_id,
+            request_id: request_id.to_string(),
+            outcome: e.outcome,
+            explanation: e.verdict.as_ref().map(|v| v.explanation.clone()),
+            input_tokens: e.input_tokens,
+            output_tokens: e.output_tokens,
+            cost_usd: e.cost_usd,
+            latency_ms: e.latency_ms,
+        }
+    }
 }
 
 impl AuditJudge {
@@ -191,7 +250,25 @@ impl AuditJudge {
             output_tokens: j.output_tokens,
             cost_usd: j.cost_usd,
             latency_ms: j.latency_ms,
+            explain_outcome: j.explain_outcome,
+            explain_latency_ms: None,
         }
+    }
+
+    /// Records a deferred explanation: its outcome and latency; its explanation (when the
+    /// call answered) replaces the score's; its tokens and cost are added.
+    pub fn apply_explanation(&mut self, e: &AuditExplanation) {
+        self.explain_outcome = Some(e.outcome);
+        self.explain_latency_ms = Some(e.latency_ms);
+        if let Some(x) = &e.explanation {
+            self.explanation = Some(x.clone());
+        }
+        self.input_tokens += e.input_tokens;
+        self.output_tokens += e.output_tokens;
+        self.cost_usd = match (self.cost_usd, e.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::governance::{self, ChainKey};
 use crate::schema;
-use crate::store::{Chain, ChainCursor, EncodedDecision, Item, Job, Store};
+use crate::store::{Chain, ChainCursor, EncodedDecision, Item, Job, Store, explained_judge_json};
 use crate::{AuditConfig, AuditError};
 use rusqlite::{Connection, TransactionBehavior, params};
 use std::path::PathBuf;
@@ -73,6 +73,22 @@ impl From<AuditError> for BatchError {
     }
 }
 
+/// Applies a deferred explanation to its decision's row; the row's id, or 0 when none
+/// matched (or it has no judge part).
+fn explain(tx: &rusqlite::Transaction<'_>, e: &crate::AuditExplanation) -> Result<i64, BatchError> {
+    use rusqlite::OptionalExtension;
+    let found: Option<Option<String>> = tx
+        .prepare_cached("SELECT judge_json FROM decisions WHERE id = ?1 AND request_id = ?2")?
+        .query_row(params![e.decision_id, e.request_id], |r| r.get(0))
+        .optional()?;
+    let Some(json) = explained_judge_json(found.flatten().as_deref(), e)? else {
+        return Ok(0);
+    };
+    tx.prepare_cached("UPDATE decisions SET judge_json = ?1 WHERE id = ?2")?
+        .execute(params![json, e.decision_id])?;
+    Ok(e.decision_id)
+}
+
 /// Inserts the batch in one transaction; the row IDs in order.
 fn write_batch(
     conn: &mut Connection,
@@ -128,6 +144,10 @@ fn write_batch(
                         hash,
                     ])?;
                     ids.push(row.seq);
+                    continue;
+                }
+                Item::Explanation(e) => {
+                    ids.push(explain(&tx, e)?);
                     continue;
                 }
             };

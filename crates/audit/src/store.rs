@@ -5,7 +5,7 @@
 //! PostgreSQL by [`numbered`]).
 
 use crate::governance::{ChainKey, GovernanceRecord, Row};
-use crate::{AuditError, AuditFinding, AuditRecord, StoredRecord};
+use crate::{AuditError, AuditExplanation, AuditFinding, AuditJudge, AuditRecord, StoredRecord};
 use rampart_core::{Action, RiskClass};
 use std::path::Path;
 use tokio::sync::oneshot;
@@ -17,6 +17,25 @@ use tokio::sync::oneshot;
 pub(crate) enum Item {
     Decision(AuditRecord),
     Governance(GovernanceRecord),
+    /// Updates a decision's judge part; its id is the decision's, or 0 when no row matched.
+    Explanation(AuditExplanation),
+}
+
+/// A decision row's `judge_json` with the deferred explanation `e` applied (read, modify,
+/// write: both stores). `None` when the row has no judge part (nothing to update).
+pub(crate) fn explained_judge_json(
+    judge_json: Option<&str>,
+    e: &AuditExplanation,
+) -> Result<Option<String>, AuditError> {
+    let Some(json) = judge_json else {
+        return Ok(None);
+    };
+    let bad = |e: serde_json::Error| AuditError::Write {
+        message: format!("explanation of decision: {e}"),
+    };
+    let mut judge: AuditJudge = serde_json::from_str(json).map_err(bad)?;
+    judge.apply_explanation(e);
+    serde_json::to_string(&judge).map(Some).map_err(bad)
 }
 
 /// An item and the channel its row id (or error) is sent back on once committed.

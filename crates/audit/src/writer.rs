@@ -2,7 +2,7 @@
 
 use crate::governance::{self, ChainKey, GovernanceRecord};
 use crate::store::{self, Chain, Item, Job, Store};
-use crate::{AuditBackend, AuditConfig, AuditError, AuditRecord, OnFull, now_ms};
+use crate::{AuditBackend, AuditConfig, AuditError, AuditExplanation, AuditRecord, OnFull, now_ms};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -303,6 +303,13 @@ impl AuditWriter {
             },
         }
         done.await.unwrap_or(Err(AuditError::Closed))
+    }
+
+    /// Records a deferred judge explanation in its decision's row (the row `e.decision_id`,
+    /// if its request ID is `e.request_id`), through the same queue and group commit as
+    /// [`AuditWriter::append`]; resolves once committed with whether a row was updated.
+    pub async fn record_explanation(&self, e: AuditExplanation) -> Result<bool, AuditError> {
+        self.send(Item::Explanation(e)).await.map(|id| id > 0)
     }
 
     /// The log's counters.

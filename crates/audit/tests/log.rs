@@ -1065,6 +1065,8 @@ fn judge_filters_select_by_label_and_outcome() {
         output_tokens: 2,
         cost_usd: None,
         latency_ms: 3,
+        explain_outcome: None,
+        explain_latency_ms: None,
     };
     let mut recs: Vec<AuditRecord> = (1..=4).map(rec).collect();
     recs[0].judge = Some(judge(Some(IntentLabel::Benign), OutcomeKind::Ok));
@@ -1092,4 +1094,132 @@ fn judge_filters_select_by_label_and_outcome() {
     let all = reader.query(&AuditFilter::default()).unwrap();
     let back: Vec<AuditRecord> = all.into_iter().map(|s| s.record).collect();
     assert_eq!(back, recs);
+}
+
+/// A judge part in score mode whose explanation was deferred.
+fn deferred_judge() -> rampart_audit::AuditJudge {
+    serde_json::from_value(serde_json::json!({
+        "layer": "judge", "called": true, "triggers": ["needs_judgement"], "outcome": "ok",
+        "intent_label": "malicious", "confidence": 0.97,
+        "explanation": "score mode: P(attack) = 0.970", "cache": "miss", "model": "m",
+        "prompt_id": "judge-score-v1", "prompt_hash": "ab", "input_tokens": 900,
+        "output_tokens": 1, "cost_usd": 0.5, "latency_ms": 40, "explain_outcome": "deferred"
+    }))
+    .unwrap()
+}
+
+/// Deferred explanations update their decision's row, and only it, through the writer's
+/// queue (both backends: `cfg` opens a fresh log, `source` reads it): an answered call
+/// replaces the explanation and adds tokens, cost and latency; a failed one records its
+/// outcome; a wrong request ID, a row without a judge part or a missing row updates nothing.
+pub(crate) fn check_explanations_update_their_rows(
+    cfg: AuditConfig,
+    source: &rampart_audit::AuditSource,
+) {
+    use rampart_audit::AuditExplanation;
+    use rampart_judge::ExplainOutcome;
+    let mut recs: Vec<AuditRecord> = (1..=4).map(rec).collect();
+    for r in &mut recs[..3] {
+        r.judge = Some(deferred_judge());
+    }
+    let log = AuditLog::open_with_chain_key(cfg, crate::governance::key()).unwrap();
+    let w = log.writer();
+    let rt = rt();
+    let ids: Vec<i64> = rt.block_on(async {
+        let mut ids = Vec::new();
+        for r in recs.clone() {
+            ids.push(w.append(r).await.unwrap());
+        }
+        ids
+    });
+    let explained = |i: usize, outcome: ExplainOutcome, words: Option<&str>| AuditExplanation {
+        decision_id: ids[i],
+        request_id: recs[i].request_id.clone(),
+        outcome,
+        explanation: words.map(str::to_string),
+        input_tokens: 1200,
+        output_tokens: 60,
+        cost_usd: Some(0.25),
+        latency_ms: 2500,
+    };
+    let updated = rt.block_on(async {
+        vec![
+            w.record_explanation(explained(
+                0,
+                ExplainOutcome::Ok,
+                Some("malicious at confidence 0.97: override (score mode: P(attack) = 0.970)"),
+            ))
+            .await
+            .unwrap(),
+            w.record_explanation(explained(1, ExplainOutcome::Timeout, None))
+                .await
+                .unwrap(),
+            // Another request's row, a row without a judge, no row: nothing changes.
+            w.record_explanation(AuditExplanation {
+                request_id: "someone-else".into(),
+                ..explained(2, ExplainOutcome::Ok, Some("x"))
+            })
+            .await
+            .unwrap(),
+            w.record_explanation(AuditExplanation {
+                decision_id: ids[3],
+                request_id: recs[3].request_id.clone(),
+                ..explained(0, ExplainOutcome::Ok, Some("x"))
+            })
+            .await
+            .unwrap(),
+            w.record_explanation(AuditExplanation {
+                decision_id: ids[3] + 1000,
+                ..explained(0, ExplainOutcome::Ok, Some("x"))
+            })
+            .await
+            .unwrap(),
+        ]
+    });
+    assert_eq!(updated, [true, true, false, false, false]);
+    log.shutdown().unwrap();
+
+    let reader = AuditReader::open_source(source).unwrap();
+    let mut back: Vec<StoredRecord> = reader.query(&AuditFilter::default()).unwrap();
+    back.sort_by_key(|r| r.id);
+    let j0 = back[0].record.judge.as_ref().unwrap();
+    assert_eq!(j0.explain_outcome, Some(ExplainOutcome::Ok));
+    assert_eq!(
+        j0.explanation.as_deref(),
+        Some("malicious at confidence 0.97: override (score mode: P(attack) = 0.970)")
+    );
+    assert_eq!((j0.input_tokens, j0.output_tokens), (2100, 61));
+    assert_eq!(j0.cost_usd, Some(0.75));
+    assert_eq!(j0.explain_latency_ms, Some(2500));
+    assert_eq!(j0.latency_ms, 40, "the request's own latency stays");
+    let j1 = back[1].record.judge.as_ref().unwrap();
+    assert_eq!(j1.explain_outcome, Some(ExplainOutcome::Timeout));
+    assert_eq!(
+        j1.explanation.as_deref(),
+        Some("score mode: P(attack) = 0.970")
+    );
+    // The rest of the rows are as written.
+    assert_eq!(back[2].record, recs[2]);
+    assert_eq!(back[3].record, recs[3]);
+    let mut expected = recs[0].clone();
+    expected.judge = Some(j0.clone());
+    assert_eq!(back[0].record, expected);
+    // The JSONL export shows it.
+    let mut out = Vec::new();
+    reader
+        .export(&AuditFilter::default(), ExportFormat::Jsonl, &mut out)
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains(r#""explain_outcome":"ok""#), "{text}");
+    assert!(text.contains(r#""explain_outcome":"timeout""#), "{text}");
+}
+
+#[test]
+fn a_deferred_explanation_updates_its_decisions_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("audit.db");
+    check_explanations_update_their_rows(
+        AuditConfig::at(&path),
+        &rampart_audit::AuditSource::Sqlite(path.clone()),
+    );
 }

@@ -448,3 +448,13 @@ fn the_postgres_section_parses_and_rejects_unknown_keys_and_passwords_in_the_fil
     assert_eq!(d.backend, rampart_audit::AuditBackend::Sqlite);
     assert!(d.postgres.is_none());
 }
+
+#[test]
+#[ignore = "needs PostgreSQL: run by .ci/run"]
+fn a_deferred_explanation_updates_its_decisions_row() {
+    let pgc = PgCluster::start();
+    crate::log::check_explanations_update_their_rows(
+        cfg(&pgc.url),
+        &AuditSource::Postgres(pg(&pgc.url)),
+    );
+}

@@ -166,6 +166,8 @@ fn record(i: usize) -> AuditRecord {
         output_tokens: 2,
         cost_usd: None,
         latency_ms: 3,
+        explain_outcome: None,
+        explain_latency_ms: None,
     };
     let relational = AuditRelational {
         layer: "relational".into(),

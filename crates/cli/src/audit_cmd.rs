@@ -782,6 +782,12 @@ fn judge_lines(records: &[StoredRecord]) -> String {
             j.output_tokens,
             j.latency_ms,
         );
+        if let Some(o) = j.explain_outcome {
+            let _ = write!(out, " · explanation {o}");
+            if let Some(ms) = j.explain_latency_ms {
+                let _ = write!(out, " ({ms} ms)");
+            }
+        }
         if let Some(e) = &j.explanation {
             let _ = write!(out, "\n    {}", printable(e));
         }
@@ -1129,6 +1135,8 @@ mod tests {
             output_tokens: 40,
             cost_usd: None,
             latency_ms: 950,
+            explain_outcome: None,
+            explain_latency_ms: None,
         }
     }
 

@@ -425,7 +425,7 @@ mod tests {
         j.mode = Some(rampart_judge::JudgeMode::Score);
         j.score = Some(0.912);
         j.score_logit = Some(2.34);
-        j.explain_outcome = Some(OutcomeKind::Ok);
+        j.explain_outcome = Some(rampart_judge::ExplainOutcome::Ok);
         let t = text(&j);
         assert!(
             t.contains("mode: score  P(attack): 0.912  logit: 2.340  explanation call: ok"),

@@ -2,13 +2,15 @@
 //! redaction, and the findings that carry its spans.
 
 use crate::cache::{Cache, CacheError, CacheStats, Entry};
+use crate::deferred::{DeferredExplanations, ExplanationJob};
 use crate::options::{
     CacheMode, CacheSetting, ConversationTriggerError, ExplainWhen, ExplanationMode, HistoryMode,
     JudgeMode, JudgeOptions,
 };
 use crate::prompt::{self, PromptSegment, ShownHistory};
 use crate::report::{
-    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger, JudgeVerdict,
+    CacheStatus, ExplainOutcome, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,
+    JudgeVerdict,
 };
 use crate::trigger::{self, Contract, ConversationTrigger};
 use rampart_core::{
@@ -18,7 +20,7 @@ use rampart_core::{
 };
 use rampart_llm::{ChatRequest, LlmClient, Message, Outcome, OutcomeKind, redact_with_history};
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 use unicode_normalization::UnicodeNormalization;
 
@@ -57,8 +59,11 @@ pub struct JudgeLayer {
     name: String,
     opts: JudgeOptions,
     client: LlmClient,
-    cache: Option<(Cache, CacheMode)>,
+    cache: Option<(Arc<Cache>, CacheMode)>,
     conversation: Option<Arc<dyn ConversationTrigger>>,
+    /// Where score mode's explanations are parked instead of asked inline (opt-in:
+    /// [`JudgeLayer::defer_explanations`]).
+    deferred: OnceLock<DeferredExplanations>,
 }
 
 fn check_band(what: &str, [lo, hi]: [f32; 2]) -> Result<(), JudgeError> {
@@ -111,7 +116,7 @@ impl JudgeLayer {
                     "cache = true needs a file: cache = { path = \"…\" }".into(),
                 ));
             }
-            CacheSetting::On(c) => Some((Cache::open(c)?, c.mode)),
+            CacheSetting::On(c) => Some((Arc::new(Cache::open(c)?), c.mode)),
         };
         Ok(JudgeLayer {
             name: opts.name.clone(),
@@ -119,6 +124,7 @@ impl JudgeLayer {
             client,
             cache,
             conversation: None,
+            deferred: OnceLock::new(),
         })
     }
 
@@ -142,6 +148,28 @@ impl JudgeLayer {
     pub fn with_conversation_trigger(mut self, hook: Arc<dyn ConversationTrigger>) -> Self {
         self.conversation = Some(hook);
         self
+    }
+
+    /// Defers score mode's explanations (opt-in; the service sets it): when `explain` wants
+    /// one, the decision returns at once with `explain_outcome = "deferred"` and an
+    /// `explain_ticket`, and the call waits in `deferred` until its owner takes it
+    /// ([`DeferredExplanations::take`]) and runs it ([`ExplanationJob::run`]) off the
+    /// request path. Without it (the CLI, library use) the explanation is asked inline.
+    pub fn with_deferred_explanations(self, deferred: DeferredExplanations) -> Self {
+        self.defer_explanations(deferred);
+        self
+    }
+
+    /// [`JudgeLayer::with_deferred_explanations`] on a built layer (found in a pipeline
+    /// through [`Detector::as_any`]). Set once: false (and nothing changes) when the layer
+    /// already defers.
+    pub fn defer_explanations(&self, deferred: DeferredExplanations) -> bool {
+        self.deferred.set(deferred).is_ok()
+    }
+
+    /// Whether score mode's explanations are deferred.
+    pub fn defers_explanations(&self) -> bool {
+        self.deferred.get().is_some()
     }
 
     /// Cache hit/miss/store counters, when a cache is configured.
@@ -400,7 +428,10 @@ impl JudgeLayer {
                     ExplainWhen::Always => true,
                 };
                 if wanted {
-                    self.explain(c, &mut verdict, report);
+                    match self.deferred.get() {
+                        Some(d) => self.defer(c, &verdict, report, d),
+                        None => self.explain(c, &mut verdict, report),
+                    }
                 }
                 self.store(c.key, &verdict, report);
                 report.outcome = Some(OutcomeKind::Ok);
@@ -427,19 +458,52 @@ impl JudgeLayer {
         let (req, _) = self.chat_request(c.nonce, c.signals, c.shown, c.history, c.deadline);
         let done = self.client.complete(&req);
         accumulate_usage(report, &done);
-        report.explain_outcome = Some(done.outcome.kind());
-        if let Outcome::Ok { value, .. } = done.outcome
-            && let Ok(mut answer) = prompt::parse_answer(&value)
-        {
-            // The words and the evidence are the model's; the label and its confidence stay
-            // the score's (a vocabulary explanation names them).
-            answer.label = verdict.intent_label;
-            answer.confidence = verdict.confidence;
-            let explained = self.verdict(answer, c.segs, c.redact);
-            verdict.explanation = format!("{} ({})", explained.explanation, verdict.explanation);
-            verdict.evidence = explained.evidence;
-        } else if report.explain_outcome == Some(OutcomeKind::Ok) {
-            report.explain_outcome = Some(OutcomeKind::Unparseable);
+        let kind = merge_explanation(
+            self.opts.explanations,
+            done.outcome,
+            verdict,
+            c.segs,
+            c.redact,
+        );
+        report.explain_outcome = Some(kind.into());
+    }
+
+    /// Deferred explanations: the question is parked (the request's own deadline does not
+    /// bound it: the client's timeout does), and the report says `deferred` with its ticket,
+    /// or `dropped` when the parking is full.
+    fn defer(
+        &self,
+        c: &ScoreContext<'_>,
+        verdict: &JudgeVerdict,
+        report: &mut JudgeReport,
+        deferred: &DeferredExplanations,
+    ) {
+        let (request, timeout_ms) = self.chat_request(c.nonce, c.signals, c.shown, c.history, None);
+        let job = ExplanationJob {
+            layer: self.name.clone(),
+            client: self.client.clone(),
+            cache: self.cache.as_ref().map(|(cache, _)| Arc::clone(cache)),
+            key: c.key.map(str::to_string),
+            explanations: self.opts.explanations,
+            request,
+            timeout_ms,
+            segs: c.segs.iter().map(|&(i, r, t, _)| (i, r, t)).collect(),
+            texts: c.segs.iter().map(|s| s.3.to_string()).collect(),
+            earlier: c
+                .history
+                .messages
+                .iter()
+                .map(|m| (m.label, m.text.to_string()))
+                .collect(),
+            verdict: verdict.clone(),
+            score_usage: (report.input_tokens, report.output_tokens, report.cost_usd),
+        };
+        match deferred.park(job) {
+            Some(ticket) => {
+                report.explain_outcome = Some(ExplainOutcome::Deferred);
+                report.explain_ticket = Some(ticket);
+            }
+            None => report.explain_outcome = Some(ExplainOutcome::Dropped),
         }
     }
 
@@ -577,15 +641,12 @@ impl JudgeLayer {
     /// stored), with the call's usage from `report`.
     fn store(&self, key: Option<&str>, verdict: &JudgeVerdict, report: &JudgeReport) {
         if let (Some((cache, _)), Some(k)) = (&self.cache, key) {
-            let entry = Entry {
-                verdict: verdict.clone(),
-                created_at: Cache::now(),
-                input_tokens: report.input_tokens,
-                output_tokens: report.output_tokens,
-                cost_usd: report.cost_usd,
-            };
-            // A verdict that cannot be stored is still this request's verdict.
-            let _ = cache.put(k, &entry);
+            store_entry(
+                cache,
+                k,
+                verdict,
+                (report.input_tokens, report.output_tokens, report.cost_usd),
+            );
         }
     }
 
@@ -597,40 +658,7 @@ impl JudgeLayer {
         segs: &[(usize, Role, Trust, &str)],
         redact: &dyn Fn(&str) -> String,
     ) -> JudgeVerdict {
-        // Untrusted segments first: a phrase the system prompt shares with the user's text
-        // points at the user's.
-        let mut order: Vec<&(usize, Role, Trust, &str)> = segs.iter().collect();
-        order.sort_by_key(|s| s.2 == Trust::Trusted);
-        let evidence = a
-            .evidence
-            .into_iter()
-            .map(|(signal, quote)| {
-                let found = order
-                    .iter()
-                    .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
-                let signal = match self.opts.explanations {
-                    ExplanationMode::FreeText => redact(&signal),
-                    ExplanationMode::Vocabulary => crate::vocabulary::signal(&signal).into(),
-                };
-                JudgeEvidence {
-                    signal,
-                    segment: found.map(|f| f.0),
-                    span: found.map(|(_, s, e)| Span { start: s, end: e }),
-                }
-            })
-            .collect::<Vec<_>>();
-        let explanation = match self.opts.explanations {
-            ExplanationMode::FreeText => redact(&a.explanation),
-            ExplanationMode::Vocabulary => {
-                crate::vocabulary::explanation(a.label, a.confidence, &evidence)
-            }
-        };
-        JudgeVerdict {
-            intent_label: a.label,
-            confidence: a.confidence,
-            explanation,
-            evidence,
-        }
+        checked_verdict(self.opts.explanations, a, segs, redact)
     }
 
     /// Findings for a suspicious or malicious verdict: one per located evidence span, else
@@ -698,6 +726,94 @@ impl JudgeLayer {
             })
             .collect()
     }
+}
+
+/// The verdict of a checked answer: explanation and signals redacted (or from the
+/// vocabulary), quotes located in the input (exactly, else ignoring case) and replaced by
+/// spans.
+pub(crate) fn checked_verdict(
+    explanations: ExplanationMode,
+    a: prompt::Answer,
+    segs: &[(usize, Role, Trust, &str)],
+    redact: &dyn Fn(&str) -> String,
+) -> JudgeVerdict {
+    // Untrusted segments first: a phrase the system prompt shares with the user's text
+    // points at the user's.
+    let mut order: Vec<&(usize, Role, Trust, &str)> = segs.iter().collect();
+    order.sort_by_key(|s| s.2 == Trust::Trusted);
+    let evidence = a
+        .evidence
+        .into_iter()
+        .map(|(signal, quote)| {
+            let found = order
+                .iter()
+                .find_map(|&&(i, _, _, t)| prompt::locate(t, &quote).map(|(s, e)| (i, s, e)));
+            let signal = match explanations {
+                ExplanationMode::FreeText => redact(&signal),
+                ExplanationMode::Vocabulary => crate::vocabulary::signal(&signal).into(),
+            };
+            JudgeEvidence {
+                signal,
+                segment: found.map(|f| f.0),
+                span: found.map(|(_, s, e)| Span { start: s, end: e }),
+            }
+        })
+        .collect::<Vec<_>>();
+    let explanation = match explanations {
+        ExplanationMode::FreeText => redact(&a.explanation),
+        ExplanationMode::Vocabulary => {
+            crate::vocabulary::explanation(a.label, a.confidence, &evidence)
+        }
+    };
+    JudgeVerdict {
+        intent_label: a.label,
+        confidence: a.confidence,
+        explanation,
+        evidence,
+    }
+}
+
+/// Score mode's explanation call's answer joined to the score's `verdict`: the words and
+/// evidence are the model's, the label and its confidence stay the score's (a vocabulary
+/// explanation names them). How the call ended (`unparseable` for an answer that is not a
+/// verdict); a failed call leaves the verdict as it was.
+pub(crate) fn merge_explanation(
+    explanations: ExplanationMode,
+    outcome: Outcome,
+    verdict: &mut JudgeVerdict,
+    segs: &[(usize, Role, Trust, &str)],
+    redact: &dyn Fn(&str) -> String,
+) -> OutcomeKind {
+    let kind = outcome.kind();
+    if let Outcome::Ok { value, .. } = outcome {
+        let Ok(mut answer) = prompt::parse_answer(&value) else {
+            return OutcomeKind::Unparseable;
+        };
+        answer.label = verdict.intent_label;
+        answer.confidence = verdict.confidence;
+        let explained = checked_verdict(explanations, answer, segs, redact);
+        verdict.explanation = format!("{} ({})", explained.explanation, verdict.explanation);
+        verdict.evidence = explained.evidence;
+    }
+    kind
+}
+
+/// Stores an ok verdict under `key` with its calls' `(input tokens, output tokens, cost)`.
+/// A verdict that cannot be stored is still the request's verdict: errors are ignored.
+pub(crate) fn store_entry(
+    cache: &Cache,
+    key: &str,
+    verdict: &JudgeVerdict,
+    (input_tokens, output_tokens, cost_usd): (u64, u64, Option<f64>),
+) {
+    let entry = Entry {
+        verdict: verdict.clone(),
+        created_at: Cache::now(),
+        input_tokens,
+        output_tokens,
+        cost_usd,
+    };
+    let _ = cache.put(key, &entry);
 }
 
 /// What the cache said about a question.
@@ -919,6 +1035,10 @@ impl Detector for JudgeLayer {
 
     fn resolves_deferred(&self) -> bool {
         true
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 }
 

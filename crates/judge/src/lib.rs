@@ -13,6 +13,12 @@
 //!   the earlier messages are fenced the same way (`judge-v1+history-v1`).
 //! - **Cache** ([`cache`]): SQLite, keyed hash of the text, prompt, model and parameters, a
 //!   TTL; keeps the (redacted) explanation; hit/miss counters; a replay-only mode.
+//! - **Score mode** (`mode = "score"`): one token's log-probabilities give P(attack);
+//!   `explain = "never" | "on_block" | "always"` adds a structured call for the words, inline
+//!   by default, or deferred ([`JudgeLayer::defer_explanations`], what the service sets with
+//!   an audit log): the decision returns with `explain_outcome = "deferred"`, and the call,
+//!   taken from [`DeferredExplanations`] and run off the request path, gives an
+//!   [`Explanation`] that the service records in the decision's audit row.
 //! - **Redaction** ([`rampart_llm::redact_copied`]): runs of 20+ characters copied from the input become
 //!   span references before an explanation reaches a report.
 //!
@@ -75,6 +81,7 @@
 //! ```
 
 pub mod cache;
+mod deferred;
 mod layer;
 pub mod options;
 pub mod prompt;
@@ -83,6 +90,7 @@ pub mod trigger;
 mod vocabulary;
 
 pub use cache::{CacheError, CacheStats};
+pub use deferred::{DeferredExplanations, Explanation, ExplanationJob, PARKED_MAX_AGE};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{
     AmbiguousTrigger, CacheMode, CacheOptions, CacheSetting, ConflictTrigger, ConversationSetting,
@@ -91,7 +99,7 @@ pub use options::{
     ScoreOptionsError, ScorePrompt, TriggerOptions, force_replay,
 };
 pub use report::{
-    CacheStatus, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,
+    CacheStatus, ExplainOutcome, IntentLabel, JUDGE_KIND, JudgeEvidence, JudgeReport, JudgeTrigger,
     JudgeTriggerKind, JudgeVerdict,
 };
 pub use trigger::{Contract, ConversationRisk, ConversationTrigger};

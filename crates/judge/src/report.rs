@@ -311,9 +311,104 @@ pub struct JudgeReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score_logit: Option<f32>,
     /// Score mode: how the call for the explanation ended, when one was made (the label is
-    /// the score's whatever it says).
+    /// the score's whatever it says); `deferred` when the layer defers explanations (the
+    /// service: the call is made after the decision is returned and its result goes to the
+    /// audit row), `dropped` when the deferred queue was full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub explain_outcome: Option<OutcomeKind>,
+    pub explain_outcome: Option<ExplainOutcome>,
+    /// Score mode, deferred explanations: the pending explanation's number in this process
+    /// (what [`crate::DeferredExplanations::take`] takes it by).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub explain_ticket: Option<u64>,
+}
+
+/// How score mode's explanation call ended: a call's outcome, or, when the layer defers
+/// explanations, `deferred` (asked for after the decision) or `dropped` (not asked: the
+/// queue of deferred explanations was full, or the service stopped first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExplainOutcome {
+    /// [`OutcomeKind::Ok`]: the explanation joined the verdict.
+    Ok,
+    /// [`OutcomeKind::Refused`].
+    Refused,
+    /// [`OutcomeKind::Unparseable`].
+    Unparseable,
+    /// [`OutcomeKind::Empty`].
+    Empty,
+    /// [`OutcomeKind::Truncated`].
+    Truncated,
+    /// [`OutcomeKind::Timeout`].
+    Timeout,
+    /// [`OutcomeKind::HttpError`].
+    HttpError,
+    /// [`OutcomeKind::BudgetExhausted`].
+    BudgetExhausted,
+    /// The call is made after the decision is returned.
+    Deferred,
+    /// The deferred call was never made.
+    Dropped,
+}
+
+impl ExplainOutcome {
+    /// Every outcome, in declaration order.
+    pub const ALL: [ExplainOutcome; 10] = [
+        ExplainOutcome::Ok,
+        ExplainOutcome::Refused,
+        ExplainOutcome::Unparseable,
+        ExplainOutcome::Empty,
+        ExplainOutcome::Truncated,
+        ExplainOutcome::Timeout,
+        ExplainOutcome::HttpError,
+        ExplainOutcome::BudgetExhausted,
+        ExplainOutcome::Deferred,
+        ExplainOutcome::Dropped,
+    ];
+
+    /// The snake_case name (as serialized).
+    pub fn name(self) -> &'static str {
+        match self {
+            ExplainOutcome::Deferred => "deferred",
+            ExplainOutcome::Dropped => "dropped",
+            other => other.call().map_or("", OutcomeKind::name),
+        }
+    }
+
+    /// The call's outcome, when a call was made.
+    pub fn call(self) -> Option<OutcomeKind> {
+        Some(match self {
+            ExplainOutcome::Ok => OutcomeKind::Ok,
+            ExplainOutcome::Refused => OutcomeKind::Refused,
+            ExplainOutcome::Unparseable => OutcomeKind::Unparseable,
+            ExplainOutcome::Empty => OutcomeKind::Empty,
+            ExplainOutcome::Truncated => OutcomeKind::Truncated,
+            ExplainOutcome::Timeout => OutcomeKind::Timeout,
+            ExplainOutcome::HttpError => OutcomeKind::HttpError,
+            ExplainOutcome::BudgetExhausted => OutcomeKind::BudgetExhausted,
+            ExplainOutcome::Deferred | ExplainOutcome::Dropped => return None,
+        })
+    }
+}
+
+impl From<OutcomeKind> for ExplainOutcome {
+    fn from(k: OutcomeKind) -> Self {
+        match k {
+            OutcomeKind::Ok => ExplainOutcome::Ok,
+            OutcomeKind::Refused => ExplainOutcome::Refused,
+            OutcomeKind::Unparseable => ExplainOutcome::Unparseable,
+            OutcomeKind::Empty => ExplainOutcome::Empty,
+            OutcomeKind::Truncated => ExplainOutcome::Truncated,
+            OutcomeKind::Timeout => ExplainOutcome::Timeout,
+            OutcomeKind::HttpError => ExplainOutcome::HttpError,
+            OutcomeKind::BudgetExhausted => ExplainOutcome::BudgetExhausted,
+        }
+    }
+}
+
+impl std::fmt::Display for ExplainOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl JudgeReport {
@@ -387,6 +482,7 @@ impl JudgeReport {
             score: None,
             score_logit: None,
             explain_outcome: None,
+            explain_ticket: None,
         }
     }
 

@@ -264,16 +264,24 @@ impl Server {
             }
             None => None,
         };
+        // With an audit log, the judge's score-mode explanations are deferred: asked after
+        // the decision is returned, recorded in its audit row.
+        let explanations = config
+            .audit
+            .is_some()
+            .then(|| rampart_judge::DeferredExplanations::new(state::EXPLAIN_QUEUE));
         let built = {
             let cfg = config.clone();
             let opts = options.clone();
             let conv = conversations.clone();
+            let explanations = explanations.clone();
             tokio::task::spawn_blocking(move || {
                 state::build_pipeline(
                     &cfg,
                     &opts.default_pipeline,
                     &opts.registry,
                     conv.as_deref(),
+                    explanations.as_ref(),
                 )
             })
             .await
@@ -312,7 +320,8 @@ impl Server {
             tool_governance,
         )
         .map_err(ServerError::HttpClient)?
-        .with_shared_state(shared);
+        .with_shared_state(shared)
+        .with_deferred_explanations(explanations);
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| match source.kind() {

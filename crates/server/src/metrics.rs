@@ -69,6 +69,21 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_01, 4.0, 12))
 }
 
+/// `rampart_judge_explanations_total`, shared with the tasks that run deferred explanations.
+#[derive(Clone, Debug)]
+pub(crate) struct ExplanationCounter(Family<ResultLabels, Counter>);
+
+impl ExplanationCounter {
+    /// One deferred explanation, by result.
+    pub(crate) fn inc(&self, result: &'static str) {
+        self.0
+            .get_or_create(&ResultLabels {
+                result: Cow::Borrowed(result),
+            })
+            .inc();
+    }
+}
+
 /// The service's metrics.
 pub struct Metrics {
     registry: Registry,
@@ -94,6 +109,7 @@ pub struct Metrics {
     judge_tokens: Family<DirectionLabels, Counter>,
     judge_cost: Counter<f64, AtomicU64>,
     judge_seconds: Histogram,
+    judge_explanations: Family<ResultLabels, Counter>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -251,6 +267,14 @@ impl Metrics {
             "Latency of judge calls that went to the model",
             judge_seconds.clone(),
         );
+        let judge_explanations = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "judge_explanations",
+            "Deferred judge explanations (score mode) by result: the call's outcome (ok, \
+             timeout, …), dropped (the queue was full, or the decision was not written), \
+             unrecorded (the audit log refused the update)",
+            judge_explanations.clone(),
+        );
         for r in ["ok", "failed"] {
             let _ = reloads.get_or_create(&ResultLabels {
                 result: Cow::Borrowed(r),
@@ -280,7 +304,22 @@ impl Metrics {
             judge_tokens,
             judge_cost,
             judge_seconds,
+            judge_explanations,
         }
+    }
+
+    /// The counter of deferred judge explanations, for the tasks that run them.
+    pub(crate) fn explanation_counter(&self) -> ExplanationCounter {
+        ExplanationCounter(self.judge_explanations.clone())
+    }
+
+    /// One deferred judge explanation, by result (`ok`, `timeout`, `dropped`, …).
+    pub(crate) fn judge_explanation(&self, result: &'static str) {
+        self.judge_explanations
+            .get_or_create(&ResultLabels {
+                result: Cow::Borrowed(result),
+            })
+            .inc();
     }
 
     /// One finished HTTP request (`endpoint`: the matched route, or `unmatched`).

@@ -17,6 +17,7 @@ use rampart_core::{
     Action, Decision, FailMode, InputError, Pipeline, PipelineConfig, Registry, RiskClass,
     ScanOutcome, ScanRequest, Segment,
 };
+use rampart_judge::{DeferredExplanations, Explanation, ExplanationJob, JudgeReport};
 use rampart_output::OutputScanner;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -630,6 +631,21 @@ pub struct AppState {
     /// `[state] backend = "redis"`: rate limits and failed-login limits count here, across
     /// replicas (approvals and grants through the tool gate).
     shared: Option<Arc<dyn rampart_state::SharedStore>>,
+    /// Deferred judge explanations (with an audit log): parked by the judge layers, run
+    /// after the decision is written, recorded in its audit row.
+    explainer: Option<Explainer>,
+}
+
+/// Deferred judge explanations the service runs at once (after their decisions are
+/// written): at most this many parked or running; past it they are dropped (and recorded as
+/// `dropped` in their audit rows).
+pub(crate) const EXPLAIN_QUEUE: usize = 64;
+
+/// Runs deferred judge explanations off the request path.
+#[derive(Debug)]
+struct Explainer {
+    parked: DeferredExplanations,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// An error from the shared state as one line (logs, 503 bodies).
@@ -701,10 +717,24 @@ pub(crate) fn build_pipeline(
     default_pipeline: &PipelineConfig,
     registry: &Registry,
     conversations: Option<&Conversations>,
+    explanations: Option<&DeferredExplanations>,
 ) -> Result<Built, PipelineError> {
     let pc = cfg.pipeline_config(default_pipeline)?;
     warn_if_request_deadline_cuts_judge(cfg, &pc);
     let pipeline = Pipeline::from_config_with(pc, registry)?;
+    // With an audit log, score mode's explanations are asked after the decision is
+    // returned and recorded in its audit row (without one they stay inline: there would be
+    // nowhere to put them).
+    if let Some(d) = explanations {
+        for layer in pipeline.detectors() {
+            if let Some(j) = layer
+                .as_any()
+                .and_then(|a| a.downcast_ref::<rampart_judge::JudgeLayer>())
+            {
+                j.defer_explanations(d.clone());
+            }
+        }
+    }
     // A configuration may defer compiling (`compile = "first_use"`): a server compiles
     // everything before it serves, so that no request does.
     pipeline.warm_up()?;
@@ -773,7 +803,21 @@ impl AppState {
             conversations,
             tools,
             shared: None,
+            explainer: None,
         })
+    }
+
+    /// Runs the explanations the judge layers park in `parked` (the pipelines were built
+    /// with it) after their decisions are written.
+    pub(crate) fn with_deferred_explanations(
+        mut self,
+        parked: Option<DeferredExplanations>,
+    ) -> Self {
+        self.explainer = parked.map(|parked| Explainer {
+            parked,
+            slots: Arc::new(tokio::sync::Semaphore::new(EXPLAIN_QUEUE)),
+        });
+        self
     }
 
     /// Counts rate limits and failed logins in `shared` (across replicas) when set.
@@ -1152,22 +1196,93 @@ impl AppState {
                     layer: rampart_conversation::CONVERSATION_LAYER.into(),
                 }));
         }
-        self.append_audit(caller, rec).await
+        // A deferred explanation is taken before the append, so that a decision that cannot
+        // be written does not leave it parked.
+        let judge = decision.reports.find::<JudgeReport>();
+        let job = match (&self.explainer, &judge) {
+            (Some(ex), Some(j)) => {
+                if j.explain_outcome == Some(rampart_judge::ExplainOutcome::Dropped) {
+                    self.metrics.judge_explanation("dropped");
+                }
+                j.explain_ticket.and_then(|t| ex.parked.take(t))
+            }
+            _ => None,
+        };
+        match self.append_audit(caller, rec).await {
+            Ok(Some(id)) => {
+                if let Some(job) = job {
+                    self.explain_later(job, id, &caller.request_id);
+                }
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                if job.is_some() {
+                    self.metrics.judge_explanation("dropped");
+                }
+                Err(e)
+            }
+        }
     }
 
-    /// Appends one record; a full (after the configured wait) or closed writer is 503.
-    pub(crate) async fn append_audit(
+    /// Runs a deferred explanation off the request path (a blocking-pool thread; the judge
+    /// client's timeout, retries, concurrency and budgets apply) and records it in the
+    /// decision's audit row `decision_id`. With [`EXPLAIN_QUEUE`] explanations already
+    /// running or waiting it is not run: the row records `dropped`. Never waits.
+    fn explain_later(&self, job: ExplanationJob, decision_id: i64, request_id: &str) {
+        let (Some(ex), Some(writer)) = (&self.explainer, &self.audit) else {
+            return;
+        };
+        let writer = writer.clone();
+        let counter = self.metrics.explanation_counter();
+        let request_id = request_id.to_string();
+        let layer = job.layer().to_string();
+        let permit = ex.slots.clone().try_acquire_owned().ok();
+        tokio::spawn(async move {
+            let explanation = match permit {
+                None => Explanation::dropped(&layer, "the queue of deferred explanations is full"),
+                Some(permit) => {
+                    let done = tokio::task::spawn_blocking(move || job.run()).await;
+                    drop(permit);
+                    done.unwrap_or_else(|_| {
+                        Explanation::dropped(&layer, "the explanation task failed")
+                    })
+                }
+            };
+            counter.inc(explanation.outcome.name());
+            let e = rampart_audit::AuditExplanation::from_explanation(
+                decision_id,
+                &request_id,
+                &explanation,
+            );
+            match writer.record_explanation(e).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    counter.inc("unrecorded");
+                    tracing::warn!(%request_id, decision_id, "deferred judge explanation: its audit row is gone");
+                }
+                Err(err) => {
+                    counter.inc("unrecorded");
+                    tracing::warn!(%request_id, decision_id, error = %err, "deferred judge explanation not recorded");
+                }
+            }
+        });
+    }
+
+    /// Appends one record and returns its row ID (`None`: no audit log); a full (after the
+    /// configured wait) or closed writer is 503.
+    async fn append_audit(
         &self,
         caller: &Caller,
         rec: AuditRecord,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<Option<i64>, ServiceError> {
         let Some(writer) = &self.audit else {
-            return Ok(());
+            return Ok(None);
         };
         match writer.append(rec).await {
-            Ok(_) => {
+            Ok(id) => {
                 self.metrics.audit_ok();
-                Ok(())
+                Ok(Some(id))
             }
             Err(e) => {
                 let kind = match e {
@@ -1278,6 +1393,7 @@ impl AppState {
             &self.default_pipeline,
             &self.registry,
             self.conversations.as_deref(),
+            self.explainer.as_ref().map(|e| &e.parked),
         )?;
         let info = ReloadInfo {
             layers: layer_names(&built.pipeline),

@@ -3,6 +3,7 @@
 
 mod api;
 mod conversation;
+mod explain;
 mod hardening;
 #[path = "support/openapi.rs"]
 mod openapi;

@@ -1129,7 +1129,10 @@ fn run_conversations(args: &Args, prompts: &[serde_json::Value], n: usize) -> Re
         state: Some("memory".into()),
         ..args.clone()
     };
-    let shared = args.state.as_deref().is_some_and(|s| s.starts_with("redis://"));
+    let shared = args
+        .state
+        .as_deref()
+        .is_some_and(|s| s.starts_with("redis://"));
     let mut runs: Vec<(&str, &Vec<serde_json::Value>, bool, &Args)> = vec![
         ("text (newest turn alone)", &single, false, args),
         ("turns, stateless", &turns_bodies, false, args),

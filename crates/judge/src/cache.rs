@@ -1,4 +1,5 @@
-//! The verdict cache: SQLite (WAL), content-addressed, with a TTL and a row cap.
+//! The verdict cache: SQLite (WAL), content-addressed, with a TTL and a row cap; or, for
+//! replicas, the shared state ([`SharedCache`]: Redis with `[state] backend = "redis"`).
 //!
 //! An entry holds what a report needs to replay the verdict: the verdict with its already
 //! redacted explanation and evidence (spans, no quotes), when it was made, and the original
@@ -29,6 +30,31 @@ pub enum CacheError {
     /// A stored verdict does not decode.
     #[error("judge cache: stored verdict does not decode: {0}")]
     Decode(String),
+    /// The shared state failed (Redis down, a timeout).
+    #[error("judge cache (shared): {0}")]
+    Shared(String),
+}
+
+/// Where verdicts are cached: the SQLite [`Cache`] (one file per process, the default) or
+/// the [`SharedCache`] (the service's shared state, one cache for every replica). Keys are
+/// keyed hashes ([`hash_key`]); entries hold the redacted verdict, never input text.
+pub trait VerdictCache: Send + Sync + std::fmt::Debug {
+    /// The live entry for `key`, counting a hit or a miss.
+    fn get(&self, key: &str) -> Result<Option<Entry>, CacheError>;
+    /// Stores an ok verdict under `key` (replacing an older one).
+    fn put(&self, key: &str, entry: &Entry) -> Result<(), CacheError>;
+    /// Hit, miss and store counts since the cache was opened.
+    fn stats(&self) -> CacheStats;
+}
+
+/// The key of the keyed hash that names entries, from the options' `key_env` (the same
+/// material gives the same key: replicas sharing a cache must share it).
+pub fn hash_key(opts: &CacheOptions) -> [u8; 32] {
+    let material = std::env::var(&opts.key_env)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .unwrap_or_default();
+    blake3::derive_key("rampart judge cache v1", material.as_bytes())
 }
 
 /// A cached verdict.
@@ -55,6 +81,8 @@ pub struct CacheStats {
     pub misses: u64,
     /// Verdicts stored.
     pub stores: u64,
+    /// Reads or writes that failed (a failed read counts as a miss too).
+    pub errors: u64,
 }
 
 /// How often (in stores) the row cap is enforced.
@@ -111,13 +139,9 @@ impl Cache {
             );
             CREATE INDEX IF NOT EXISTS verdicts_created ON verdicts(created_at);",
         )?;
-        let material = std::env::var(&opts.key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
-            .unwrap_or_default();
         let cache = Cache {
             conn: Mutex::new(conn),
-            key: blake3::derive_key("rampart judge cache v1", material.as_bytes()),
+            key: hash_key(opts),
             ttl_s: opts.ttl_s,
             max_rows: opts.max_rows.max(1),
             hits: AtomicU64::new(0),
@@ -223,6 +247,7 @@ impl Cache {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             stores: self.stores.load(Ordering::Relaxed),
+            errors: 0,
         }
     }
 
@@ -242,6 +267,160 @@ impl Cache {
     /// A timestamp for a new entry.
     pub fn now() -> u64 {
         now_s()
+    }
+}
+
+impl VerdictCache for Cache {
+    fn get(&self, key: &str) -> Result<Option<Entry>, CacheError> {
+        Cache::get(self, key)
+    }
+    fn put(&self, key: &str, entry: &Entry) -> Result<(), CacheError> {
+        Cache::put(self, key, entry)
+    }
+    fn stats(&self) -> CacheStats {
+        Cache::stats(self)
+    }
+}
+
+/// The key family of the shared cache's entries (under the state's key prefix):
+/// `jc:{64 hex digits}`.
+pub const SHARED_KEY_PREFIX: &str = "jc:";
+/// The sorted set of the shared cache's keys by expiry, that bounds it to `max_rows`.
+pub const SHARED_INDEX_KEY: &str = "jc_index";
+
+/// The verdict cache in the service's shared state ([`rampart_state::SharedStore`]): with
+/// `[state] backend = "redis"` every replica reads and writes one cache. An entry is one
+/// string key `jc:{key}` holding the entry as compact JSON (the redacted verdict, its time
+/// and usage), set with the cache's TTL in Redis (`PX`); a sorted set `jc_index` of the
+/// keys by expiry bounds the cache to `max_rows` entries per deployment (the
+/// earliest-expiring go first).
+///
+/// The cache is an optimisation, not a security decision: a read that fails is a miss
+/// (the judge is asked) and a write that fails is counted ([`CacheStats::errors`]); the
+/// request's decision never waits on it. This is the deliberate exception to failing closed.
+#[derive(Debug)]
+pub struct SharedCache {
+    store: std::sync::Arc<dyn rampart_state::SharedStore>,
+    ttl_ms: u64,
+    max_rows: u64,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    stores: AtomicU64,
+    errors: AtomicU64,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SharedEntry {
+    v: JudgeVerdict,
+    t: u64,
+    i: u64,
+    o: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    c: Option<f64>,
+}
+
+impl SharedCache {
+    /// A cache in `store` with the TTL and cap of `opts` (its path and mode are not used
+    /// here: the layer keeps the mode).
+    pub fn new(store: std::sync::Arc<dyn rampart_state::SharedStore>, opts: &CacheOptions) -> Self {
+        SharedCache {
+            store,
+            ttl_ms: opts.ttl_s.saturating_mul(1000).max(1),
+            max_rows: opts.max_rows.max(1),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            stores: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+        }
+    }
+
+    /// The store's key of an entry.
+    pub fn store_key(key: &str) -> String {
+        format!("{SHARED_KEY_PREFIX}{key}")
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) -> CacheError {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        CacheError::Shared(e.to_string())
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+impl VerdictCache for SharedCache {
+    fn get(&self, key: &str) -> Result<Option<Entry>, CacheError> {
+        let op = rampart_state::Op::Get {
+            key: Self::store_key(key),
+        };
+        let got = self
+            .store
+            .execute(&op)
+            .map_err(|e| e.chain())
+            .and_then(|r| r.value(self.store.backend(), &op).map_err(|e| e.chain()));
+        let value = match got {
+            Ok(v) => v,
+            Err(e) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                return Err(self.failed(e));
+            }
+        };
+        let Some(value) = value else {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+            return Ok(None);
+        };
+        let e: SharedEntry = match serde_json::from_str(&value) {
+            Ok(e) => e,
+            Err(err) => {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                return Err(CacheError::Decode(err.to_string()));
+            }
+        };
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(Entry {
+            verdict: e.v,
+            created_at: e.t,
+            input_tokens: e.i,
+            output_tokens: e.o,
+            cost_usd: e.c,
+        }))
+    }
+
+    fn put(&self, key: &str, entry: &Entry) -> Result<(), CacheError> {
+        let value = serde_json::to_string(&SharedEntry {
+            v: entry.verdict.clone(),
+            t: entry.created_at,
+            i: entry.input_tokens,
+            o: entry.output_tokens,
+            c: entry.cost_usd,
+        })
+        .map_err(|e| CacheError::Decode(e.to_string()))?;
+        let op = rampart_state::Op::CachePut {
+            key: Self::store_key(key),
+            index: SHARED_INDEX_KEY.into(),
+            value,
+            ttl_ms: self.ttl_ms,
+            cap: self.max_rows,
+            now_ms: now_ms(),
+        };
+        self.store
+            .execute(&op)
+            .map_err(|e| self.failed(e.chain()))?;
+        self.stores.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            stores: self.stores.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
     }
 }
 
@@ -280,7 +459,8 @@ mod tests {
             CacheStats {
                 hits: 1,
                 misses: 1,
-                stores: 1
+                stores: 1,
+                errors: 0
             }
         );
     }

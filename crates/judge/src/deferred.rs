@@ -18,7 +18,7 @@
 //!
 //! [`JudgeLayer::defer_explanations`]: crate::JudgeLayer::defer_explanations
 
-use crate::cache::Cache;
+use crate::cache::VerdictCache;
 use crate::layer::{merge_explanation, store_entry};
 use crate::options::ExplanationMode;
 use crate::report::{ExplainOutcome, JudgeReport, JudgeVerdict};
@@ -117,7 +117,7 @@ impl DeferredExplanations {
 pub struct ExplanationJob {
     pub(crate) layer: String,
     pub(crate) client: LlmClient,
-    pub(crate) cache: Option<Arc<Cache>>,
+    pub(crate) cache: Option<Arc<dyn VerdictCache>>,
     pub(crate) key: Option<String>,
     pub(crate) explanations: ExplanationMode,
     pub(crate) request: ChatRequest,
@@ -194,7 +194,7 @@ impl ExplanationJob {
                 (a, b) => a.or(b),
             };
             store_entry(
-                cache,
+                cache.as_ref(),
                 key,
                 &verdict,
                 (i + input_tokens, o + output_tokens, cost),

@@ -1,11 +1,11 @@
 //! The judge layer: the trigger contract, the call (or the cache), the checked verdict, its
 //! redaction, and the findings that carry its spans.
 
-use crate::cache::{Cache, CacheError, CacheStats, Entry};
+use crate::cache::{Cache, CacheError, CacheStats, Entry, SharedCache, VerdictCache, hash_key};
 use crate::deferred::{DeferredExplanations, ExplanationJob};
 use crate::options::{
-    CacheMode, CacheSetting, ConversationTriggerError, ExplainWhen, ExplanationMode, HistoryMode,
-    JudgeMode, JudgeOptions,
+    CacheMode, CacheOptions, CacheSetting, ConversationTriggerError, ExplainWhen, ExplanationMode,
+    HistoryMode, JudgeMode, JudgeOptions,
 };
 use crate::prompt::{self, PromptSegment, ShownHistory};
 use crate::report::{
@@ -59,11 +59,28 @@ pub struct JudgeLayer {
     name: String,
     opts: JudgeOptions,
     client: LlmClient,
-    cache: Option<(Arc<Cache>, CacheMode)>,
+    cache: Option<CacheSlot>,
     conversation: Option<Arc<dyn ConversationTrigger>>,
     /// Where score mode's explanations are parked instead of asked inline (opt-in:
     /// [`JudgeLayer::defer_explanations`]).
     deferred: OnceLock<DeferredExplanations>,
+}
+
+/// The layer's cache: its own SQLite file, or the shared one once set
+/// ([`JudgeLayer::share_cache`]).
+#[derive(Debug)]
+struct CacheSlot {
+    local: Arc<dyn VerdictCache>,
+    shared: OnceLock<Arc<dyn VerdictCache>>,
+    mode: CacheMode,
+    key: [u8; 32],
+    opts: CacheOptions,
+}
+
+impl CacheSlot {
+    fn cache(&self) -> &Arc<dyn VerdictCache> {
+        self.shared.get().unwrap_or(&self.local)
+    }
 }
 
 fn check_band(what: &str, [lo, hi]: [f32; 2]) -> Result<(), JudgeError> {
@@ -116,7 +133,13 @@ impl JudgeLayer {
                     "cache = true needs a file: cache = { path = \"…\" }".into(),
                 ));
             }
-            CacheSetting::On(c) => Some((Arc::new(Cache::open(c)?), c.mode)),
+            CacheSetting::On(c) => Some(CacheSlot {
+                local: Arc::new(Cache::open(c)?),
+                shared: OnceLock::new(),
+                mode: c.mode,
+                key: hash_key(c),
+                opts: c.clone(),
+            }),
         };
         Ok(JudgeLayer {
             name: opts.name.clone(),
@@ -174,7 +197,30 @@ impl JudgeLayer {
 
     /// Cache hit/miss/store counters, when a cache is configured.
     pub fn cache_stats(&self) -> Option<CacheStats> {
-        self.cache.as_ref().map(|(c, _)| c.stats())
+        self.cache.as_ref().map(|c| c.cache().stats())
+    }
+
+    /// Keeps the layer's verdict cache in the shared state instead of its SQLite file (the
+    /// service sets it with `[state] backend = "redis"`, so that every replica answers a
+    /// repeated question from one cache), with the layer's TTL, row cap, key and mode (see
+    /// [`SharedCache`]). Set once, on a built layer (found in a pipeline through
+    /// [`Detector::as_any`]): false (and nothing changes) when the layer has no cache or
+    /// shares one already.
+    pub fn share_cache(&self, store: Arc<dyn rampart_state::SharedStore>) -> bool {
+        match &self.cache {
+            Some(slot) => {
+                let shared: Arc<dyn VerdictCache> = Arc::new(SharedCache::new(store, &slot.opts));
+                slot.shared.set(shared).is_ok()
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the verdict cache is the shared one ([`JudgeLayer::share_cache`]).
+    pub fn shares_cache(&self) -> bool {
+        self.cache
+            .as_ref()
+            .is_some_and(|c| c.shared.get().is_some())
     }
 
     /// The model asked.
@@ -230,13 +276,13 @@ impl JudgeLayer {
     /// plain requests keep their cached verdicts.
     fn cache_key(
         &self,
-        cache: &Cache,
+        cache: &CacheSlot,
         shown: &[PromptSegment<'_>],
         history: &ShownHistory<'_>,
         signals: &str,
     ) -> String {
         let cfg = self.client.config();
-        let mut h = cache.hasher();
+        let mut h = blake3::Hasher::new_keyed(&cache.key);
         let mut put = |b: &[u8]| {
             h.update(&(b.len() as u64).to_le_bytes());
             h.update(b);
@@ -482,7 +528,7 @@ impl JudgeLayer {
         let job = ExplanationJob {
             layer: self.name.clone(),
             client: self.client.clone(),
-            cache: self.cache.as_ref().map(|(cache, _)| Arc::clone(cache)),
+            cache: self.cache.as_ref().map(|c| Arc::clone(c.cache())),
             key: c.key.map(str::to_string),
             explanations: self.opts.explanations,
             request,
@@ -527,12 +573,13 @@ impl JudgeLayer {
         signals: &str,
         texts: &[&str],
     ) -> Cached {
-        let Some((cache, mode)) = &self.cache else {
+        let Some(slot) = &self.cache else {
             return Cached::Ask(None);
         };
+        let mode = &slot.mode;
         let t = Instant::now();
-        let k = self.cache_key(cache, shown, history, signals);
-        match cache.get(&k) {
+        let k = self.cache_key(slot, shown, history, signals);
+        match slot.cache().get(&k) {
             Ok(Some(entry)) => {
                 let mut verdict = entry.verdict;
                 keep_valid_spans(&mut verdict, texts);
@@ -640,9 +687,9 @@ impl JudgeLayer {
     /// Stores a fresh verdict in the cache under `key` (none: no cache, or not to be
     /// stored), with the call's usage from `report`.
     fn store(&self, key: Option<&str>, verdict: &JudgeVerdict, report: &JudgeReport) {
-        if let (Some((cache, _)), Some(k)) = (&self.cache, key) {
+        if let (Some(slot), Some(k)) = (&self.cache, key) {
             store_entry(
-                cache,
+                slot.cache().as_ref(),
                 k,
                 verdict,
                 (report.input_tokens, report.output_tokens, report.cost_usd),
@@ -801,7 +848,7 @@ pub(crate) fn merge_explanation(
 /// Stores an ok verdict under `key` with its calls' `(input tokens, output tokens, cost)`.
 /// A verdict that cannot be stored is still the request's verdict: errors are ignored.
 pub(crate) fn store_entry(
-    cache: &Cache,
+    cache: &dyn VerdictCache,
     key: &str,
     verdict: &JudgeVerdict,
     (input_tokens, output_tokens, cost_usd): (u64, u64, Option<f64>),

@@ -11,8 +11,9 @@
 //!   between per-request random delimiters and described as data, few-shot examples, a fixed
 //!   JSON schema checked on the way back. A bare number is not a verdict. For a conversation,
 //!   the earlier messages are fenced the same way (`judge-v1+history-v1`).
-//! - **Cache** ([`cache`]): SQLite, keyed hash of the text, prompt, model and parameters, a
-//!   TTL; keeps the (redacted) explanation; hit/miss counters; a replay-only mode.
+//! - **Cache** ([`cache`]): SQLite (in the service with Redis, the shared state:
+//!   [`SharedCache`]), keyed hash of the text, prompt, model and parameters, a TTL; keeps the
+//!   (redacted) explanation; hit/miss counters; a replay-only mode.
 //! - **Score mode** (`mode = "score"`): one token's log-probabilities give P(attack);
 //!   `explain = "never" | "on_block" | "always"` adds a structured call for the words, inline
 //!   by default, or deferred ([`JudgeLayer::defer_explanations`], what the service sets with
@@ -89,7 +90,7 @@ mod report;
 pub mod trigger;
 mod vocabulary;
 
-pub use cache::{CacheError, CacheStats};
+pub use cache::{CacheError, CacheStats, SharedCache, VerdictCache};
 pub use deferred::{DeferredExplanations, Explanation, ExplanationJob, PARKED_MAX_AGE};
 pub use layer::{JudgeError, JudgeFactory, JudgeLayer, MALICIOUS_ID, SUSPICIOUS_ID};
 pub use options::{

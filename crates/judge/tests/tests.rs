@@ -5,4 +5,5 @@ mod conversation;
 mod pipeline;
 mod real_model;
 mod score;
+mod shared_cache;
 mod shipped_config;

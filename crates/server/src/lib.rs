@@ -275,6 +275,7 @@ impl Server {
             let opts = options.clone();
             let conv = conversations.clone();
             let explanations = explanations.clone();
+            let shared = shared.clone();
             tokio::task::spawn_blocking(move || {
                 state::build_pipeline(
                     &cfg,
@@ -282,6 +283,7 @@ impl Server {
                     &opts.registry,
                     conv.as_deref(),
                     explanations.as_ref(),
+                    shared.as_ref(),
                 )
             })
             .await

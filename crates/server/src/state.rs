@@ -718,10 +718,28 @@ pub(crate) fn build_pipeline(
     registry: &Registry,
     conversations: Option<&Conversations>,
     explanations: Option<&DeferredExplanations>,
+    shared: Option<&Arc<dyn rampart_state::SharedStore>>,
 ) -> Result<Built, PipelineError> {
     let pc = cfg.pipeline_config(default_pipeline)?;
     warn_if_request_deadline_cuts_judge(cfg, &pc);
     let pipeline = Pipeline::from_config_with(pc, registry)?;
+    // With `[state] backend = "redis"` every judge layer with a cache keeps it there: the
+    // replicas answer a repeated question from one cache (its own SQLite file is not used).
+    if let Some(store) = shared {
+        for layer in pipeline.detectors() {
+            if let Some(j) = layer
+                .as_any()
+                .and_then(|a| a.downcast_ref::<rampart_judge::JudgeLayer>())
+                && j.share_cache(Arc::clone(store))
+            {
+                tracing::info!(
+                    layer = layer.name(),
+                    backend = store.backend(),
+                    "judge verdict cache kept in the shared state"
+                );
+            }
+        }
+    }
     // With an audit log, score mode's explanations are asked after the decision is
     // returned and recorded in its audit row (without one they stay inline: there would be
     // nowhere to put them).
@@ -1394,6 +1412,7 @@ impl AppState {
             &self.registry,
             self.conversations.as_deref(),
             self.explainer.as_ref().map(|e| &e.parked),
+            self.shared.as_ref(),
         )?;
         let info = ReloadInfo {
             layers: layer_names(&built.pipeline),

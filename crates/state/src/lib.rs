@@ -147,6 +147,24 @@ pub enum Op {
         /// Most members returned.
         limit: u64,
     },
+    /// Sets `key` to `value` for `ttl_ms` (replacing any value), records it in the sorted
+    /// index `index` by expiry, drops expired members of the index, and deletes the
+    /// earliest-expiring keys beyond `cap` (a bounded cache: the judge's verdicts).
+    /// [`Reply::Done`]: true.
+    CachePut {
+        /// The key.
+        key: String,
+        /// The index of the cache's keys.
+        index: String,
+        /// The value.
+        value: String,
+        /// Time to live, milliseconds (at least 1).
+        ttl_ms: u64,
+        /// Most keys kept (at least 1).
+        cap: u64,
+        /// The caller's clock, Unix milliseconds.
+        now_ms: u64,
+    },
     /// Reads the conversation rows a request's path needs, in one round trip.
     ConvRead(ConvRead),
     /// Merges a request's conversation changes in, atomically, and bounds the tenant.
@@ -255,7 +273,7 @@ pub enum Reply {
         retry_after_ms: u64,
     },
     /// [`Op::PutNew`], [`Op::ApprovalNew`], [`Op::IndexAdd`], [`Op::IndexRemove`]: whether
-    /// it changed anything; [`Op::ConvWrite`]: true.
+    /// it changed anything; [`Op::ConvWrite`], [`Op::CachePut`]: true.
     Done(bool),
     /// [`Op::Get`], [`Op::Take`]: the value.
     Value(Option<String>),

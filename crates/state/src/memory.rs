@@ -259,6 +259,63 @@ impl SharedStore for MemoryStore {
                 }
                 _ => Vec::new(),
             }),
+            Op::CachePut {
+                key,
+                index,
+                value,
+                ttl_ms,
+                cap,
+                now_ms,
+            } => {
+                let ttl = (*ttl_ms).max(1);
+                Self::make_room(&mut slots, now);
+                slots.insert(
+                    key.clone(),
+                    Slot {
+                        value: Value::Text(value.clone()),
+                        expires_ms: now + ttl,
+                    },
+                );
+                if !matches!(
+                    Self::live(&mut slots, index, now),
+                    Some(Slot {
+                        value: Value::Index(_),
+                        ..
+                    })
+                ) {
+                    slots.insert(
+                        index.clone(),
+                        Slot {
+                            value: Value::Index(HashMap::new()),
+                            expires_ms: u64::MAX,
+                        },
+                    );
+                }
+                let mut evicted = Vec::new();
+                if let Some(Slot {
+                    value: Value::Index(members),
+                    expires_ms: slot_exp,
+                }) = slots.get_mut(index)
+                {
+                    members.retain(|_, e| *e > *now_ms);
+                    members.insert(key.clone(), now_ms + ttl);
+                    let over = members.len().saturating_sub((*cap).max(1) as usize);
+                    if over > 0 {
+                        let mut by_expiry: Vec<(u64, String)> =
+                            members.iter().map(|(m, e)| (*e, m.clone())).collect();
+                        by_expiry.sort();
+                        for (_, m) in by_expiry.into_iter().take(over) {
+                            members.remove(&m);
+                            evicted.push(m);
+                        }
+                    }
+                    *slot_exp = now + ttl;
+                }
+                for m in evicted {
+                    slots.remove(&m);
+                }
+                Reply::Done(true)
+            }
             Op::ConvRead(r) => Reply::ConvRows(conv_read(&mut slots, r, now)),
             Op::ConvWrite(w) => {
                 conv_write(&mut slots, w, now);

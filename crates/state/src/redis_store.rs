@@ -86,6 +86,23 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
 "#;
 
+/// `Op::CachePut`: the value with its TTL, the key in the index by expiry, expired
+/// members dropped, the earliest-expiring beyond the cap deleted; the index lives as long
+/// as its newest member. Evicted members are full key names (the prefix included).
+const CACHE_PUT_LUA: &str = r#"
+local ttl = tonumber(ARGV[2]); local cap = tonumber(ARGV[3]); local now = tonumber(ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], now + ttl, KEYS[1])
+local over = redis.call('ZCARD', KEYS[2]) - cap
+if over > 0 then
+  local gone = redis.call('ZPOPMIN', KEYS[2], over)
+  for i = 1, #gone, 2 do redis.call('DEL', gone[i]) end
+end
+redis.call('PEXPIRE', KEYS[2], ttl)
+return 1
+"#;
+
 /// Opens connections with the configured timeouts (the crate's own `r2d2` manager for
 /// `redis::Client` sets none, so a hung Redis would hold a request forever).
 #[derive(Debug)]
@@ -124,6 +141,7 @@ pub struct RedisStore {
     approval_new: Script,
     index_add: Script,
     index_live: Script,
+    cache_put: Script,
     conv_write: Script,
 }
 
@@ -177,6 +195,7 @@ impl RedisStore {
             approval_new: Script::new(APPROVAL_NEW_LUA),
             index_add: Script::new(INDEX_ADD_LUA),
             index_live: Script::new(INDEX_LIVE_LUA),
+            cache_put: Script::new(CACHE_PUT_LUA),
             conv_write: Script::new(crate::conv::CONV_WRITE_LUA),
         })
     }
@@ -425,6 +444,26 @@ impl RedisStore {
                     .invoke(con)
                     .map_err(command_error)?,
             ),
+            Op::CachePut {
+                key,
+                index,
+                value,
+                ttl_ms,
+                cap,
+                now_ms,
+            } => {
+                let _: i64 = self
+                    .cache_put
+                    .key(self.key(key))
+                    .key(self.key(index))
+                    .arg(value)
+                    .arg((*ttl_ms).max(1))
+                    .arg((*cap).max(1))
+                    .arg(*now_ms)
+                    .invoke(con)
+                    .map_err(command_error)?;
+                Reply::Done(true)
+            }
             Op::ConvRead(r) => Reply::ConvRows(self.conv_read(con, r)?),
             Op::ConvWrite(w) => {
                 self.conv_write(con, w)?;

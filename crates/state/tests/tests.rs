@@ -242,6 +242,45 @@ fn memory_store_semantics() {
     buckets(&s);
     approvals(&s);
     values_and_indexes(&s);
+    cache_puts(&s);
+}
+
+fn cache_put(key: &str, value: &str, ttl_ms: u64, cap: u64) -> Op {
+    Op::CachePut {
+        key: key.into(),
+        index: "ci".into(),
+        value: value.into(),
+        ttl_ms,
+        cap,
+        now_ms: now_ms(),
+    }
+}
+
+fn get(s: &dyn SharedStore, key: &str) -> Option<String> {
+    match s.execute(&Op::Get { key: key.into() }).unwrap() {
+        Reply::Value(v) => v,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Cache puts: a value replaces the older one, beyond the cap the earliest-expiring key
+/// goes, and a key expires with its TTL.
+fn cache_puts(s: &dyn SharedStore) {
+    assert_eq!(
+        s.execute(&cache_put("c1", "a", 60_000, 2)).unwrap(),
+        Reply::Done(true)
+    );
+    s.execute(&cache_put("c1", "b", 60_000, 2)).unwrap();
+    assert_eq!(get(s, "c1").as_deref(), Some("b"));
+    s.execute(&cache_put("c2", "c", 60_001, 2)).unwrap();
+    s.execute(&cache_put("c3", "d", 60_002, 2)).unwrap();
+    assert_eq!(get(s, "c1"), None, "beyond the cap the earliest goes");
+    assert_eq!(get(s, "c2").as_deref(), Some("c"));
+    assert_eq!(get(s, "c3").as_deref(), Some("d"));
+    s.execute(&cache_put("c4", "e", 50, 10)).unwrap();
+    assert_eq!(get(s, "c4").as_deref(), Some("e"));
+    std::thread::sleep(Duration::from_millis(120));
+    assert_eq!(get(s, "c4"), None, "expired");
 }
 
 /// A `redis-server` on a free loopback port, stopped on drop.
@@ -303,6 +342,7 @@ mod redis {
         buckets(&s);
         approvals(&s);
         values_and_indexes(&s);
+        cache_puts(&s);
         // Another prefix is another namespace.
         let other = redis_store(&server.url, "t2:");
         assert_eq!(

@@ -130,7 +130,7 @@ fn score_mode_reads_a_real_servers_log_probabilities() {
     let src = format!(
         "mode = \"score\"\nexplain = \"never\"\n\
          llm = {{ protocol = \"openai\", base_url = {url:?}, model = {model:?}, \
-         api_key_env = \"RAMPART_JUDGE_API_KEY\", timeout_ms = 30000 }}"
+         api_key_env = \"RAMPART_JUDGE_API_KEY\", timeout_ms = 90000 }}"
     );
     let layer = JudgeLayer::new(toml::from_str::<JudgeOptions>(&src).unwrap()).unwrap();
     for t in [

@@ -9,10 +9,9 @@
 
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const AGENT_KEY: &str = "agent-secret-key";
 const ADMIN_KEY: &str = "admin-secret-key";
@@ -32,42 +31,7 @@ action = "block"
 "#;
 
 /// A `redis-server` on a free loopback port, stopped on drop.
-pub(crate) struct Redis {
-    child: Child,
-    pub(crate) url: String,
-}
-
-impl Redis {
-    pub(crate) fn start() -> Redis {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is needed (Debian: apt-get install redis-server)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Redis {
-            child,
-            url: format!("redis://127.0.0.1:{port}/0"),
-        }
-    }
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+pub(crate) use crate::redis_server::RedisServer as Redis;
 
 /// One `rampart serve` replica, killed on drop.
 pub(crate) struct Replica {

@@ -13,6 +13,8 @@ mod lint;
 mod models;
 #[path = "../../audit/tests/pg_cluster.rs"]
 mod pg_cluster;
+#[path = "../../state/tests/redis_server.rs"]
+mod redis_server;
 mod redteam;
 mod redteam_report;
 mod relate;

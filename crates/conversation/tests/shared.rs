@@ -277,48 +277,10 @@ fn a_tenant_quota_bounds_the_shared_state_in_memory() {
 
 mod redis {
     use super::*;
+    use crate::redis_server::RedisServer;
     use rampart_state::{RedisConfig, RedisStore};
     use std::net::TcpListener;
-    use std::process::{Child, Command, Stdio};
     use std::time::{Duration, Instant};
-
-    /// A `redis-server` on a free loopback port, stopped on drop (as in rampart-state's
-    /// tests).
-    struct RedisServer {
-        child: Child,
-        url: String,
-    }
-
-    impl RedisServer {
-        fn start() -> RedisServer {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("port")
-                .port();
-            let child = Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-                .args(["--save", "", "--appendonly", "no"])
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("redis-server is needed (Debian: apt-get install redis-server)");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(Instant::now() < deadline, "redis-server did not start");
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            RedisServer {
-                child,
-                url: format!("redis://127.0.0.1:{port}/0"),
-            }
-        }
-    }
-
-    impl Drop for RedisServer {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
 
     fn store(url: &str, prefix: &str) -> Arc<dyn SharedStore> {
         Arc::new(

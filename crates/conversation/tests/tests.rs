@@ -5,6 +5,8 @@ mod agreement;
 mod common;
 mod ledger;
 mod persist;
+#[path = "../../state/tests/redis_server.rs"]
+mod redis_server;
 mod scan;
 mod shared;
 mod state;

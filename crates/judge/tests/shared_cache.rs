@@ -158,58 +158,18 @@ fn a_store_that_fails_is_a_miss_and_the_judge_answers() {
 
 mod redis {
     use super::*;
+    use crate::redis_server::RedisServer;
     use rampart_state::{RedisConfig, RedisStore};
-    use std::process::{Child, Command, Stdio};
-    use std::time::{Duration, Instant};
-
-    /// A `redis-server` on a free loopback port, stopped on drop.
-    struct Server(Child, u16);
-
-    impl Drop for Server {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is needed (Debian: apt-get install redis-server)");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Server(child, port)
-    }
-
-    fn cli(port: u16, args: &[&str]) -> String {
-        let out = Command::new("redis-cli")
-            .args(["-p", &port.to_string()])
-            .args(args)
-            .output()
-            .expect("redis-cli");
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
 
     #[test]
     #[ignore = "needs redis-server: run by .ci/run"]
     fn two_replicas_share_verdicts_through_redis() {
-        let redis = start();
+        let redis = RedisServer::start();
         let model = FakeServer::start_repeating(verdict()).unwrap();
         let store = |_: u8| -> Arc<dyn SharedStore> {
             Arc::new(
                 RedisStore::open(&RedisConfig {
-                    url: Some(format!("redis://127.0.0.1:{}/0", redis.1)),
+                    url: Some(redis.url.clone()),
                     key_prefix: "rampart:".into(),
                     ..RedisConfig::default()
                 })
@@ -230,36 +190,33 @@ mod redis {
             CacheStatus::Hit
         );
         assert_eq!(model.request_count(), 1);
-        let keys = cli(redis.1, &["--scan", "--pattern", "rampart:jc:*"]);
+        let keys = redis.cli(&["--scan", "--pattern", "rampart:jc:*"]);
         let key = keys.lines().next().unwrap().to_string();
-        let ttl: u64 = cli(redis.1, &["PTTL", &key]).parse().unwrap();
+        let ttl: u64 = redis.cli(&["PTTL", &key]).parse().unwrap();
         assert!(
             ttl > 3_500_000 && ttl <= 3_600_000,
             "the TTL is in Redis: {ttl}"
         );
-        let value = cli(redis.1, &["GET", &key]);
+        let value = redis.cli(&["GET", &key]);
         assert!(!value.contains("pretend") && !value.contains("administrator"));
-        let index_ttl: i64 = cli(redis.1, &["PTTL", "rampart:jc_index"]).parse().unwrap();
+        let index_ttl: i64 = redis.cli(&["PTTL", "rampart:jc_index"]).parse().unwrap();
         assert!(index_ttl > 0, "the index expires too");
         // Bytes per entry (docs/service.md): the key and its member in the index.
-        let entry: u64 = cli(redis.1, &["MEMORY", "USAGE", &key, "SAMPLES", "0"])
+        let entry: u64 = redis
+            .cli(&["MEMORY", "USAGE", &key, "SAMPLES", "0"])
             .parse()
             .unwrap();
-        let before: u64 = cli(
-            redis.1,
-            &["MEMORY", "USAGE", "rampart:jc_index", "SAMPLES", "0"],
-        )
-        .parse()
-        .unwrap();
+        let before: u64 = redis
+            .cli(&["MEMORY", "USAGE", "rampart:jc_index", "SAMPLES", "0"])
+            .parse()
+            .unwrap();
         for i in 0..200 {
             a.judge_direct(&ScanRequest::text(format!("another text {i}")));
         }
-        let after: u64 = cli(
-            redis.1,
-            &["MEMORY", "USAGE", "rampart:jc_index", "SAMPLES", "0"],
-        )
-        .parse()
-        .unwrap();
+        let after: u64 = redis
+            .cli(&["MEMORY", "USAGE", "rampart:jc_index", "SAMPLES", "0"])
+            .parse()
+            .unwrap();
         println!(
             "entry key {key}: {entry} bytes (value {} bytes); index {before} bytes with 1 member, {after} with 201 ({:.0} a member)",
             value.len(),

@@ -4,6 +4,8 @@
 mod conversation;
 mod pipeline;
 mod real_model;
+#[path = "../../state/tests/redis_server.rs"]
+mod redis_server;
 mod score;
 mod shared_cache;
 mod shipped_config;

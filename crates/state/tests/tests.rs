@@ -8,8 +8,6 @@ use rampart_state::{
     ApprovalOutcome, ApprovalState, ApprovalStep, MemoryStore, Op, RedisConfig, RedisStore, Reply,
     SharedStore, StateError,
 };
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn now_ms() -> u64 {
@@ -283,44 +281,8 @@ fn cache_puts(s: &dyn SharedStore) {
     assert_eq!(get(s, "c4"), None, "expired");
 }
 
-/// A `redis-server` on a free loopback port, stopped on drop.
-#[derive(Debug)]
-pub struct RedisServer {
-    child: Child,
-    /// Its URL.
-    pub url: String,
-}
-
-impl RedisServer {
-    /// Starts one; panics with what to install when `redis-server` is missing.
-    pub fn start() -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is needed (Debian: apt-get install redis-server)");
-        let url = format!("redis://127.0.0.1:{port}/0");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        RedisServer { child, url }
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+mod redis_server;
+use redis_server::RedisServer;
 
 fn redis_store(url: &str, prefix: &str) -> RedisStore {
     RedisStore::open(&RedisConfig {

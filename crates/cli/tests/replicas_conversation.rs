@@ -7,12 +7,11 @@
 
 #![allow(clippy::unwrap_used)] // test helpers: a panic is the failure report
 
-use crate::replicas::{Redis, Replica, call, sha256_hex};
+use crate::replicas::{Redis, Replica, call, sha256_hex, spawn_serve};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -109,28 +108,13 @@ fn write_config(dir: &Path, upstream: &Upstream, policy: &str, auth: bool) -> st
 }
 
 fn replica(config: &Path, redis: &Redis) -> Replica {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(config)
-        .env_remove("RAMPART_CONFIG")
-        .env_remove("RAMPART_LISTEN")
-        .env_remove("RAMPART_AUDIT_PATH")
-        .env("RAMPART_TEST_REDIS_URL", &redis.url)
-        .env("RAMPART_TEST_CONVERSATION_KEY", CONVERSATION_KEY)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn rampart serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (child, addr) = spawn_serve(
+        config,
+        &[
+            ("RAMPART_TEST_REDIS_URL", redis.url.as_str()),
+            ("RAMPART_TEST_CONVERSATION_KEY", CONVERSATION_KEY),
+        ],
+    );
     Replica {
         child,
         base: format!("http://{addr}"),

@@ -141,7 +141,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     /// A coverage matrix in `rampart redteam report`'s schema (version 1) whose weakest
-    /// family (`encoding` on `fused`) has TPR `low_tpr` (the fixture of rampart-redteam's
+    /// family (`encoding` on `cascade`) has TPR `low_tpr` (the fixture of rampart-redteam's
     /// own tests).
     fn matrix_json(low_tpr: f64) -> String {
         include_str!("../../redteam/testdata/owasp_matrix.json").replacen(
@@ -310,7 +310,7 @@ mod tests {
         ));
         let llm01 = section(&r, Owasp::Llm01);
         assert!(
-            llm01.contains("| `fused` (configs/fused.toml) | 2 | 70.0 % | encoding 41.0 % | encoding | unicode 4.0 % |"),
+            llm01.contains("| `cascade` (configs/cascade.toml) | 2 | 70.0 % | encoding 41.0 % | encoding | unicode 4.0 % |"),
             "{llm01}"
         );
         assert!(r.contains("- pipeline `judge`: not_configured: no judge model"));
@@ -330,7 +330,7 @@ mod tests {
         assert!(coverage_line(&r, Owasp::Llm01).starts_with("**Coverage: partial.**"));
         assert!(
             section(&r, Owasp::Llm01)
-                .contains("(claimed full, lowered: under the 95 % bar: red-team family encoding on fused (41.0 %).)"),
+                .contains("(claimed full, lowered: under the 95 % bar: red-team family encoding on cascade (41.0 %).)"),
             "{}",
             section(&r, Owasp::Llm01)
         );

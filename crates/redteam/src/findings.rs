@@ -45,6 +45,13 @@ pub enum FindingsError {
         .0.join(", ")
     )]
     Undecided(Vec<String>),
+    /// Blind spots whose decision says `fixed`: the matrix says otherwise.
+    #[error(
+        "{} blind spot(s) decided `fixed` but still under the target or over the ceiling (decide them again: a fix that did not hold, or one that holds on another pipeline only, is not `fixed`): {}",
+        .0.len(),
+        .0.join(", ")
+    )]
+    FixedButOpen(Vec<String>),
 }
 
 /// What was decided about a blind spot.
@@ -130,11 +137,11 @@ impl Metric {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Target {
-    /// The pipeline the detection target is on (`fused`).
+    /// The pipeline the detection target is on (`cascade`).
     pub pipeline: String,
     /// A family or transform under this TPR is a detection blind spot.
     pub min_tpr: f64,
-    /// The pipelines the false-alarm ceiling is on (`["default", "fused"]`): a row over it
+    /// The pipelines the false-alarm ceiling is on (`["default", "cascade"]`): a row over it
     /// on any of them is a blind spot, reported with the worst.
     pub fpr_pipelines: Vec<String>,
     /// A transform whose benign variants are flagged more often than this is a false-alarm
@@ -413,6 +420,22 @@ pub fn report(m: &CoverageMatrix, inp: &ReportInputs<'_>) -> Result<String, Find
     if !undecided.is_empty() {
         return Err(FindingsError::Undecided(undecided));
     }
+    let still_open: Vec<String> = spots
+        .iter()
+        .filter_map(|s| {
+            let d = s.decision.filter(|d| d.verdict == Verdict::Fixed)?;
+            Some(format!(
+                "{} ({:?}, decision `{}`)",
+                s.row.key(),
+                s.metric,
+                d.scope
+            ))
+        })
+        .map(|x| x.to_lowercase())
+        .collect();
+    if !still_open.is_empty() {
+        return Err(FindingsError::FixedButOpen(still_open));
+    }
     let mut s = String::new();
     header(&mut s, m, inp);
     family_summary(&mut s, m, inp);
@@ -468,7 +491,7 @@ fn header(s: &mut String, m: &CoverageMatrix, inp: &ReportInputs<'_>) {
     if let Some(b) = inp.baseline {
         let _ = writeln!(
             s,
-            "- Before the fixes: the matrix of {} (same command, the build before the fixes); figures below read `before → after`",
+            "- Before the fixes: the matrix of {} (same sources and seed, the build before the fixes); figures below read `before → after`, and a pipeline that matrix did not score reads `(new)`",
             b.generated
         );
     }
@@ -777,34 +800,72 @@ fn accepted(s: &mut String, d: &Decisions) {
 }
 
 /// The layers, in pipeline order, with the matrix columns whose difference is what each one
-/// adds. The pipelines are cumulative: rules ⊂ default (rules + linear) ⊂ fused (+ the
-/// transformer); judge and conversation are separate columns.
-const STACK: [(&str, &str, &str); 3] = [
-    ("rules", "rules", "#4575b4"),
-    ("+ linear", "default", "#74add1"),
-    ("+ transformer (fused)", "fused", "#abd9e9"),
-];
+/// adds. The pipelines are cumulative: rules ⊂ default (rules + linear) ⊂ the transformer
+/// column (`cascade`: + the transformer where the linear score leaves a prompt open; in an
+/// older matrix, the retired `fused`); judge and conversation are separate columns.
+#[derive(Debug, Clone, Copy)]
+struct Stack {
+    /// (legend, matrix column, fill), in pipeline order.
+    layers: [(&'static str, &'static str, &'static str); 3],
+    /// The transformer's box in the diagram's pipeline.
+    stage: &'static str,
+}
 
-/// What each layer adds for a row: the net TPR gain of each pipeline over the one before it
-/// (never below zero), and what is still missed by the best of them.
-fn layer_gains(row: &Row) -> ([f64; 3], f64) {
-    let mut gains = [0.0; 3];
-    let mut prev = 0.0f64;
-    for (i, (_, col, _)) in STACK.iter().enumerate() {
-        if let Some(t) = row.cells.get(*col).and_then(|c| c.tpr) {
-            gains[i] = (t - prev).max(0.0);
-            prev = prev.max(t);
+impl Stack {
+    /// The stack of a matrix: its transformer column is `cascade`, or `fused` in a matrix
+    /// that has that column and no `cascade` (one made before the fused pipeline retired).
+    fn of(m: &CoverageMatrix) -> Stack {
+        let has = |name: &str| m.pipelines.iter().any(|p| p.name == name);
+        let (legend, col, stage) = if !has("cascade") && has("fused") {
+            ("+ transformer (fused)", "fused", "transformer + fuse")
+        } else {
+            ("+ transformer (cascade)", "cascade", "transformer (gated)")
+        };
+        Stack {
+            layers: [
+                ("rules", "rules", "#4575b4"),
+                ("+ linear", "default", "#74add1"),
+                (legend, col, "#abd9e9"),
+            ],
+            stage,
         }
     }
-    (gains, (1.0 - prev).max(0.0))
+
+    /// The transformer's column.
+    fn top(&self) -> &'static str {
+        self.layers[2].1
+    }
+
+    /// Whether the row was scored by any pipeline of the stack.
+    fn scored(&self, row: &Row) -> bool {
+        self.layers
+            .iter()
+            .any(|(_, c, _)| row.cells.contains_key(*c))
+    }
+
+    /// What each layer adds for a row: the net TPR gain of each pipeline over the one before
+    /// it (never below zero), and what is still missed by the best of them.
+    fn gains(&self, row: &Row) -> ([f64; 3], f64) {
+        let mut gains = [0.0; 3];
+        let mut prev = 0.0f64;
+        for (i, (_, col, _)) in self.layers.iter().enumerate() {
+            if let Some(t) = row.cells.get(*col).and_then(|c| c.tpr) {
+                gains[i] = (t - prev).max(0.0);
+                prev = prev.max(t);
+            }
+        }
+        (gains, (1.0 - prev).max(0.0))
+    }
 }
 
 fn defense_in_depth(s: &mut String, m: &CoverageMatrix, inp: &ReportInputs<'_>) {
     let _ = writeln!(s, "## Defense in depth: which layer catches what\n");
+    let stack = Stack::of(m);
     let _ = writeln!(s, "![defense in depth]({})\n", inp.svg_name);
     let _ = writeln!(
         s,
-        "Each family's TPR split by the layer that adds it: the rules pipeline's TPR, then what the linear layer adds (default − rules), then what the transformer adds through fusion (fused − default); negative differences count as zero. Normalization and decoding are not a column: they feed every layer (a decoded view is scanned by all of them). The judge and conversation columns are separate pipelines, shown where they scored the family.\n"
+        "Each family's TPR split by the layer that adds it: the rules pipeline's TPR, then what the linear layer adds (default − rules), then what the transformer adds ({top} − default); negative differences count as zero. Normalization and decoding are not a column: they feed every layer (a decoded view is scanned by all of them). The judge and conversation columns are separate pipelines, shown where they scored the family.\n",
+        top = stack.top()
     );
     let _ = writeln!(
         s,
@@ -812,10 +873,9 @@ fn defense_in_depth(s: &mut String, m: &CoverageMatrix, inp: &ReportInputs<'_>) 
     );
     let _ = writeln!(s, "|---|---|---|---|---|---|---|");
     for row in &m.families {
-        let (g, missed) = layer_gains(row);
+        let (g, missed) = stack.gains(row);
         let other = |p: &str| pct(row.cells.get(p).and_then(|c| c.tpr));
-        let has_stack = STACK.iter().any(|(_, c, _)| row.cells.contains_key(*c));
-        if has_stack {
+        if stack.scored(row) {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {} | {} | {} |",
@@ -844,11 +904,12 @@ fn defense_in_depth(s: &mut String, m: &CoverageMatrix, inp: &ReportInputs<'_>) 
 /// stacked bar per family, split by the layer that adds each share of the TPR, and what is
 /// still missed; the judge's and the conversation scanner's TPR at the right where measured;
 /// the detection target, if given, as a dashed line.
-pub fn svg(m: &CoverageMatrix, target: Option<f64>) -> String {
+pub fn svg(m: &CoverageMatrix, target: Option<&Target>) -> String {
     const LEFT: usize = 140;
     const BAR: usize = 520;
     const TOP: usize = 150;
     const H: usize = 26;
+    let stack = Stack::of(m);
     let width = LEFT + BAR + 230;
     let height = TOP + m.families.len() * H + 70;
     let mut s = String::new();
@@ -868,9 +929,9 @@ pub fn svg(m: &CoverageMatrix, target: Option<f64>) -> String {
     // The pipeline, left to right.
     let stages = [
         ("normalize + decode", "#dddddd"),
-        ("rules", STACK[0].2),
-        ("linear", STACK[1].2),
-        ("transformer + fuse", STACK[2].2),
+        ("rules", stack.layers[0].2),
+        ("linear", stack.layers[1].2),
+        (stack.stage, stack.layers[2].2),
         ("judge (if unsure)", "#fdae61"),
         ("conversation", "#f46d43"),
         ("policy ratchet", "#dddddd"),
@@ -899,7 +960,8 @@ pub fn svg(m: &CoverageMatrix, target: Option<f64>) -> String {
     }
     let _ = writeln!(
         s,
-        r##"<text x="10" y="100" font-size="11" fill="#444444">Bar: TPR of each family, split by the layer that adds it (rules, then linear: default − rules, then the transformer: fused − default); white: still missed.</text>"##
+        r##"<text x="10" y="100" font-size="11" fill="#444444">Bar: TPR of each family, split by the layer that adds it (rules, then linear: default − rules, then the transformer: {} − default); white: still missed.</text>"##,
+        stack.top()
     );
     let _ = writeln!(
         s,
@@ -928,11 +990,10 @@ pub fn svg(m: &CoverageMatrix, target: Option<f64>) -> String {
             y + 3,
             H - 6
         );
-        let has_stack = STACK.iter().any(|(_, c, _)| row.cells.contains_key(*c));
-        if has_stack {
-            let (g, _) = layer_gains(row);
+        if stack.scored(row) {
+            let (g, _) = stack.gains(row);
             let mut x = LEFT as f64;
-            for (k, (label, _, fill)) in STACK.iter().enumerate() {
+            for (k, (label, _, fill)) in stack.layers.iter().enumerate() {
                 let w = g[k] * BAR as f64;
                 if w <= 0.0 {
                     continue;
@@ -976,19 +1037,20 @@ pub fn svg(m: &CoverageMatrix, target: Option<f64>) -> String {
         }
     }
     if let Some(t) = target {
-        let x = LEFT as f64 + t * BAR as f64;
+        let x = LEFT as f64 + t.min_tpr * BAR as f64;
         let _ = writeln!(
             s,
-            r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#333333" stroke-dasharray="4 3"/><text x="{x:.1}" y="{}" font-size="10" text-anchor="middle">fused target {:.0}%</text>"##,
+            r##"<line x1="{x:.1}" y1="{}" x2="{x:.1}" y2="{}" stroke="#333333" stroke-dasharray="4 3"/><text x="{x:.1}" y="{}" font-size="10" text-anchor="middle">{} target {:.0}%</text>"##,
             TOP - 2,
             TOP + m.families.len() * H + 2,
             TOP - 6,
-            t * 100.0
+            xml(&t.pipeline),
+            t.min_tpr * 100.0
         );
     }
     let ly = TOP + m.families.len() * H + 20;
     let mut x = LEFT;
-    for (label, _, fill) in STACK {
+    for (label, _, fill) in stack.layers {
         let _ = writeln!(
             s,
             r##"<rect x="{x}" y="{ly}" width="14" height="14" fill="{fill}" stroke="#888888"/><text x="{}" y="{}" font-size="11">{}</text>"##,
@@ -1031,13 +1093,13 @@ mod tests {
         transform: Option<&str>,
         rules: u64,
         default: u64,
-        fused: u64,
+        cascade: u64,
         fp: u64,
     ) -> Row {
         let mut cells = BTreeMap::new();
         cells.insert("rules".to_owned(), cell(rules, 0));
         cells.insert("default".to_owned(), cell(default, fp));
-        cells.insert("fused".to_owned(), cell(fused, fp));
+        cells.insert("cascade".to_owned(), cell(cascade, fp));
         Row {
             transform: transform.map(str::to_owned),
             family: family.to_owned(),
@@ -1048,8 +1110,8 @@ mod tests {
         }
     }
 
-    fn matrix(padding_fused: u64) -> CoverageMatrix {
-        let pipes = ["rules", "default", "fused"].map(|p| PipelineEntry {
+    fn matrix(padding_cascade: u64) -> CoverageMatrix {
+        let pipes = ["rules", "default", "cascade"].map(|p| PipelineEntry {
             name: p.to_owned(),
             config: format!("configs/{p}.toml"),
             status: PipelineStatus::Ok,
@@ -1065,11 +1127,11 @@ mod tests {
             families: vec![
                 row("original", None, 5, 90, 92, 0),
                 row("encoding", None, 50, 90, 95, 40),
-                row("padding", None, 5, 30, padding_fused, 0),
+                row("padding", None, 5, 30, padding_cascade, 0),
             ],
             transforms: vec![
                 row("encoding", Some("encoding.base64"), 50, 90, 95, 40),
-                row("padding", Some("padding.before"), 5, 30, padding_fused, 0),
+                row("padding", Some("padding.before"), 5, 30, padding_cascade, 0),
             ],
         }
     }
@@ -1077,7 +1139,7 @@ mod tests {
     const DECISIONS: &str = r#"
 version = 1
 [target]
-pipeline = "fused"
+pipeline = "cascade"
 min_tpr = 0.8
 fpr_pipelines = ["default"]
 max_fpr = 0.05
@@ -1135,7 +1197,10 @@ residual = "benign encoded text gets SANITIZE or BLOCK"
         // A transform without its own decision takes its family's.
         assert!(spots.iter().all(|b| b.decision.is_some()));
         let md = report(&m, &inputs(&d, None)).unwrap();
-        assert!(md.contains("| `padding.before` | fused | 60.0% ["), "{md}");
+        assert!(
+            md.contains("| `padding.before` | cascade | 60.0% ["),
+            "{md}"
+        );
         assert!(md.contains("1 of 2 families meet the target"), "{md}");
         assert!(md.contains("### `encoding` (false alarms)"), "{md}");
     }
@@ -1161,6 +1226,25 @@ residual = "benign encoded text gets SANITIZE or BLOCK"
         let md = report(&after, &inputs(&d, Some(&before))).unwrap();
         assert!(md.contains("60.0% → 85.0% (+25.0)"), "{md}");
         assert!(md.contains("2 of 2 families meet the target"), "{md}");
+    }
+
+    #[test]
+    fn a_fixed_decision_on_a_row_still_under_the_target_fails_the_report() {
+        // `fixed` while the row is still a blind spot would hide it behind a fix.
+        let m = matrix(60);
+        let text = DECISIONS.replace("fixable_by_model", "fixed");
+        let d = Decisions::parse(&text, Path::new("d.toml")).unwrap();
+        let err = report(&m, &inputs(&d, None)).unwrap_err();
+        let FindingsError::FixedButOpen(list) = err else {
+            panic!("{err}");
+        };
+        assert_eq!(
+            list,
+            [
+                "padding (tpr, decision `padding`)",
+                "padding.before (tpr, decision `padding`)"
+            ]
+        );
     }
 
     #[test]
@@ -1212,13 +1296,42 @@ residual = "benign encoded text gets SANITIZE or BLOCK"
     #[test]
     fn the_diagram_stacks_each_layers_gain() {
         let m = matrix(60);
-        let (g, missed) = layer_gains(&m.families[2]);
+        let stack = Stack::of(&m);
+        assert_eq!(stack.top(), "cascade");
+        let (g, missed) = stack.gains(&m.families[2]);
         assert!(
             (g[0] - 0.05).abs() < 1e-9 && (g[1] - 0.25).abs() < 1e-9 && (g[2] - 0.30).abs() < 1e-9
         );
         assert!((missed - 0.40).abs() < 1e-9);
-        let svg = svg(&m, Some(0.8));
+        let d = decisions();
+        let svg = svg(&m, Some(&d.target));
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
         assert_eq!(svg.matches("<title>").count(), 9);
+        assert!(svg.contains("cascade target 80%"), "{svg}");
+        assert!(svg.contains("+ transformer (cascade)"), "{svg}");
+    }
+
+    #[test]
+    fn a_matrix_from_before_the_cascade_stacks_the_fused_column() {
+        // A matrix made when `fused` was the transformer column (the tracked baseline) still
+        // shows what the transformer added.
+        let mut m = matrix(60);
+        let rename = |r: &mut Row| {
+            if let Some(c) = r.cells.remove("cascade") {
+                r.cells.insert("fused".to_owned(), c);
+            }
+        };
+        m.families.iter_mut().for_each(rename);
+        m.transforms.iter_mut().for_each(rename);
+        for p in &mut m.pipelines {
+            if p.name == "cascade" {
+                p.name = "fused".to_owned();
+            }
+        }
+        let stack = Stack::of(&m);
+        assert_eq!(stack.top(), "fused");
+        let (g, _) = stack.gains(&m.families[2]);
+        assert!((g[2] - 0.30).abs() < 1e-9);
+        assert!(svg(&m, None).contains("+ transformer (fused)"));
     }
 }

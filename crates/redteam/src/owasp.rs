@@ -167,7 +167,7 @@ pub(crate) mod tests {
     }
 
     /// A coverage matrix in `rampart redteam report`'s schema (version 1) whose weakest
-    /// family (`encoding` on `fused`) has TPR `low_tpr`.
+    /// family (`encoding` on `cascade`) has TPR `low_tpr`.
     pub(crate) fn matrix_json(low_tpr: f64) -> String {
         include_str!("../testdata/owasp_matrix.json").replacen(
             "\"tpr\": 0.41",
@@ -221,7 +221,7 @@ pub(crate) mod tests {
         let r = report(&weak);
         assert!(r.contains("## LLM01: Prompt Injection\n\n**Coverage: partial.**"));
         assert!(r.contains(
-            "(claimed full, lowered: under the 95 % bar: red-team family encoding on fused (41.0 %).)"
+            "(claimed full, lowered: under the 95 % bar: red-team family encoding on cascade (41.0 %).)"
         ));
         assert!(r.contains(
             "| Handwritten_Attacks_v1:system_prompt_extraction | 40 | 25.0 % | 75.0 % | 20.0 % |"

@@ -1017,8 +1017,8 @@ mod tests {
                     status: PipelineStatus::Ok,
                 },
                 PipelineEntry {
-                    name: "fused".to_owned(),
-                    config: "configs/fused.toml".to_owned(),
+                    name: "cascade".to_owned(),
+                    config: "configs/cascade.toml".to_owned(),
                     status: PipelineStatus::NotConfigured("no model".to_owned()),
                 },
             ],
@@ -1081,7 +1081,7 @@ mod tests {
             "[[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.5\n\
              [[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='tpr'\nmin=0.51\n\
              [[gate]]\nfamily='encoding'\npipeline='rules'\nmetric='fpr'\nmax=0.0\n\
-             [[gate]]\nfamily='encoding'\npipeline='fused'\nmetric='tpr'\nmin=0.1\n",
+             [[gate]]\nfamily='encoding'\npipeline='cascade'\nmetric='tpr'\nmin=0.1\n",
         )
         .unwrap();
         let r = gates.check(&matrix());
@@ -1096,7 +1096,7 @@ mod tests {
     fn markdown_shows_intervals_not_configured_and_the_change_from_a_baseline() {
         let m = matrix();
         let md = markdown(&m, None);
-        assert!(md.contains("| fused | `configs/fused.toml` | not_configured: no model |"));
+        assert!(md.contains("| cascade | `configs/cascade.toml` | not_configured: no model |"));
         assert!(md.contains("| encoding | 2 | 3 | 1 | 50.0% ["), "{md}");
         assert!(!md.contains("(was"));
         let mut old = matrix();

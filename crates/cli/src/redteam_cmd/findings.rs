@@ -12,8 +12,9 @@ pub const AFTER_HELP: &str = "A blind spot is a family or transform under the de
 file's detection target, or whose benign variants are flagged over its false-alarm ceiling. \
 Every blind spot needs a [[decision]] (fixed, fixable_by_rules, fixable_by_model, \
 needs_judge, needs_conversation, accepted_risk with criteria and residual risk, by_design): \
-without one the command fails and names it, so the report cannot go stale silently. Exit \
-status: 0 written, 1 error (unreadable matrix or decisions, undecided blind spots).";
+without one, or with `fixed` while the matrix still shows it, the command fails and names it, \
+so the report cannot go stale silently. Exit status: 0 written, 1 error (unreadable matrix or \
+decisions, undecided blind spots).";
 
 #[derive(Debug, Args)]
 pub struct FindingsArgs {
@@ -81,7 +82,7 @@ pub fn run(args: &FindingsArgs) -> Result<u8> {
         },
     )?;
     // Both are made before either is written: a failed report leaves the old pair in place.
-    let svg = findings::svg(&matrix, Some(decisions.target.min_tpr));
+    let svg = findings::svg(&matrix, Some(&decisions.target));
     super::report::write(&out_md, &md)?;
     super::report::write(&out_svg, &svg)?;
     let spots = findings::blind_spots(&matrix, &decisions).len();

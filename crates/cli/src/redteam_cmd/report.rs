@@ -19,10 +19,13 @@ use std::time::Duration;
 
 pub const AFTER_HELP: &str = "Pipelines (columns; --pipeline picks some, in this order): \
 rules (CONFIGS/rules.toml), linear (CONFIGS/linear.toml), default (the embedded rules + linear \
-configuration), fused (CONFIGS/fused.toml; not_configured when its models are not installed), \
-judge (CONFIGS/judge.toml; not_configured unless --judge-url, $RAMPART_JUDGE_URL or the file's \
-base_url answers), conversation (the embedded configuration through the conversation scanner, \
-on the variants split across turns; the other pipelines score the single-prompt variants).\n\
+configuration), cascade (CONFIGS/cascade.toml: rules + linear, the transformer where linear \
+leaves a prompt open; not_configured when its model is not installed: `rampart models setup`), \
+fused (CONFIGS/fused.toml: the retired fused pipeline, scored only when named; not_configured \
+when its models are not installed), judge (CONFIGS/judge.toml; not_configured unless \
+--judge-url, $RAMPART_JUDGE_URL or the file's base_url answers), conversation (the embedded \
+configuration through the conversation scanner, on the variants split across turns; the other \
+pipelines score the single-prompt variants). Default: every one but fused.\n\
 A source that is already a generated file (every record has `mutation`) is scored as it is \
 (its skips are not known: 0).\n\
 Exit status: 0 done and every gate passed, 4 a gate failed (each named on stderr), 1 error, \
@@ -37,7 +40,10 @@ pub enum PipelineArg {
     Linear,
     /// Rules + linear (the embedded default).
     Default,
-    /// Rules, linear and the transformer, fused.
+    /// Rules + linear, and the transformer where the linear score leaves a prompt open (the
+    /// recommended classifier pipeline).
+    Cascade,
+    /// Rules, linear and the transformer, fused (retired; only when named).
     Fused,
     /// Rules, linear and the LLM judge.
     Judge,
@@ -46,11 +52,12 @@ pub enum PipelineArg {
 }
 
 impl PipelineArg {
+    /// The columns scored when no --pipeline is given (not the retired `fused`).
     const ALL: [PipelineArg; 6] = [
         PipelineArg::Rules,
         PipelineArg::Linear,
         PipelineArg::Default,
-        PipelineArg::Fused,
+        PipelineArg::Cascade,
         PipelineArg::Judge,
         PipelineArg::Conversation,
     ];
@@ -60,6 +67,7 @@ impl PipelineArg {
             PipelineArg::Rules => "rules",
             PipelineArg::Linear => "linear",
             PipelineArg::Default => "default",
+            PipelineArg::Cascade => "cascade",
             PipelineArg::Fused => "fused",
             PipelineArg::Judge => "judge",
             PipelineArg::Conversation => "conversation",
@@ -71,6 +79,7 @@ impl PipelineArg {
         match self {
             PipelineArg::Rules => Some("rules.toml"),
             PipelineArg::Linear => Some("linear.toml"),
+            PipelineArg::Cascade => Some("cascade.toml"),
             PipelineArg::Fused => Some("fused.toml"),
             PipelineArg::Judge => Some("judge.toml"),
             PipelineArg::Default | PipelineArg::Conversation => None,
@@ -95,7 +104,8 @@ pub struct ReportArgs {
     /// At most K records of each source (drawn with the seed). Default: all.
     #[arg(long, value_name = "K")]
     pub per_source: Option<usize>,
-    /// Pipelines to score (repeatable). Default: all six.
+    /// Pipelines to score (repeatable). Default: rules, linear, default, cascade, judge and
+    /// conversation (the retired fused pipeline only when named).
     #[arg(long = "pipeline", value_enum, value_name = "NAME")]
     pub pipelines: Vec<PipelineArg>,
     /// Directory of the pipeline configurations.

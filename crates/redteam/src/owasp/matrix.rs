@@ -4,8 +4,8 @@
 use super::OwaspError;
 use crate::report::{Cell, CoverageMatrix, MATRIX_VERSION, PipelineStatus};
 
-/// A family under this TPR is counted as a blind spot in the matrix summary (the target for
-/// the fused pipeline).
+/// A family under this TPR is counted as a blind spot in the matrix summary (the detection
+/// target of the red-team report, on the cascade pipeline).
 pub const FAMILY_FLOOR: f64 = 0.8;
 
 /// Parses a coverage matrix (`rampart redteam report`'s `coverage_matrix.json`) of the
@@ -131,13 +131,13 @@ mod tests {
         let s = summaries(&m);
         assert_eq!(
             s.iter().map(|s| s.pipeline.as_str()).collect::<Vec<_>>(),
-            ["rules", "fused"]
+            ["rules", "cascade"]
         );
-        let fused = &s[1];
-        assert_eq!(fused.min, Some(("encoding".to_owned(), 0.41)));
-        assert_eq!(fused.below, ["encoding"]);
-        assert_eq!(fused.max_fpr, Some(("unicode".to_owned(), 0.04)));
-        assert_eq!(strongest(&s).map(|s| s.pipeline.as_str()), Some("fused"));
+        let cascade = &s[1];
+        assert_eq!(cascade.min, Some(("encoding".to_owned(), 0.41)));
+        assert_eq!(cascade.below, ["encoding"]);
+        assert_eq!(cascade.max_fpr, Some(("unicode".to_owned(), 0.04)));
+        assert_eq!(strongest(&s).map(|s| s.pipeline.as_str()), Some("cascade"));
         assert_eq!(
             not_configured(&m),
             [("judge", "not_configured: no judge model".to_owned())]

@@ -100,14 +100,14 @@ pub fn run(a: &CombinerArgs) -> Result<u8> {
     if let Some(bad) = a.datasets.iter().find(|d| d.ends_with(":heldout")) {
         bail!("{bad}: the held-back part is for evaluation only and is never fitted on");
     }
-    let (pipeline, inputs) = recording_pipeline(&a.config)?;
+    let (pipeline, inputs, judge) = recording_pipeline(&a.config)?;
     let data_dir = a
         .data_dir
         .clone()
         .unwrap_or_else(rampart_datasets::default_data_dir);
     let datasets = crate::load_datasets(&a.datasets, &data_dir, |_| {})?;
     let rows = collect_rows(&pipeline, &datasets, a.no_progress)?;
-    let names = rampart_combine::Extractor::new(inputs.clone())
+    let names = rampart_combine::Extractor::with_judge(inputs.clone(), judge.clone())
         .names()
         .to_vec();
     if let Some(path) = &a.dump {
@@ -125,6 +125,7 @@ pub fn run(a: &CombinerArgs) -> Result<u8> {
         version: MODEL_VERSION,
         features_version: FEATURES_VERSION,
         inputs,
+        judge,
         features: names,
         learner,
         operating_points: OperatingPoints::new(rampart_combine::OperatingPoint {
@@ -247,9 +248,11 @@ fn parse_targets(specs: &[String]) -> Result<BTreeMap<String, f64>> {
     Ok(out)
 }
 
-/// The configuration's pipeline with its one `combine` layer in `record` mode, and that
-/// layer's inputs.
-fn recording_pipeline(path: &std::path::Path) -> Result<(Arc<Pipeline>, Vec<String>)> {
+/// The configuration's pipeline with its one `combine` layer in `record` mode, that layer's
+/// inputs and the judge layer it reads, if any.
+fn recording_pipeline(
+    path: &std::path::Path,
+) -> Result<(Arc<Pipeline>, Vec<String>, Option<String>)> {
     let mut config: PipelineConfig =
         rampart::load_config(path).with_context(|| format!("reading {}", path.display()))?;
     let mut combine = config.layers.iter_mut().filter(|l| l.kind == COMBINE_KIND);
@@ -269,9 +272,17 @@ fn recording_pipeline(path: &std::path::Path) -> Result<(Arc<Pipeline>, Vec<Stri
             .collect(),
         _ => bail!("{}: the combine layer needs `inputs`", path.display()),
     };
+    let judge = match layer.options.get("judge") {
+        None => None,
+        Some(toml::Value::String(j)) => Some(j.clone()),
+        Some(_) => bail!(
+            "{}: the combine layer's `judge` must be a layer name",
+            path.display()
+        ),
+    };
     let pipeline = Pipeline::from_config_with(config, &rampart::registry())
         .with_context(|| format!("building {}", path.display()))?;
-    Ok((Arc::new(pipeline), inputs))
+    Ok((Arc::new(pipeline), inputs, judge))
 }
 
 /// Scans every record and labels its segments (see [`label_segments`]).

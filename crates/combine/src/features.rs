@@ -19,6 +19,18 @@
 //! conversation turn from a single prompt is learned as "benign" and would hide attacks that
 //! arrive in a conversation; the conversation layers decide those on their own.
 //!
+//! **The judge** (optional, `judge = "judge"` on the layer): the intent layer is asked only
+//! on some requests (the unsure band, rules that need judgement), so its two features say
+//! whether it gave a score and which: `judge.asked` (1 when the judge layer finished with a
+//! score-mode probability, else 0) and `judge.logodds` (its log-odds / 4; 0 when not asked).
+//! A judge that was not asked, whose call failed (timeout, HTTP error, budget, replay miss:
+//! the layer failed, and its own fail mode decides the request) or that answered in the
+//! structured mode (no probability) reads as not asked: never as a benign score. Its one
+//! score is the request's, so every untrusted segment of the request reads it. The judge's
+//! own findings are not counted as rule findings. Without a judge input the list is
+//! exactly version 1's, so a model fitted without the judge keeps loading; with one, the two
+//! names follow the text measures, and a model names which judge layer it was fitted on.
+//!
 //! Scores enter as log-odds divided by 4 (a probability clamped to `[1e-4, 1 - 1e-4]`, so
 //! about ±2.3), counts and lengths as logarithms, shares as fractions: every feature stays in
 //! a few units whatever the input, and no single one can dominate by its scale.
@@ -43,6 +55,7 @@ const ROLE_FEATURES: [(Role, &str); 3] = [
 #[derive(Debug, Clone, PartialEq)]
 pub struct Extractor {
     inputs: Vec<String>,
+    judge: Option<String>,
     names: Vec<String>,
 }
 
@@ -63,13 +76,34 @@ pub struct SegmentFeatures {
 impl Extractor {
     /// An extractor reading the classifier layers named `inputs` (in that order).
     pub fn new(inputs: Vec<String>) -> Extractor {
-        let names = feature_names(&inputs);
-        Extractor { inputs, names }
+        Extractor::with_judge(inputs, None)
+    }
+
+    /// An extractor reading the classifier layers named `inputs` and, when given, the judge
+    /// layer named `judge` (its `judge.asked` and `judge.logodds` features, see the module
+    /// docs).
+    pub fn with_judge(inputs: Vec<String>, judge: Option<String>) -> Extractor {
+        let names = feature_names(&inputs, judge.as_deref());
+        Extractor {
+            inputs,
+            judge,
+            names,
+        }
     }
 
     /// The classifier layers read.
     pub fn inputs(&self) -> &[String] {
         &self.inputs
+    }
+
+    /// The judge layer read, if any.
+    pub fn judge(&self) -> Option<&str> {
+        self.judge.as_deref()
+    }
+
+    /// Every earlier layer read: the classifiers, then the judge.
+    pub fn layers(&self) -> Vec<String> {
+        self.inputs.iter().chain(&self.judge).cloned().collect()
     }
 
     /// The feature names, in vector order.
@@ -85,21 +119,41 @@ impl Extractor {
         input: &ScanInput<'_>,
         earlier: &Earlier<'_>,
     ) -> Result<Vec<SegmentFeatures>, NotFinite> {
+        let judge = self.judge_values(earlier)?;
         let mut out = Vec::new();
         for seg in input
             .segments
             .iter()
             .filter(|s| s.trust == Trust::Untrusted)
         {
-            out.push(self.segment(earlier, seg)?);
+            out.push(self.segment(earlier, seg, judge)?);
         }
         Ok(out)
+    }
+
+    /// The judge's two features for this request (`None` without a judge input): asked and
+    /// its log-odds when the judge layer finished with a score; not asked when it was not
+    /// called, failed, timed out or gave a verdict without a probability.
+    fn judge_values(&self, earlier: &Earlier<'_>) -> Result<Option<[f32; 2]>, NotFinite> {
+        let Some(name) = &self.judge else {
+            return Ok(None);
+        };
+        // `score_of` is `None` unless the layer finished (status ok) with a score.
+        match earlier.score_of(name) {
+            Some(s) if !s.is_finite() => Err(NotFinite {
+                layer: name.clone(),
+                score: s,
+            }),
+            Some(s) => Ok(Some([1.0, log_odds(s)])),
+            None => Ok(Some([0.0, 0.0])),
+        }
     }
 
     fn segment(
         &self,
         earlier: &Earlier<'_>,
         seg: &SegmentInput<'_>,
+        judge: Option<[f32; 2]>,
     ) -> Result<SegmentFeatures, NotFinite> {
         let mut v: Vec<f32> = Vec::with_capacity(self.names.len());
         let whole_span = Span {
@@ -142,6 +196,9 @@ impl Extractor {
         let anchor = anchor.unwrap_or(whole_span);
         let text = seg.text.get(anchor.start..anchor.end).unwrap_or(seg.text);
         text_features(text, &mut v);
+        if let Some(j) = judge {
+            v.extend(j);
+        }
         debug_assert_eq!(v.len(), self.names.len());
         Ok(SegmentFeatures {
             segment: seg.index,
@@ -152,13 +209,18 @@ impl Extractor {
     }
 
     /// Per category, the counted weak findings (up to three) and whether a strong one
-    /// occurred, from every earlier layer that is not an input classifier; then whether any
-    /// was found only after decoding.
+    /// occurred, from every earlier layer that is neither an input classifier nor the judge;
+    /// then whether any was found only after decoding.
     fn rule_features(&self, earlier: &Earlier<'_>, segment: usize, v: &mut Vec<f32>) {
         let findings: Vec<_> = earlier
             .findings
             .iter()
-            .filter(|f| f.segment == segment && f.counted && !self.inputs.contains(&f.layer))
+            .filter(|f| {
+                f.segment == segment
+                    && f.counted
+                    && !self.inputs.contains(&f.layer)
+                    && self.judge.as_ref() != Some(&f.layer)
+            })
             .collect();
         for cat in Category::ALL {
             let weak = findings
@@ -193,7 +255,7 @@ fn log_odds(p: f32) -> f32 {
     (p / (1.0 - p)).ln() / 4.0
 }
 
-fn feature_names(inputs: &[String]) -> Vec<String> {
+fn feature_names(inputs: &[String], judge: Option<&str>) -> Vec<String> {
     let mut names = Vec::new();
     for l in inputs {
         for part in ["best", "missing"] {
@@ -208,6 +270,10 @@ fn feature_names(inputs: &[String]) -> Vec<String> {
     names.extend(ROLE_FEATURES.iter().map(|(_, n)| (*n).to_string()));
     for n in TEXT_FEATURES {
         names.push(n.into());
+    }
+    if let Some(j) = judge {
+        names.push(format!("{j}.asked"));
+        names.push(format!("{j}.logodds"));
     }
     names
 }
@@ -280,6 +346,20 @@ mod unit {
         n.dedup();
         assert_eq!(n.len(), len);
         assert_eq!(len, 4 + 15 + 3 + 7);
+    }
+
+    #[test]
+    fn a_judge_appends_two_names_and_leaves_the_rest_as_version_1() {
+        let plain = Extractor::new(vec!["linear".into()]);
+        let judged = Extractor::with_judge(vec!["linear".into()], Some("judge".into()));
+        assert_eq!(judged.names().len(), plain.names().len() + 2);
+        assert_eq!(&judged.names()[..plain.names().len()], plain.names());
+        assert_eq!(
+            &judged.names()[plain.names().len()..],
+            ["judge.asked", "judge.logodds"]
+        );
+        assert_eq!(judged.layers(), ["linear", "judge"]);
+        assert_eq!(plain.layers(), ["linear"]);
     }
 
     #[test]

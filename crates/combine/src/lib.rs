@@ -16,6 +16,11 @@
 //! no longer decide), while the rules layer keeps deciding as before: the combiner can add
 //! a verdict, never remove one (the pipeline's ratchet takes the highest of all layers).
 //!
+//! An earlier `judge` layer in score mode can be read too (`judge = "judge"`): where it was
+//! asked, its calibrated probability is one more feature, and where it was not asked or its
+//! call failed, a flag says so (see [`features`]). Run that judge `score_only` so that its
+//! probability decides through the combiner only; its failures still follow its fail mode.
+//!
 //! ```
 //! use rampart_combine::CombineFactory;
 //! use rampart_core::{PipelineConfig, Registry, ScanRequest, Segment, Role, Pipeline};
@@ -100,6 +105,7 @@ pub enum Mode {
 /// [[layers]]
 /// kind = "combine"
 /// inputs = ["linear"]                  # the classifier layers it reads, in model order
+/// # judge = "judge"                    # an earlier judge layer (score mode) it reads too
 /// # model = "models/combiner-v1/model.json"   # default: the embedded model
 /// # operating_points = { default = { flag = 0.7, block = 0.95 }, tool = { flag = 0.9, block = 0.99 } }   # replaces the model's
 /// # explain = 4                        # top contributions listed per segment
@@ -112,6 +118,10 @@ pub struct CombineOptions {
     pub name: String,
     /// Earlier classifier layers it reads, in the model's order.
     pub inputs: Vec<String>,
+    /// An earlier judge layer whose score-mode probability it reads (`judge.asked`,
+    /// `judge.logodds`; see [`features`]). The model must have been fitted with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
     /// A model file; the embedded model when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<PathBuf>,
@@ -223,7 +233,14 @@ impl CombineDetector {
                 opts.explain
             )));
         }
-        let extractor = Extractor::new(opts.inputs.clone());
+        if let Some(j) = &opts.judge
+            && (j.trim().is_empty() || opts.inputs.contains(j))
+        {
+            return Err(CombineError::Options(format!(
+                "judge {j:?} must name an earlier judge layer that is not one of the inputs"
+            )));
+        }
+        let extractor = Extractor::with_judge(opts.inputs.clone(), opts.judge.clone());
         let model = match opts.mode {
             Mode::Record => None,
             Mode::Decide => Some(Arc::new(load_model(&opts, &extractor)?)),
@@ -272,6 +289,13 @@ fn load_model(opts: &CombineOptions, ex: &Extractor) -> Result<CombinerModel, Co
             m.inputs
         )));
     }
+    if m.judge.as_deref() != ex.judge() {
+        return Err(CombineError::Options(format!(
+            "judge {:?} differs from the model's {:?} ({origin})",
+            ex.judge(),
+            m.judge
+        )));
+    }
     if let Some(points) = &opts.operating_points {
         let mut check = m.clone();
         check.operating_points = points.clone();
@@ -300,7 +324,7 @@ impl Detector for CombineDetector {
     }
 
     fn reads_layers(&self) -> Vec<String> {
-        self.extractor.inputs().to_vec()
+        self.extractor.layers()
     }
 
     fn detect_after(

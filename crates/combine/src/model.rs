@@ -5,6 +5,7 @@
 //! {
 //!   "format": "rampart-combiner", "version": 1, "features_version": 1,
 //!   "inputs": ["linear"],
+//!   "judge": "judge",                      (only when fitted with the judge's features)
 //!   "features": ["linear.whole", …],
 //!   "learner": { "kind": "trees", "base": -0.4, "trees": [ { "nodes": [ … ] }, … ] },
 //!   "operating_points": { "default": { "flag": 0.62, "block": 0.9 }, "tool": { … } },
@@ -178,6 +179,9 @@ pub struct CombinerModel {
     pub features_version: u32,
     /// The classifier layers it reads, in order.
     pub inputs: Vec<String>,
+    /// The judge layer it reads (`judge.asked`, `judge.logodds`), when fitted with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
     /// Feature names, in vector order.
     pub features: Vec<String>,
     /// The fitted function.

@@ -1,5 +1,8 @@
 //! Integration tests of the combine layer: the embedded model against the extractor, the
-//! ratchet over the rules layer, record mode, refused models, and the risk scale.
+//! ratchet over the rules layer, record mode, refused models, the risk scale, and the judge
+//! as an input (`mod judge`, against the fake model server the judge crate's tests use).
+
+mod judge;
 
 use proptest::prelude::*;
 use rampart_combine::trees::{Forest, Node, Tree, TreeOptions, fit_forest};
@@ -193,6 +196,7 @@ fn bad_options_are_refused_with_the_reason() {
     let opts = CombineOptions {
         name: "combine".into(),
         inputs: Vec::new(),
+        judge: None,
         model: None,
         operating_points: None,
         explain: 4,

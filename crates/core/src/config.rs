@@ -169,9 +169,10 @@ pub struct LayerConfig {
     /// layer runs only where a cheap earlier layer is unsure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_if: Option<RunIf>,
-    /// The layer only scores: its score feeds later layers (`run_if`, a `fuse` layer), its
-    /// findings are reported but not counted, and its own verdict is ALLOW. Default false.
-    /// (A failure or timeout still follows the policy's fail mode.)
+    /// The layer only scores: its score feeds later layers (`run_if`, a `fuse` or `combine`
+    /// layer), its findings are reported but not counted, and its own verdict is ALLOW (a
+    /// judge's verdict floor and its resolution of deferred bands are not applied either).
+    /// Default false. (A failure or timeout still follows the policy's fail mode.)
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub score_only: bool,
     /// Defer the layer's ambiguous band to the judge: when its score lies in `[low, high]`

@@ -290,6 +290,11 @@ fn check_deferrals(layers: &[Layer]) -> Result<(), BuildError> {
             // resolves them today); the message names it so a user knows what to add.
             return Err(err("no `judge` layer after it to decide its band".into()));
         }
+        if judges.iter().all(|&j| j < i || layers[j].score_only) {
+            return Err(err(
+                "the `judge` layer after it is score_only and decides no band".into(),
+            ));
+        }
     }
     Ok(())
 }

@@ -207,11 +207,15 @@ impl Pipeline {
         let mut result = self.layer_result(layer.name(), LayerStatus::Ok, &f, score, risk, elapsed);
         result.localized = spans.first().copied();
         result.score_only = layer.score_only;
-        if let Some((r, a)) = floor {
+        // A score-only layer's verdict floor and its resolution of deferred bands are not
+        // applied either: a judge that only scores feeds later layers (a combine layer) and
+        // decides nothing itself; its failures still follow the fail mode.
+        if let Some((r, a)) = floor.filter(|_| !layer.score_only) {
             result.risk = result.risk.max(r);
             result.action = result.action.max(a);
         }
         if layer.detector.resolves_deferred()
+            && !layer.score_only
             && let Some(summary) = resolution
         {
             scan.resolution = Some(Resolution {

@@ -360,6 +360,42 @@ fn defer_needs_a_later_judge_and_a_valid_band() {
 }
 
 #[test]
+fn a_score_only_judge_decides_nothing_but_its_failure_follows_the_fail_mode() {
+    // A judge that only scores (its score feeds a later combine layer): a malicious
+    // verdict is no floor, and the decision stays the other layers' own.
+    let p = pipeline(
+        "[[layers]]\nkind = \"scorer\"\n\
+         [[layers]]\nkind = \"fake_judge\"\nanswer = \"malicious\"\nscore_only = true\n",
+    )
+    .unwrap();
+    let d = p.scan_text("notes [s:0.45]").unwrap().decision;
+    assert_eq!(d.action, Action::Allow, "{:?}", d.reasons);
+    let judge = d.layers.iter().find(|l| l.layer == "judge").unwrap();
+    assert_eq!(judge.action, Action::Allow);
+    assert!(judge.score_only);
+    assert_eq!(fake(&d).label, Some(Label::Malicious));
+    assert_eq!(fake(&d).action_without, None, "it resolved nothing");
+    // A failed call is still a failed layer: closed blocks.
+    let p = pipeline(
+        "[[layers]]\nkind = \"scorer\"\n\
+         [[layers]]\nkind = \"fake_judge\"\nanswer = \"timeout\"\nscore_only = true\n",
+    )
+    .unwrap();
+    let d = p.scan_text("notes [s:0.45]").unwrap().decision;
+    assert_eq!(d.action, Action::Block);
+    assert!(d.degraded);
+    // And it cannot be the judge of a deferred band.
+    let r = pipeline(
+        "[[layers]]\nkind = \"scorer\"\ndefer = [0.4, 0.7]\n\
+         [[layers]]\nkind = \"fake_judge\"\nanswer = \"benign\"\nscore_only = true\n",
+    );
+    assert!(
+        matches!(&r, Err(BuildError::Defer { message, .. }) if message.contains("score_only")),
+        "{r:?}"
+    );
+}
+
+#[test]
 fn a_pipeline_has_at_most_one_judge() {
     let r = pipeline(
         "[[layers]]\nkind = \"fake_judge\"\nanswer = \"benign\"\n\

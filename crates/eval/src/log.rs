@@ -210,6 +210,11 @@ pub struct ConversationLog {
     /// The content kind of each flagged call's newest message, in call order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flagged_call_kinds: Vec<String>,
+    /// The intent layer's part of every call it was asked about, in call order (the record's
+    /// `judge` is the deciding call's alone): what the judge's calls, tokens, cost and
+    /// latency over a conversation are counted from. Verdicts as in [`JudgeLog`], redacted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge_calls: Vec<JudgeLog>,
 }
 
 /// The relational layer's report for one prompt, without the per-layer detail: how the

@@ -337,8 +337,9 @@ fn judge_effect_table(s: &Summary) -> Option<Table> {
 
 /// What the judge tables count.
 const JUDGE_NOTE: &str = "Calls: prompts the judge was asked about (its triggers fired), \
-cache hits included. p50/p95: latency of the calls that went to the model. Transitions and \
-TPR/FPR are over the calls that gave a verdict: the other layers' verdict on their own \
+cache hits included; of a conversation, every call of its replay the judge was asked about. \
+p50/p95: latency of the calls that went to the model. Transitions and TPR/FPR are over the \
+prompts whose deciding call gave a verdict: the other layers' verdict on their own \
 against the verdict with the judge (before the SANITIZE and data-channel adjustments).";
 
 /// Side by side: one row per dataset, the configurations next to each other under each

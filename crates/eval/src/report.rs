@@ -2,7 +2,7 @@
 //! one [`DatasetReport`] per (dataset, configuration), plus pooled reports.
 
 use crate::gate::GateResult;
-use crate::log::{EvalLogRecord, Outcome};
+use crate::log::{EvalLogRecord, JudgeLog, Outcome};
 use crate::metrics::{Confusion, Interval, Latency, RocPoint, roc_auc, tpr_at_fpr, wilson};
 
 /// A point of the ROC curve as stored in a summary.
@@ -527,6 +527,7 @@ pub struct JudgeStats {
     /// The judge layer's name.
     pub layer: String,
     /// Prompts the judge was asked about (its triggers fired): model calls and cache hits.
+    /// Of a conversation record, every call of its replay the judge was asked about.
     pub calls: u64,
     /// Of them, answered by the cache (no model call).
     pub cache_hits: u64,
@@ -564,7 +565,6 @@ impl JudgeStats {
     /// does (the configuration has no judge layer).
     pub fn compute<'a>(logs: impl IntoIterator<Item = &'a EvalLogRecord>) -> Option<JudgeStats> {
         use rampart_core::Action;
-        use rampart_judge::CacheStatus;
         let mut s = JudgeStats::default();
         let mut any = false;
         let mut latencies = Vec::new();
@@ -575,32 +575,17 @@ impl JudgeStats {
                 s.layer = j.layer.clone();
                 any = true;
             }
+            // A conversation's calls, tokens and latencies are every judged call's; its
+            // decision (the transitions below) is the deciding call's.
+            let calls = match &l.conversation {
+                Some(c) if !c.judge_calls.is_empty() => c.judge_calls.iter().collect(),
+                _ => vec![j],
+            };
+            for c in calls.into_iter().filter(|c| c.called) {
+                s.count_call(c, &mut latencies);
+            }
             if !j.called {
                 continue;
-            }
-            s.calls += 1;
-            match j.cache {
-                CacheStatus::Hit => s.cache_hits += 1,
-                CacheStatus::ReplayMiss => s.replay_misses += 1,
-                CacheStatus::Off | CacheStatus::Miss => latencies.push(j.latency_ms),
-            }
-            s.input_tokens += j.input_tokens;
-            s.output_tokens += j.output_tokens;
-            if let Some(c) = j.cost_usd {
-                s.cost_usd += c;
-                s.priced_calls += 1;
-            }
-            let outcome = match (j.outcome, j.cache) {
-                (Some(o), _) => o.name(),
-                (None, CacheStatus::ReplayMiss) => "replay_miss",
-                (None, _) => "(none)",
-            };
-            *s.outcomes.entry(outcome.to_string()).or_default() += 1;
-            for t in &j.triggers {
-                *s.triggers.entry(t.clone()).or_default() += 1;
-            }
-            if let Some(label) = j.intent_label {
-                *s.labels.entry(label.name().to_string()).or_default() += 1;
             }
             if let (Some(a), Some(b)) = (j.action_without_judge, j.action_with_judge) {
                 *s.transitions
@@ -617,6 +602,36 @@ impl JudgeStats {
         s.without_judge = Breakdown::from_confusion(without);
         s.with_judge = Breakdown::from_confusion(with);
         Some(s)
+    }
+
+    /// Counts one judged call: cache, tokens, cost, latency (model calls only), outcome,
+    /// triggers and label.
+    fn count_call(&mut self, j: &JudgeLog, latencies: &mut Vec<u64>) {
+        use rampart_judge::CacheStatus;
+        self.calls += 1;
+        match j.cache {
+            CacheStatus::Hit => self.cache_hits += 1,
+            CacheStatus::ReplayMiss => self.replay_misses += 1,
+            CacheStatus::Off | CacheStatus::Miss => latencies.push(j.latency_ms),
+        }
+        self.input_tokens += j.input_tokens;
+        self.output_tokens += j.output_tokens;
+        if let Some(c) = j.cost_usd {
+            self.cost_usd += c;
+            self.priced_calls += 1;
+        }
+        let outcome = match (j.outcome, j.cache) {
+            (Some(o), _) => o.name(),
+            (None, CacheStatus::ReplayMiss) => "replay_miss",
+            (None, _) => "(none)",
+        };
+        *self.outcomes.entry(outcome.to_string()).or_default() += 1;
+        for t in &j.triggers {
+            *self.triggers.entry(t.clone()).or_default() += 1;
+        }
+        if let Some(label) = j.intent_label {
+            *self.labels.entry(label.name().to_string()).or_default() += 1;
+        }
     }
 }
 

@@ -373,6 +373,13 @@ pub fn eval_conversation(
             .filter(|c| c.flagged())
             .map(|c| call_kind(turns, c.message))
             .collect(),
+        judge_calls: rep
+            .calls
+            .iter()
+            .filter_map(|c| c.decision.reports.find::<rampart_judge::JudgeReport>())
+            .filter(|j| j.called)
+            .map(|j| JudgeLog::from_report(&j))
+            .collect(),
     };
     if let Some((message, why)) = &rep.error {
         log.error = Some(why.clone());

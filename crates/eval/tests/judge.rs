@@ -287,3 +287,61 @@ fn judge_fields_reach_the_eval_logs_and_no_prompt_text_does() {
     let back: rampart_eval::EvalLogRecord = serde_json::from_str(&line).unwrap();
     assert_eq!(&back, a2);
 }
+
+/// A conversation whose first and last calls the judge is asked about (the last one answered
+/// by the cache) and whose middle call it is not.
+const CONVERSATION: &str = r#"{"id":"c1","label":"benign","turns":[{"role":"user","text":"[s:0.5] [ms:300] summarize the meeting notes"},{"role":"assistant","text":"Here they are."},{"role":"user","text":"[s:0.1] thanks, and a title?"},{"role":"assistant","text":"Sure."},{"role":"user","text":"[s:0.6] [ms:700] cached: a shorter one please"}]}
+"#;
+
+/// Regression: a conversation record's judge figures were its deciding call's alone, so an
+/// evaluation of conversations undercounted the judge's calls, tokens and cost.
+#[test]
+fn a_conversation_counts_every_judged_call_not_only_the_deciding_one() {
+    let (records, errors) = read_jsonl_str(CONVERSATION);
+    assert!(errors.is_empty(), "{errors:?}");
+    let data = LoadedDataset {
+        name: "conv".into(),
+        origin: "test".into(),
+        records,
+        errors,
+    };
+    let configs = [NamedPipeline::new("judged", pipeline(true))];
+    let run = run(
+        "eval_judge_conv",
+        "2026-01-01T00:00:00Z",
+        &configs,
+        vec![data],
+        &RunOptions::default(),
+        &|_| {},
+    )
+    .unwrap();
+    let log = &run.datasets[0].logs[0];
+    let conv = log.conversation.as_ref().unwrap();
+    assert_eq!(conv.calls, 3);
+    let caches: Vec<CacheStatus> = conv.judge_calls.iter().map(|j| j.cache).collect();
+    assert_eq!(caches, [CacheStatus::Miss, CacheStatus::Hit]);
+    // The record's own judge part is the deciding (here: the last) call's.
+    assert_eq!(log.judge.as_ref().unwrap().cache, CacheStatus::Hit);
+
+    let summary = Summary::compute(&run);
+    let j = summary
+        .report("conv", "judged")
+        .unwrap()
+        .judge
+        .as_ref()
+        .unwrap();
+    assert_eq!((j.calls, j.cache_hits), (2, 1));
+    assert_eq!(
+        (j.input_tokens, j.output_tokens, j.priced_calls),
+        (100, 10, 1)
+    );
+    let lat = j.latency_ms.unwrap();
+    assert_eq!((lat.count, lat.p50), (1, 300));
+    assert_eq!(j.labels.values().sum::<u64>(), 2);
+    // Transitions stay per record: the deciding call's.
+    assert_eq!(j.transitions.values().sum::<u64>(), 1);
+    // The field reads back.
+    let line = serde_json::to_string(log).unwrap();
+    let back: rampart_eval::EvalLogRecord = serde_json::from_str(&line).unwrap();
+    assert_eq!(&back, log);
+}

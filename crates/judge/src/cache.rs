@@ -70,6 +70,13 @@ pub struct Entry {
     pub output_tokens: u64,
     /// The original call's cost.
     pub cost_usd: Option<f64>,
+    /// Score mode: the calibrated P(attack) the verdict was made from (a hit gives it back
+    /// as the layer's score, so whatever reads the judge's score, such as a combine layer,
+    /// reads the same on a replay). `None` for a structured verdict and for entries stored
+    /// before this was kept.
+    pub score: Option<f32>,
+    /// Score mode: the uncalibrated log-odds of the answer token.
+    pub score_logit: Option<f32>,
 }
 
 /// Hit and miss counters since the layer was built.
@@ -139,6 +146,19 @@ impl Cache {
             );
             CREATE INDEX IF NOT EXISTS verdicts_created ON verdicts(created_at);",
         )?;
+        // Score mode's probability and logit, added after the first release: a file made
+        // before gets the two columns (its rows read as having no score).
+        let has_score: bool = conn.query_row(
+            "SELECT count(*) FROM pragma_table_info('verdicts') WHERE name = 'score'",
+            [],
+            |r| r.get::<_, i64>(0).map(|n| n > 0),
+        )?;
+        if !has_score {
+            conn.execute_batch(
+                "ALTER TABLE verdicts ADD COLUMN score REAL;
+                 ALTER TABLE verdicts ADD COLUMN score_logit REAL;",
+            )?;
+        }
         let cache = Cache {
             conn: Mutex::new(conn),
             key: hash_key(opts),
@@ -187,8 +207,8 @@ impl Cache {
         let row = self
             .conn()
             .query_row(
-                "SELECT verdict, created_at, input_tokens, output_tokens, cost_usd \
-                 FROM verdicts WHERE key = ?1 AND created_at >= ?2",
+                "SELECT verdict, created_at, input_tokens, output_tokens, cost_usd, score, \
+                 score_logit FROM verdicts WHERE key = ?1 AND created_at >= ?2",
                 params![key, as_i64(cutoff)],
                 |r| {
                     Ok((
@@ -197,11 +217,13 @@ impl Cache {
                         r.get::<_, i64>(2)?,
                         r.get::<_, i64>(3)?,
                         r.get::<_, Option<f64>>(4)?,
+                        r.get::<_, Option<f64>>(5)?,
+                        r.get::<_, Option<f64>>(6)?,
                     ))
                 },
             )
             .optional()?;
-        let Some((verdict, created, inp, out, cost)) = row else {
+        let Some((verdict, created, inp, out, cost, score, logit)) = row else {
             self.misses.fetch_add(1, Ordering::Relaxed);
             return Ok(None);
         };
@@ -214,6 +236,8 @@ impl Cache {
             input_tokens: u64::try_from(inp).unwrap_or(0),
             output_tokens: u64::try_from(out).unwrap_or(0),
             cost_usd: cost,
+            score: score.map(|s| s as f32),
+            score_logit: logit.map(|s| s as f32),
         }))
     }
 
@@ -223,15 +247,17 @@ impl Cache {
             serde_json::to_string(&entry.verdict).map_err(|e| CacheError::Decode(e.to_string()))?;
         self.conn().execute(
             "INSERT OR REPLACE INTO verdicts \
-             (key, verdict, created_at, input_tokens, output_tokens, cost_usd) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+             (key, verdict, created_at, input_tokens, output_tokens, cost_usd, score, \
+             score_logit) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             params![
                 key,
                 verdict,
                 as_i64(entry.created_at),
                 as_i64(entry.input_tokens),
                 as_i64(entry.output_tokens),
-                entry.cost_usd
+                entry.cost_usd,
+                entry.score.map(f64::from),
+                entry.score_logit.map(f64::from)
             ],
         )?;
         let n = self.stores.fetch_add(1, Ordering::Relaxed) + 1;
@@ -317,6 +343,11 @@ struct SharedEntry {
     o: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     c: Option<f64>,
+    /// Score mode's probability and logit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    l: Option<f32>,
 }
 
 impl SharedCache {
@@ -387,6 +418,8 @@ impl VerdictCache for SharedCache {
             input_tokens: e.i,
             output_tokens: e.o,
             cost_usd: e.c,
+            score: e.s,
+            score_logit: e.l,
         }))
     }
 
@@ -397,6 +430,8 @@ impl VerdictCache for SharedCache {
             i: entry.input_tokens,
             o: entry.output_tokens,
             c: entry.cost_usd,
+            s: entry.score,
+            l: entry.score_logit,
         })
         .map_err(|e| CacheError::Decode(e.to_string()))?;
         let op = rampart_state::Op::CachePut {
@@ -442,6 +477,8 @@ mod tests {
             input_tokens: 120,
             output_tokens: 30,
             cost_usd: Some(0.001),
+            score: Some(0.7),
+            score_logit: Some(0.25),
         }
     }
 

@@ -128,6 +128,8 @@ pub struct ExplanationJob {
     pub(crate) verdict: JudgeVerdict,
     /// The score call's (input tokens, output tokens, cost), for the cache entry.
     pub(crate) score_usage: (u64, u64, Option<f64>),
+    /// The score call's (probability, logit), for the cache entry.
+    pub(crate) score: (Option<f32>, Option<f32>),
 }
 
 impl std::fmt::Debug for ExplanationJob {
@@ -198,6 +200,7 @@ impl ExplanationJob {
                 key,
                 &verdict,
                 (i + input_tokens, o + output_tokens, cost),
+                self.score,
             );
         }
         Explanation {

@@ -273,7 +273,10 @@ impl JudgeLayer {
     /// The cache key: a keyed hash of everything that decides the answer but the nonce. The
     /// earlier messages shown are part of it (the same newest text after another history is
     /// another question); without them the key is what it was before history existed, so
-    /// plain requests keep their cached verdicts.
+    /// plain requests keep their cached verdicts. Score mode without explanations
+    /// ([`JudgeLayer::score_key_only`]) leaves out the signals and the history: its prompt
+    /// holds neither, so the same text asked through another trigger (a deferred band in
+    /// one configuration, an ambiguous score in another) is the same question.
     fn cache_key(
         &self,
         cache: &CacheSlot,
@@ -302,14 +305,16 @@ impl JudgeLayer {
         put(&cfg.temperature.to_bits().to_le_bytes());
         put(&cfg.max_tokens.to_le_bytes());
         put(format!("{:?}", cfg.structured_mode()).as_bytes());
-        put(signals.as_bytes());
+        let score_only = self.score_key_only();
+        let signals: &[u8] = if score_only { &[] } else { signals.as_bytes() };
+        put(signals);
         for s in shown {
             put(&(s.index as u64).to_le_bytes());
             put(s.role.name().as_bytes());
             put(&[u8::from(s.trust == Trust::Trusted), u8::from(s.cut)]);
             put(s.text.nfc().collect::<String>().as_bytes());
         }
-        if !history.messages.is_empty() {
+        if !history.messages.is_empty() && !score_only {
             // Length 7, where every segment's first field has length 8: no plain request's
             // fields read the same.
             put(b"history");
@@ -322,6 +327,16 @@ impl JudgeLayer {
             }
         }
         h.finalize().to_hex().to_string()
+    }
+
+    /// Whether the cache key is the score question's alone: score mode that asks for no
+    /// explanation, on a protocol with log-probabilities. Its answer depends on the fenced
+    /// text only, not on the signals or the earlier messages (which only the structured
+    /// prompt shows).
+    fn score_key_only(&self) -> bool {
+        self.opts.mode == JudgeMode::Score
+            && self.opts.explain == ExplainWhen::Never
+            && self.client.config().protocol != rampart_llm::Protocol::Anthropic
     }
 
     /// Asks (or looks up) the verdict for `segs`, after the conversation's earlier messages
@@ -380,6 +395,9 @@ impl JudgeLayer {
                 ScoreRun::Fallback(why) => report.mode_fallback = Some(why),
             }
         }
+        // A server that returned no log-probabilities: the structured verdict depends on the
+        // signals and history the score question's key leaves out, so it is not stored.
+        let key = if self.score_key_only() { None } else { key };
         report.mode = Some(JudgeMode::Structured);
         let (req, timeout_ms) = self.chat_request(&nonce, signals, &shown, &history, deadline);
         let done = self.client.complete(&req);
@@ -543,6 +561,7 @@ impl JudgeLayer {
                 .collect(),
             verdict: verdict.clone(),
             score_usage: (report.input_tokens, report.output_tokens, report.cost_usd),
+            score: (report.score, report.score_logit),
         };
         match deferred.park(job) {
             Some(ticket) => {
@@ -588,6 +607,10 @@ impl JudgeLayer {
                 report.outcome = Some(OutcomeKind::Ok);
                 report.intent_label = Some(verdict.intent_label);
                 report.verdict = Some(verdict);
+                // Score mode's probability comes back too: the layer's score on a hit is
+                // the one the call gave.
+                report.score = entry.score;
+                report.score_logit = entry.score_logit;
                 report.latency_ms = millis(t.elapsed());
                 Cached::Answered
             }
@@ -693,6 +716,7 @@ impl JudgeLayer {
                 k,
                 verdict,
                 (report.input_tokens, report.output_tokens, report.cost_usd),
+                (report.score, report.score_logit),
             );
         }
     }
@@ -845,13 +869,15 @@ pub(crate) fn merge_explanation(
     kind
 }
 
-/// Stores an ok verdict under `key` with its calls' `(input tokens, output tokens, cost)`.
-/// A verdict that cannot be stored is still the request's verdict: errors are ignored.
+/// Stores an ok verdict under `key` with its calls' `(input tokens, output tokens, cost)`
+/// and score mode's `(probability, logit)`. A verdict that cannot be stored is still the
+/// request's verdict: errors are ignored.
 pub(crate) fn store_entry(
     cache: &dyn VerdictCache,
     key: &str,
     verdict: &JudgeVerdict,
     (input_tokens, output_tokens, cost_usd): (u64, u64, Option<f64>),
+    (score, score_logit): (Option<f32>, Option<f32>),
 ) {
     let entry = Entry {
         verdict: verdict.clone(),
@@ -859,6 +885,8 @@ pub(crate) fn store_entry(
         input_tokens,
         output_tokens,
         cost_usd,
+        score,
+        score_logit,
     };
     let _ = cache.put(key, &entry);
 }

@@ -813,6 +813,51 @@ fn a_cache_hit_keeps_the_explanation_and_makes_no_request() {
 }
 
 #[test]
+fn a_score_verdict_from_the_cache_keeps_its_score_and_answers_another_trigger() {
+    // Score mode without explanations: the prompt holds the fenced text only, so the key
+    // leaves out the signals, and a hit gives the layer its score back (what a combine
+    // layer reads on a replay).
+    let s = setup();
+    let server = FakeServer::start_repeating(FakeResponse::openai_logprobs(&[
+        ("yes", 0.8f64.ln()),
+        ("no", 0.2f64.ln()),
+    ]))
+    .unwrap();
+    let judge = format!(
+        "mode = \"score\"\nexplain = \"never\"\n{}",
+        cached(&s, "read_write")
+    );
+    let text = "summarize these notes [s:0.45]";
+    let a = deferred(&s, &server.base_url(), "", &judge)
+        .scan_text(text)
+        .unwrap()
+        .decision;
+    let ra = judge_of(&a);
+    assert_eq!(ra.cache, CacheStatus::Miss);
+    assert!(ra.score.is_some_and(|p| (p - 0.8).abs() < 1e-3), "{ra:?}");
+    // Another configuration asks about the same text through an ambiguous-score trigger
+    // (other signals): the same question, answered from the cache with the same score.
+    let ambiguous = format!(
+        "{judge}\ntriggers = {{ ambiguous = [{{ layer = \"linear\", band = [0.4, 0.7] }}] }}"
+    );
+    let b = build(&config(&s, &server.base_url(), "", "", &ambiguous), None)
+        .unwrap()
+        .scan_text(text)
+        .unwrap()
+        .decision;
+    let rb = judge_of(&b);
+    assert_eq!(rb.cache, CacheStatus::Hit, "{rb:?}");
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(rb.score, ra.score);
+    assert_eq!(rb.score_logit, ra.score_logit);
+    assert_eq!(
+        judge_layer(&b).score,
+        ra.score,
+        "the layer's score on a hit"
+    );
+}
+
+#[test]
 fn failures_are_not_cached() {
     let s = setup();
     let server = FakeServer::start(vec![

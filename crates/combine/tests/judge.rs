@@ -13,11 +13,10 @@ use rampart_combine::{
 use rampart_core::{Action, Decision, LayerStatus, Pipeline, PipelineConfig, Registry};
 use rampart_llm::fake::{FakeResponse, FakeServer};
 
+/// The combine tests' registry with the judge layer added.
 fn registry() -> Registry {
-    let mut r = rampart_rules::registry();
-    r.register(Box::new(rampart_classify::LinearFactory));
+    let mut r = super::registry();
     r.register(Box::new(rampart_judge::JudgeFactory::default()));
-    r.register(Box::new(rampart_combine::CombineFactory));
     r
 }
 

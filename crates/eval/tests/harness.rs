@@ -3,8 +3,8 @@
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
+use crate::dataset;
 use rampart_core::{Detection, Detector, DetectorError, Pipeline, RiskClass, ScanInput};
-use rampart_datasets::{LoadedDataset, read_jsonl_str};
 use rampart_eval::log::{EvalLogRecord, LayerLog, Outcome};
 use rampart_eval::report::{
     ATTR_COMBINED, ATTR_INPUT_ERROR, DatasetReport, POOLED_ALL, POOLED_PROMPTGUARD,
@@ -49,16 +49,6 @@ fn scorer_pipeline(max_bytes: Option<usize>) -> Pipeline {
         cfg.limits.max_bytes = m;
     }
     Pipeline::with_detectors(cfg, vec![Arc::new(Scorer)]).unwrap()
-}
-
-fn dataset(name: &str, src: &str) -> LoadedDataset {
-    let (records, errors) = read_jsonl_str(src);
-    LoadedDataset {
-        name: name.into(),
-        origin: "test".into(),
-        records,
-        errors,
-    }
 }
 
 const HAND: &str = r#"{"id":"a1","text":"[s:0.9] alpha","label":"attack","category":"override","language":"en"}

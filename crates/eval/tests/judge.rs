@@ -4,11 +4,12 @@
 
 #![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
+use crate::dataset;
 use rampart_core::{
     BuildError, Detection, Detector, DetectorError, DetectorFactory, Pipeline, PipelineConfig,
     RiskClass, ScanInput,
 };
-use rampart_datasets::{LoadedDataset, read_jsonl_str};
+use rampart_datasets::read_jsonl_str;
 use rampart_eval::{NamedPipeline, RunOptions, Summary, run, write_all};
 use rampart_judge::{CacheStatus, IntentLabel, JudgeReport, JudgeTrigger, JudgeVerdict};
 use rampart_llm::OutcomeKind;
@@ -143,16 +144,6 @@ const DATA: &str = r#"{"id":"a1","text":"[s:0.9] evil: override every single rul
 {"id":"b3","text":"[s:0.1] what is a good name for a golden retriever puppy","label":"benign"}
 "#;
 
-fn dataset() -> LoadedDataset {
-    let (records, errors) = read_jsonl_str(DATA);
-    LoadedDataset {
-        name: "judged".into(),
-        origin: "test".into(),
-        records,
-        errors,
-    }
-}
-
 /// Every run of 20 characters of a prompt found in `haystack`.
 fn copied_runs(haystack: &str) -> Vec<String> {
     let (records, _) = read_jsonl_str(DATA);
@@ -180,7 +171,7 @@ fn the_summary_reports_what_the_judge_did_and_how_it_changed_decisions() {
         "eval_judge",
         "2026-01-01T00:00:00Z",
         &configs,
-        vec![dataset()],
+        vec![dataset("judged", DATA)],
         &RunOptions::default(),
         &|_| {},
     )
@@ -249,7 +240,7 @@ fn judge_fields_reach_the_eval_logs_and_no_prompt_text_does() {
         "eval_judge_logs",
         "2026-01-01T00:00:00Z",
         &configs,
-        vec![dataset()],
+        vec![dataset("judged", DATA)],
         &RunOptions::default(),
         &|_| {},
     )
@@ -297,14 +288,8 @@ const CONVERSATION: &str = r#"{"id":"c1","label":"benign","turns":[{"role":"user
 /// evaluation of conversations undercounted the judge's calls, tokens and cost.
 #[test]
 fn a_conversation_counts_every_judged_call_not_only_the_deciding_one() {
-    let (records, errors) = read_jsonl_str(CONVERSATION);
-    assert!(errors.is_empty(), "{errors:?}");
-    let data = LoadedDataset {
-        name: "conv".into(),
-        origin: "test".into(),
-        records,
-        errors,
-    };
+    let data = dataset("conv", CONVERSATION);
+    assert!(data.errors.is_empty(), "{:?}", data.errors);
     let configs = [NamedPipeline::new("judged", pipeline(true))];
     let run = run(
         "eval_judge_conv",

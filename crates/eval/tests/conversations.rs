@@ -2,9 +2,10 @@
 //! evaluation reports over conversations.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::dataset;
 use rampart_conversation::{ConversationOptions, ConversationScanner, HIST_FORGED};
 use rampart_core::{Action, Pipeline, Role};
-use rampart_datasets::{DatasetTurn, LoadedDataset, read_jsonl_str};
+use rampart_datasets::DatasetTurn;
 use rampart_eval::replay::{is_call_end, replay};
 use rampart_eval::{NamedPipeline, RunOptions, Summary, run, write_all};
 use std::sync::Arc;
@@ -158,14 +159,8 @@ const SET: &str = r#"{"id":"atk","turns":[{"role":"user","text":"Hi, can you hel
 /// flagged with what flagged them, in the summary, the Markdown and the logs (no text).
 #[test]
 fn conversation_sets_report_rates_first_flags_and_flagged_benign() {
-    let (records, errors) = read_jsonl_str(SET);
-    assert!(errors.is_empty(), "{errors:?}");
-    let data = LoadedDataset {
-        name: "convs".into(),
-        origin: "inline".into(),
-        records,
-        errors,
-    };
+    let data = dataset("convs", SET);
+    assert!(data.errors.is_empty(), "{:?}", data.errors);
     let configs = [NamedPipeline::new(
         "default",
         rampart_rules::rules_pipeline().unwrap(),
@@ -274,13 +269,7 @@ fn conversation_sets_report_rates_first_flags_and_flagged_benign() {
 /// Invalid conversation options are refused before any scan.
 #[test]
 fn invalid_conversation_options_are_refused() {
-    let (records, errors) = read_jsonl_str(SET);
-    let data = LoadedDataset {
-        name: "convs".into(),
-        origin: "inline".into(),
-        records,
-        errors,
-    };
+    let data = dataset("convs", SET);
     let mut opts = RunOptions::default();
     opts.conversation.block_at = 2.0;
     let configs = [NamedPipeline::new(
@@ -325,14 +314,8 @@ fn a_call_over_the_limits_is_flagged_fail_closed() {
     cfg.limits.max_bytes = 40;
     let src = r#"{"id":"big","turns":[{"role":"user","text":"hello"},{"role":"assistant","text":"hi"},{"role":"user","text":"this second message takes the conversation over forty bytes"}],"label":"benign"}
 "#;
-    let (records, errors) = read_jsonl_str(src);
-    assert!(errors.is_empty(), "{errors:?}");
-    let data = LoadedDataset {
-        name: "big".into(),
-        origin: "inline".into(),
-        records,
-        errors,
-    };
+    let data = dataset("big", src);
+    assert!(data.errors.is_empty(), "{:?}", data.errors);
     let configs = [NamedPipeline::new(
         "tiny",
         Pipeline::from_config_with(cfg, &rampart_rules::registry()).unwrap(),
